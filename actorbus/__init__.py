@@ -1,0 +1,52 @@
+"""actorbus: AI agents as actor classes on NATS.
+
+The public API is deliberately small; everything else is reachable through the
+subpackages (``actorbus.bus``, ``actorbus.codecs`` ...).
+"""
+
+from actorbus.actors import Actor, ActorRef, ActorSystem, Crash, handler
+from actorbus.codecs.envelope import Envelope
+from actorbus.codecs.errors import (
+    ActorBusError,
+    ActorNotFoundError,
+    ActorStoppedError,
+    AskTimeoutError,
+    ConnectionLostError,
+    DecodeError,
+    ExpiredError,
+    InvalidAddressError,
+    MessageTooLargeError,
+    NoRespondersError,
+    ProtocolError,
+    RemoteError,
+    UnknownIntentError,
+    ValidationFailedError,
+)
+from actorbus.codecs.wire import Encoding, SizeLimits
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Actor",
+    "ActorBusError",
+    "ActorNotFoundError",
+    "ActorRef",
+    "ActorStoppedError",
+    "ActorSystem",
+    "AskTimeoutError",
+    "ConnectionLostError",
+    "Crash",
+    "DecodeError",
+    "Encoding",
+    "Envelope",
+    "ExpiredError",
+    "InvalidAddressError",
+    "MessageTooLargeError",
+    "NoRespondersError",
+    "ProtocolError",
+    "RemoteError",
+    "SizeLimits",
+    "UnknownIntentError",
+    "ValidationFailedError",
+    "handler",
+]

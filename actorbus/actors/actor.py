@@ -1,0 +1,123 @@
+"""The Actor base class users subclass to write an agent."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from actorbus.actors.handlers import HandlerSpec, resolve_handlers
+from actorbus.bus.subjects import validate_topic, validate_type
+from actorbus.codecs.envelope import Envelope
+from actorbus.codecs.errors import ActorBusError
+
+if TYPE_CHECKING:
+    from actorbus.actors.system import ActorSystem
+
+T = TypeVar("T")
+
+
+class Crash(ActorBusError):
+    """Raise from a handler to say the instance's state is broken: restart it."""
+
+    code = "E_CRASH"
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """What a handler is working on: the envelope and the address it arrived at."""
+
+    envelope: Envelope
+    address: str
+
+
+# The message being handled in the current task; outgoing calls inherit its
+# trace and session from here, so users never thread a context by hand.
+current_incoming: ContextVar[Incoming | None] = ContextVar("actorbus_incoming", default=None)
+
+
+def _default_type_name(cls_name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", cls_name).lower()
+
+
+class Actor:
+    """Base class of every agent.
+
+    Class attributes tune an actor type:
+
+    - ``type_name``: the address prefix (default: class name in kebab-case)
+    - ``concurrency``: messages handled at once per instance (default 1, in order)
+    - ``max_restarts`` within ``restart_window`` seconds before the actor is stopped
+    - ``restart_backoff``: (initial, maximum) seconds between restarts, with jitter
+    - ``crash_on``: exception types that restart the instance (``Crash`` always does)
+    - ``idle_timeout``: reserved for passivation of lazily activated actors
+    """
+
+    type_name: ClassVar[str]
+    concurrency: ClassVar[int] = 1
+    max_restarts: ClassVar[int] = 5
+    restart_window: ClassVar[float] = 60.0
+    restart_backoff: ClassVar[tuple[float, float]] = (0.1, 5.0)
+    crash_on: ClassVar[tuple[type[BaseException], ...]] = ()
+    handlers: ClassVar[dict[str, HandlerSpec]] = {}
+    topics: ClassVar[tuple[HandlerSpec, ...]] = ()
+
+    _system: ActorSystem
+    _address: str
+    _key: str
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "type_name" not in cls.__dict__:
+            cls.type_name = _default_type_name(cls.__name__)
+        validate_type(cls.type_name)
+        if cls.concurrency < 1:
+            raise TypeError(f"{cls.__qualname__}.concurrency must be >= 1")
+        cls.handlers = resolve_handlers(cls)
+        topics = tuple(s for s in cls.handlers.values() if s.topic)
+        for spec in topics:
+            validate_topic(spec.topic or "", wildcards=True)
+        cls.topics = topics
+
+    # -- lifecycle hooks ---------------------------------------------------
+    async def on_start(self) -> None:
+        """Called before the first message; raising here restarts the instance."""
+
+    async def on_stop(self) -> None:
+        """Called once when the instance stops (shutdown, restart or passivation)."""
+
+    # -- who am I ----------------------------------------------------------
+    @property
+    def key(self) -> str:
+        return self._key
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    @property
+    def system(self) -> ActorSystem:
+        return self._system
+
+    @property
+    def envelope(self) -> Envelope:
+        """The envelope being handled right now (session, trace, idempotency key)."""
+        inc = current_incoming.get()
+        if inc is None:
+            raise RuntimeError("no message is being handled in this task")
+        return inc.envelope
+
+    # -- talking to others (trace and session travel along) ----------------
+    async def ask(self, address: str, message: Any, **kwargs: Any) -> Any:
+        return await self._system.ask(address, message, **kwargs)
+
+    async def tell(self, address: str, message: Any, **kwargs: Any) -> None:
+        await self._system.tell(address, message, **kwargs)
+
+    async def publish(self, topic: str, message: Any, **kwargs: Any) -> None:
+        await self._system.publish(topic, message, **kwargs)
+
+    def stream(self, address: str, message: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        return self._system.stream(address, message, **kwargs)

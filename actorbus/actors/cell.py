@@ -1,0 +1,265 @@
+"""ActorCell: the runtime around one actor instance.
+
+It owns the instance's lifecycle (start, restart with backoff, stop), keeps the
+one-message-at-a-time promise (or the class's ``concurrency``), turns a handler's
+result or exception into a reply, and runs streaming handlers as cancellable
+tasks. The ActorSystem routes messages here; the cell never touches
+subscriptions' internals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from nats.aio.msg import Msg
+
+from actorbus.actors.actor import Actor, Crash, Incoming, current_incoming
+from actorbus.actors.handlers import HandlerSpec
+from actorbus.actors.messages import validate
+from actorbus.bus.connection import backoff_delay
+from actorbus.codecs.envelope import Envelope
+from actorbus.codecs.errors import (
+    ActorBusError,
+    ActorStoppedError,
+    RemoteError,
+    UnknownIntentError,
+    ValidationFailedError,
+)
+
+if TYPE_CHECKING:
+    from actorbus.actors.system import ActorSystem
+
+log = logging.getLogger("actorbus.actors")
+
+
+class ActorCell:
+    def __init__(
+        self, system: ActorSystem, cls: type[Actor], key: str, kwargs: dict[str, Any]
+    ) -> None:
+        self.system = system
+        self.cls = cls
+        self.key = key
+        self.kwargs = kwargs
+        self.address = f"{cls.type_name}/{key}"
+        self.instance: Actor | None = None
+        self.state = "new"  # new | running | restarting | stopping | stopped
+        self._ready = asyncio.Event()
+        self._gate = asyncio.Semaphore(cls.concurrency)
+        self._restarts: deque[float] = deque()
+        self._busy = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.subscriptions: list[Any] = []
+        self.restart_count = 0
+        self.failure: BaseException | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+    async def start(self) -> bool:
+        """Create the instance and run on_start, restarting with backoff on failure."""
+        while True:
+            try:
+                inst = self.cls(**self.kwargs)
+                inst._system = self.system
+                inst._address = self.address
+                inst._key = self.key
+                await inst.on_start()
+            except Exception as exc:
+                log.warning("%s: on_start failed: %r", self.address, exc)
+                if not await self._may_restart(exc, "on_start"):
+                    return False
+                continue
+            self.instance = inst
+            self.state = "running"
+            self._ready.set()
+            return True
+
+    async def _may_restart(self, exc: BaseException, where: str) -> bool:
+        """Count a restart; wait the backoff, or give up after too many."""
+        now = time.monotonic()
+        while self._restarts and now - self._restarts[0] > self.cls.restart_window:
+            self._restarts.popleft()
+        if len(self._restarts) >= self.cls.max_restarts:
+            await self._give_up(exc, where)
+            return False
+        self._restarts.append(now)
+        self.restart_count += 1
+        initial, maximum = self.cls.restart_backoff
+        delay = backoff_delay(len(self._restarts) - 1, initial, maximum)
+        log.info("%s: restarting in %.2fs after %s failed", self.address, delay, where)
+        await self.system.emit_event(
+            "actor.restarting",
+            {"address": self.address, "where": where, "error": _describe(exc),
+             "restarts": self.restart_count, "delay_s": round(delay, 3)},
+        )
+        await asyncio.sleep(delay)
+        return True
+
+    async def _give_up(self, exc: BaseException, where: str) -> None:
+        self.failure = exc
+        self.state = "stopped"
+        self._ready.set()  # wake waiters; they see 'stopped' and get an error reply
+        log.error(
+            "%s: stopped after %d restarts in %gs; last failure in %s: %r",
+            self.address, self.cls.max_restarts, self.cls.restart_window, where, exc,
+        )
+        await self.system.emit_event(
+            "actor.failed",
+            {"address": self.address, "where": where, "error": _describe(exc),
+             "restarts": self.restart_count},
+        )
+        await self.system.forget_cell(self)
+
+    async def _restart(self, exc: BaseException) -> None:
+        if self.state != "running":
+            return
+        self.state = "restarting"
+        self._ready.clear()
+        await self._call_on_stop()
+        if await self._may_restart(exc, "handler"):
+            await self.start()
+
+    async def _call_on_stop(self) -> None:
+        inst, self.instance = self.instance, None
+        if inst is None:
+            return
+        try:
+            await inst.on_stop()
+        except Exception as exc:
+            log.warning("%s: on_stop failed: %r", self.address, exc)
+
+    async def stop(self, timeout: float) -> None:
+        """Stop taking messages, let in-flight ones finish (bounded), then on_stop."""
+        if self.state in ("stopping", "stopped"):
+            return
+        self.state = "stopping"
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            log.warning("%s: %d handler(s) still running after %gs; cancelling",
+                        self.address, self._busy, timeout)
+            for task in list(self._tasks):
+                task.cancel()
+        await self._call_on_stop()
+        self.state = "stopped"
+        self._ready.set()
+
+    # -- message path ------------------------------------------------------
+    async def deliver(self, msg: Msg, env: Envelope) -> None:
+        """Handle one message, keeping the concurrency promise; returns when admitted
+        (concurrency > 1) or done (concurrency 1, which keeps arrival order)."""
+        self._busy += 1
+        self._idle.clear()
+        if self.cls.concurrency == 1:
+            try:
+                async with self._gate:
+                    await self._handle(msg, env)
+            finally:
+                self._done()
+            return
+        await self._gate.acquire()
+        task = asyncio.create_task(self._handle_then_release(msg, env))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def deliver_later(self, msg: Msg, env: Envelope) -> None:
+        """Queue a message without blocking the caller (shared subscriptions)."""
+        task = asyncio.create_task(self.deliver(msg, env))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle_then_release(self, msg: Msg, env: Envelope) -> None:
+        try:
+            await self._handle(msg, env)
+        finally:
+            self._gate.release()
+            self._done()
+
+    def _done(self) -> None:
+        self._busy -= 1
+        if self._busy == 0:
+            self._idle.set()
+
+    async def _handle(self, msg: Msg, env: Envelope) -> None:
+        if not self._ready.is_set():
+            await self._ready.wait()
+        inst = self.instance
+        if inst is None or self.state != "running":
+            why = f"actor {self.address} is {self.state}"
+            if self.failure is not None:
+                why += f" after repeated failures ({_describe(self.failure)})"
+            await self.system.reply_error(msg, ActorStoppedError(why), env, self.address)
+            return
+        spec = self.cls.handlers.get(env.intent)
+        if spec is None:
+            await self.system.reply_error(msg, self._unknown(env.intent), env, self.address)
+            return
+        try:
+            arg = _argument(spec, env)
+        except ActorBusError as err:
+            await self.system.reply_error(msg, err, env, self.address)
+            return
+        token = current_incoming.set(Incoming(env, self.address))
+        try:
+            if spec.streaming:
+                await self.system.streams.produce(
+                    msg, env, getattr(inst, spec.method)(arg), self.error_for
+                )
+                return
+            result = await getattr(inst, spec.method)(arg)
+            if msg.reply:
+                await self.system.reply(msg, env, self.address, result)
+        except Exception as exc:
+            await self._handler_failed(msg, env, spec, exc)
+        finally:
+            current_incoming.reset(token)
+
+    async def _handler_failed(
+        self, msg: Msg, env: Envelope, spec: HandlerSpec, exc: Exception
+    ) -> None:
+        err = self.error_for(exc)
+        if msg.reply:
+            await self.system.reply_error(msg, err, env, self.address)
+        else:
+            log.warning("%s.%s failed on %s (no reply possible): %r",
+                        self.address, spec.method, env.id, exc)
+        if isinstance(exc, (Crash, *self.cls.crash_on)):
+            await self._restart(exc)
+
+    def error_for(self, exc: BaseException) -> ActorBusError:
+        if isinstance(exc, ActorBusError) and not isinstance(exc, Crash):
+            return exc
+        tb = traceback.format_exc() if self.system.debug else None
+        return RemoteError(
+            str(exc), remote_type=type(exc).__name__, address=self.address, remote_traceback=tb
+        )
+
+    def _unknown(self, intent: str) -> UnknownIntentError:
+        known = ", ".join(sorted(self.cls.handlers)) or "none"
+        return UnknownIntentError(
+            f"{self.address} has no handler for intent {intent!r} (handles: {known})"
+        )
+
+
+def _argument(spec: HandlerSpec, env: Envelope) -> Any:
+    content = env.content
+    if spec.kind == "model":
+        assert spec.model is not None
+        return validate(spec.model, content, env.intent)
+    expected: type | None = {"bytes": bytes, "dict": dict, "text": str}.get(spec.kind)
+    if expected is not None and not isinstance(content, expected):
+        raise ValidationFailedError(
+            f"intent {env.intent!r} expects {expected.__name__} content, "
+            f"got {type(content).__name__}"
+        )
+    return content
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+

@@ -1,0 +1,82 @@
+"""Typed messages: how a Python value becomes (intent, content) and back.
+
+A pydantic model's intent is its ``__intent__`` class attribute, or else its class
+name. Every model that appears in a handler signature or is sent is remembered
+by intent, so a reply arriving as plain data is rebuilt as the model the caller
+knows, without the caller having to say which.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from actorbus.codecs.errors import ValidationFailedError
+from actorbus.codecs.wire import validation_summary
+
+# Reserved intents (user intents never start with '$').
+INTENT_ERROR = "$error"
+INTENT_END = "$end"
+INTENT_CANCEL = "$cancel"
+INTENT_NONE = "$none"
+INTENT_BYTES = "bytes"
+INTENT_DICT = "dict"
+INTENT_TEXT = "text"
+INTENT_DATA = "data"
+
+M = TypeVar("M", bound=BaseModel)
+
+_models: dict[str, type[BaseModel]] = {}
+_lock = threading.Lock()
+
+
+def intent_of(model: type[BaseModel]) -> str:
+    explicit = model.__dict__.get("__intent__")
+    return explicit if isinstance(explicit, str) else model.__name__
+
+
+def remember(model: type[BaseModel]) -> str:
+    intent = intent_of(model)
+    if _models.get(intent) is not model:
+        with _lock:
+            _models[intent] = model
+    return intent
+
+
+def known_model(intent: str) -> type[BaseModel] | None:
+    return _models.get(intent)
+
+
+def to_content(value: Any, intent: str | None = None) -> tuple[str, Any]:
+    """A value to send -> (intent, plain-data content)."""
+    if isinstance(value, BaseModel):
+        return intent or remember(type(value)), value.model_dump(mode="python")
+    if value is None:
+        return intent or INTENT_NONE, None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return intent or INTENT_BYTES, bytes(value)
+    if isinstance(value, dict):
+        return intent or INTENT_DICT, value
+    if isinstance(value, str):
+        return intent or INTENT_TEXT, value
+    return intent or INTENT_DATA, value
+
+
+def from_content(intent: str, content: Any, returns: type[Any] | None = None) -> Any:
+    """Plain-data content -> the value a caller gets (a model where one is known)."""
+    model = returns if returns is not None else known_model(intent)
+    if model is None or not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return content
+    return validate(model, content, intent)
+
+
+def validate(model: type[M], content: Any, intent: str) -> M:
+    try:
+        return model.model_validate(content)
+    except ValidationError as exc:
+        raise ValidationFailedError(
+            f"payload of intent {intent!r} does not match {model.__name__}: "
+            f"{validation_summary(exc)}"
+        ) from exc

@@ -1,0 +1,112 @@
+"""Streamed replies: a handler that yields, a caller that iterates.
+
+Wire protocol (core NATS, one publisher to one inbox, so order is kept):
+
+- the request carries ``context.stream = true`` and a reply inbox;
+- each item goes to the inbox as a frame with header ``Ab-Seq: n`` (1, 2, ...);
+  the first frame also carries ``Ab-Ctl``: the producer system's control subject;
+- the last frame is intent ``$end`` (or ``$error`` with the remote error);
+- a caller that stops early sends ``{"cancel": <request id>}`` to the control
+  subject; the producer's task is cancelled and the generator closed.
+
+The caller checks the sequence, so a lost frame is a ProtocolError, never a
+silently shortened stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from nats.aio.msg import Msg
+
+from actorbus.actors.messages import INTENT_END, to_content
+from actorbus.codecs.envelope import Envelope
+from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.wire import H_CTL, H_SEQ, pack, unpack
+
+if TYPE_CHECKING:
+    from actorbus.actors.system import ActorSystem
+
+log = logging.getLogger("actorbus.streams")
+
+
+class StreamProducers:
+    """The streams this system is producing, so a consumer can cancel one."""
+
+    def __init__(self, system: ActorSystem) -> None:
+        self.system = system
+        self._active: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def control_subject(self) -> str:
+        return self.system.subjects.control(self.system.system_id)
+
+    async def on_control(self, msg: Msg) -> None:
+        try:
+            body = unpack(msg.data)
+            stream_id = body["cancel"]
+        except Exception:
+            log.warning("ignoring malformed control message on %s", msg.subject)
+            return
+        task = self._active.get(stream_id)
+        if task is not None:
+            task.cancel()
+
+    async def produce(
+        self,
+        msg: Msg,
+        env: Envelope,
+        agen: AsyncIterator[Any],
+        error_for: Callable[[BaseException], ActorBusError],
+    ) -> None:
+        """Run a streaming handler to completion, cancellation or error."""
+        if not msg.reply:
+            log.warning("stream request %s to %s has no reply inbox; dropped", env.id, env.dst)
+            await _close(agen)
+            return
+        task = asyncio.create_task(self._pump(msg.reply, env, agen, error_for))
+        self._active[env.id] = task
+        try:
+            await asyncio.wait({task})
+        finally:
+            self._active.pop(env.id, None)
+
+    async def _pump(
+        self,
+        inbox: str,
+        env: Envelope,
+        agen: AsyncIterator[Any],
+        error_for: Callable[[BaseException], ActorBusError],
+    ) -> None:
+        system = self.system
+        seq = 0
+        try:
+            async for item in agen:
+                seq += 1
+                intent, content = to_content(item)
+                headers = {H_SEQ: str(seq)}
+                if seq == 1:
+                    headers[H_CTL] = self.control_subject
+                await system.send_reply(inbox, env, intent, content, headers)
+            await system.send_reply(inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)})
+        except asyncio.CancelledError:
+            log.debug("stream %s cancelled by its consumer after %d items", env.id, seq)
+        except Exception as exc:
+            await system.send_error(inbox, error_for(exc), env, {H_SEQ: str(seq + 1)})
+        finally:
+            await _close(agen)
+
+
+async def _close(agen: AsyncIterator[Any]) -> None:
+    aclose = getattr(agen, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+def cancel_message(stream_id: str) -> bytes:
+    return pack({"cancel": stream_id})

@@ -1,0 +1,738 @@
+"""ActorSystem: one process's actor runtime on one NATS connection.
+
+It hosts actors (spawned eagerly, or registered for lazy activation on first
+message), routes inbound messages to their cells, and is the client side of
+``ask``/``tell``/``publish``/``stream``. See ``actorbus.bus.subjects`` for the
+subject scheme and ARCHITECTURE.md for the delivery semantics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import itertools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NamedTuple, Self, TypeVar, cast
+
+import nats.errors
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from actorbus.actors.actor import Actor, current_incoming
+from actorbus.actors.cell import ActorCell
+from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_content
+from actorbus.actors.streaming import StreamProducers, cancel_message
+from actorbus.bus.client import EncodedHeaders, encode_headers
+from actorbus.bus.connection import BusConnection, ConnectOptions
+from actorbus.bus.server import EmbeddedServer, ServerConfig
+from actorbus.bus.subjects import Address, Subjects, validate_key, validate_topic
+from actorbus.codecs.envelope import Envelope, new_id, new_trace_id, now_ms
+from actorbus.codecs.errors import (
+    ActorBusError,
+    ActorNotFoundError,
+    AskTimeoutError,
+    DecodeError,
+    ExpiredError,
+    NoRespondersError,
+    ProtocolError,
+    error_from_wire,
+)
+from actorbus.codecs.wire import (
+    DEFAULT_LIMITS,
+    H_CTL,
+    H_DST,
+    H_ENC,
+    H_ID,
+    H_INTENT,
+    H_PARENT,
+    H_SEQ,
+    H_SRC,
+    H_TRACE,
+    Encoding,
+    SizeLimits,
+    check_size,
+    decode_envelope,
+    encode_body,
+    encoding_from_header,
+    unpack,
+)
+
+log = logging.getLogger("actorbus.system")
+
+A = TypeVar("A", bound=Actor)
+R = TypeVar("R")
+
+NO_RESPONDERS = "503"
+
+
+class ActorRef:
+    """A handle on an address; cheap to create, safe to pass around."""
+
+    __slots__ = ("address", "system")
+
+    def __init__(self, system: ActorSystem, address: str) -> None:
+        self.system = system
+        self.address = address
+
+    async def ask(self, message: Any, **kwargs: Any) -> Any:
+        return await self.system.ask(self.address, message, **kwargs)
+
+    async def tell(self, message: Any, **kwargs: Any) -> None:
+        await self.system.tell(self.address, message, **kwargs)
+
+    def stream(self, message: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        return self.system.stream(self.address, message, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"ActorRef({self.address!r})"
+
+
+class _Outgoing(NamedTuple):
+    body: bytes
+    headers: EncodedHeaders
+    intent: str
+    id: str
+
+
+class _TypeHost:
+    """A type registered for lazy activation in this process."""
+
+    def __init__(self, cls: type[Actor], kwargs: dict[str, Any]) -> None:
+        self.cls = cls
+        self.kwargs = kwargs
+        self.subs: list[Subscription] = []
+        self.rr = itertools.count()
+
+
+class ActorSystem:
+    """The runtime. Create with ``ActorSystem.start()`` (embedded nats-server) or
+    ``ActorSystem.connect(url)``; both work with ``async with`` or ``await``."""
+
+    def __init__(
+        self,
+        conn: BusConnection,
+        *,
+        namespace: str = "ab",
+        encoding: Encoding = Encoding.MSGPACK,
+        limits: SizeLimits = DEFAULT_LIMITS,
+        default_timeout: float = 5.0,
+        debug: bool = False,
+        server: EmbeddedServer | None = None,
+    ) -> None:
+        self.conn = conn
+        self.nc = conn.nc
+        self.subjects = Subjects(namespace)
+        self.namespace = namespace
+        self.encoding = encoding
+        self.limits = limits
+        self.default_timeout = default_timeout
+        self.debug = debug
+        self.server = server
+        self.system_id = new_id()
+        self.client_address = f"client/{self.system_id}"
+        self.streams = StreamProducers(self)
+        self._cells: dict[str, list[ActorCell]] = {}
+        self._hosts: dict[str, _TypeHost] = {}
+        self._subject_cache: dict[str, str] = {}
+        self._system_subs: list[Subscription] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
+        self._closed = asyncio.Event()
+
+    # -- construction ------------------------------------------------------
+    @classmethod
+    def start(
+        cls,
+        *,
+        store_dir: str | Path | None = None,
+        server_config: ServerConfig | None = None,
+        **kwargs: Any,
+    ) -> _Opening:
+        """Start an embedded nats-server (JetStream on) and a system on it."""
+
+        async def open_() -> ActorSystem:
+            config = server_config or ServerConfig(
+                store_dir=Path(store_dir) if store_dir else None
+            )
+            server = EmbeddedServer(config)
+            await server.start()
+            try:
+                return await cls._open([server.url], server=server, **kwargs)
+            except BaseException:
+                await server.stop()
+                raise
+
+        return _Opening(open_())
+
+    @classmethod
+    def connect(cls, servers: str | list[str] = "nats://127.0.0.1:4222", **kwargs: Any) -> _Opening:
+        """Connect to an existing NATS server or cluster."""
+        urls = [servers] if isinstance(servers, str) else list(servers)
+        return _Opening(cls._open(urls, **kwargs))
+
+    @classmethod
+    async def _open(
+        cls,
+        urls: list[str],
+        *,
+        name: str = "actorbus",
+        connect_options: ConnectOptions | None = None,
+        server: EmbeddedServer | None = None,
+        **kwargs: Any,
+    ) -> ActorSystem:
+        options = connect_options or ConnectOptions(name=name)
+        options.servers = urls
+        conn = await BusConnection.connect(options)
+        system = cls(conn, server=server, **kwargs)
+        await system._subscribe_system()
+        return system
+
+    async def _subscribe_system(self) -> None:
+        sub = await self.nc.subscribe(self.streams.control_subject, cb=self.streams.on_control)
+        self._system_subs.append(sub)
+
+    @property
+    def url(self) -> str:
+        return self.conn.options.servers[0]
+
+    # -- hosting actors ----------------------------------------------------
+    async def spawn(
+        self,
+        cls: type[A],
+        key: str | None = None,
+        *,
+        replicas: int = 1,
+        **kwargs: Any,
+    ) -> ActorRef:
+        """Start ``replicas`` instances of ``cls`` at ``type/key`` (key: generated if None).
+
+        Replicas of one address share its messages through a NATS queue group, in
+        this process or across processes.
+        """
+        self._check_open()
+        key = key if key is not None else new_id()
+        validate_key(key)
+        if replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        address = f"{cls.type_name}/{key}"
+        hosted = self._hosts.get(cls.type_name)
+        for _ in range(replicas):
+            cell = ActorCell(self, cls, key, kwargs)
+            self._cells.setdefault(address, []).append(cell)
+            if not await cell.start():
+                raise ActorBusError(f"{address} failed to start: {cell.failure!r}")
+            if hosted is None:
+                await self._subscribe_cell(cell)
+            else:
+                await self._subscribe_topics(cell)
+        return ActorRef(self, address)
+
+    async def register(self, cls: type[Actor], **kwargs: Any) -> None:
+        """Host ``cls`` lazily: an instance is created on the first message to
+        ``type/<any key>`` (and to the anycast address ``type``) that reaches this process."""
+        self._check_open()
+        type_name = cls.type_name
+        if type_name in self._hosts:
+            raise ValueError(f"actor type {type_name!r} is already registered")
+        for address in self._cells:
+            if address.startswith(type_name + "/"):
+                raise ValueError(f"register {type_name!r} before spawning instances of it")
+        host = _TypeHost(cls, kwargs)
+        self._hosts[type_name] = host
+        s = self.subjects
+
+        async def on_direct(msg: Msg) -> None:
+            await self._route_lazy(host, s.key_of(msg.subject), msg)
+
+        async def on_anycast(msg: Msg) -> None:
+            local = [a for a in self._cells if a.startswith(type_name + "/")]
+            key = local[next(host.rr) % len(local)].split("/", 1)[1] if local else "default"
+            await self._route_lazy(host, key, msg)
+
+        host.subs.append(
+            await self.nc.subscribe(s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct)
+        )
+        host.subs.append(
+            await self.nc.subscribe(
+                s.anycast(type_name), queue=s.queue(Address(type_name)), cb=on_anycast
+            )
+        )
+
+    async def _route_lazy(self, host: _TypeHost, key: str, msg: Msg) -> None:
+        env = await self._decode_or_reply(msg, f"{host.cls.type_name}/{key}")
+        if env is None:
+            return
+        address = f"{host.cls.type_name}/{key}"
+        cells = self._cells.get(address)
+        if not cells:
+            cell = ActorCell(self, host.cls, key, host.kwargs)
+            self._cells[address] = [cell]
+            self._spawn_task(self._activate(cell))
+            cells = self._cells[address]
+        cells[0].deliver_later(msg, env)
+
+    async def _activate(self, cell: ActorCell) -> None:
+        if await cell.start():
+            await self._subscribe_topics(cell)
+
+    async def _subscribe_cell(self, cell: ActorCell) -> None:
+        s = self.subjects
+        addr = Address(cell.cls.type_name, cell.key)
+
+        async def on_msg(msg: Msg) -> None:
+            env = await self._decode_or_reply(msg, cell.address)
+            if env is not None:
+                await cell.deliver(msg, env)
+
+        cell.subscriptions.append(
+            await self.nc.subscribe(s.direct(addr), queue=s.queue(addr), cb=on_msg)
+        )
+        cell.subscriptions.append(
+            await self.nc.subscribe(
+                s.anycast(addr.type), queue=s.queue(Address(addr.type)), cb=on_msg
+            )
+        )
+        await self._subscribe_topics(cell)
+
+    async def _subscribe_topics(self, cell: ActorCell) -> None:
+        addr = Address(cell.cls.type_name, cell.key)
+        for spec in cell.cls.topics:
+            assert spec.topic is not None
+
+            async def on_topic(msg: Msg) -> None:
+                env = await self._decode_or_reply(msg, cell.address)
+                if env is not None:
+                    await cell.deliver(msg, env)
+
+            cell.subscriptions.append(
+                await self.nc.subscribe(
+                    self.subjects.topic(spec.topic, wildcards=True),
+                    queue=self.subjects.queue(addr),
+                    cb=on_topic,
+                )
+            )
+
+    async def stop_actor(self, address: str, timeout: float = 10.0) -> None:
+        """Stop every local replica of ``address`` (they finish what they are doing)."""
+        for cell in self._cells.pop(address, []):
+            await self._stop_cell(cell, timeout)
+
+    async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
+        for sub in cell.subscriptions:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        cell.subscriptions.clear()
+        await cell.stop(timeout)
+
+    async def forget_cell(self, cell: ActorCell) -> None:
+        """Called by a cell that gave up: unsubscribe it and drop it from the table."""
+        cells = self._cells.get(cell.address, [])
+        if cell in cells:
+            cells.remove(cell)
+            if not cells:
+                del self._cells[cell.address]
+        for sub in cell.subscriptions:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        cell.subscriptions.clear()
+
+    def local_actors(self) -> dict[str, int]:
+        """Addresses hosted here and their replica counts."""
+        return {address: len(cells) for address, cells in self._cells.items()}
+
+    # -- inbound -----------------------------------------------------------
+    async def _decode_or_reply(self, msg: Msg, address: str) -> Envelope | None:
+        try:
+            headers = msg.headers
+            enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
+            env = decode_envelope(msg.data, enc, self.limits)
+            ttl = env.context.ttl_ms
+            if ttl is not None and now_ms() > env.ts + ttl:
+                raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
+            return env
+        except ActorBusError as err:
+            await self.reply_error(msg, err, None, address)
+            return None
+
+    async def reply(self, msg: Msg, env: Envelope, address: str, result: Any) -> None:
+        intent, content = to_content(result)
+        await self.send_reply(msg.reply, env, intent, content, None, src=address, msg=msg)
+
+    async def send_reply(
+        self,
+        inbox: str,
+        env: Envelope,
+        intent: str,
+        content: Any,
+        headers: dict[str, str] | None,
+        *,
+        src: str | None = None,
+        msg: Msg | None = None,
+    ) -> None:
+        enc = self._reply_encoding(msg)
+        data = {
+            "id": new_id(),
+            "ts": now_ms(),
+            "src": src or env.dst,
+            "dst": env.src,
+            "intent": intent,
+            "content": content,
+            "context": {"trace_id": env.context.trace_id, "parent_id": env.id},
+        }
+        try:
+            body = encode_body(data, enc)
+            check_size(body, content, enc, self.limits)
+        except ActorBusError as err:
+            # The reply itself is bad (too large, not encodable): tell the caller why.
+            await self.send_error(inbox, err, env, headers, src=src)
+            return
+        if enc is not Encoding.MSGPACK:
+            headers = {**(headers or {}), H_ENC: enc.value}
+        await self._publish(inbox, body, headers)
+
+    async def reply_error(
+        self, msg: Msg, err: ActorBusError, env: Envelope | None, address: str
+    ) -> None:
+        if not msg.reply:
+            what = f"{env.intent!r} from {env.src}" if env else "undecodable message"
+            log.warning("%s: dropped %s: %s", address, what, err)
+            return
+        await self.send_error(msg.reply, err, env, None, src=address, msg=msg)
+
+    async def send_error(
+        self,
+        inbox: str,
+        err: ActorBusError,
+        env: Envelope | None,
+        headers: dict[str, str] | None,
+        *,
+        src: str | None = None,
+        msg: Msg | None = None,
+    ) -> None:
+        tb = getattr(err, "remote_traceback", None) if self.debug else None
+        data = {
+            "id": new_id(),
+            "ts": now_ms(),
+            "src": src or (env.dst if env else ""),
+            "dst": env.src if env else "",
+            "intent": INTENT_ERROR,
+            "content": err.to_wire(include_traceback=tb),
+            "context": {"trace_id": env.context.trace_id, "parent_id": env.id} if env else {},
+        }
+        enc = self._reply_encoding(msg)
+        if enc is not Encoding.MSGPACK:
+            headers = {**(headers or {}), H_ENC: enc.value}
+        await self._publish(inbox, encode_body(data, enc), headers)
+
+    @staticmethod
+    def _reply_encoding(msg: Msg | None) -> Encoding:
+        """Answer in the encoding the request came in (JSON tools get JSON back)."""
+        if msg is None or not msg.headers:
+            return Encoding.MSGPACK
+        try:
+            return encoding_from_header(msg.headers.get(H_ENC))
+        except DecodeError:
+            return Encoding.MSGPACK
+
+    async def _publish(
+        self,
+        subject: str,
+        body: bytes,
+        headers: dict[str, str] | EncodedHeaders | None,
+        reply: str = "",
+    ) -> None:
+        try:
+            await self.nc.publish(subject, body, reply=reply, headers=cast(Any, headers))
+        except nats.errors.Error as exc:
+            raise self.conn.translate(exc) from exc
+
+    async def emit_event(self, event: str, data: dict[str, Any]) -> None:
+        """Publish a system event on ``{ns}.sys.{event}`` (best effort)."""
+        try:
+            body = encode_body(
+                {"id": new_id(), "ts": now_ms(), "src": f"system/{self.system_id}",
+                 "dst": f"sys.{event}", "intent": event, "content": data},
+                Encoding.MSGPACK,
+            )
+            await self.nc.publish(self.subjects.system(event), body)
+        except Exception as exc:
+            log.warning("could not emit %s event: %r", event, exc)
+
+    # -- outbound ----------------------------------------------------------
+    def _subject(self, address: str) -> str:
+        subject = self._subject_cache.get(address)
+        if subject is None:
+            subject = self.subjects.direct(Address.parse(address))
+            if len(self._subject_cache) < 10_000:
+                self._subject_cache[address] = subject
+        return subject
+
+    def _request(
+        self,
+        dst: str,
+        message: Any,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+        stream: bool = False,
+    ) -> _Outgoing:
+        """Build and encode an outgoing envelope with its routing headers."""
+        intent, content = to_content(message, intent)
+        inc = current_incoming.get()
+        ctx: dict[str, Any]
+        if inc is None:
+            src = self.client_address
+            ctx = {"trace_id": new_trace_id()}
+        else:
+            parent = inc.envelope
+            src = inc.address
+            ctx = {"trace_id": parent.context.trace_id or new_trace_id(), "parent_id": parent.id}
+            session_id = session_id or parent.context.session_id
+        if session_id is not None:
+            ctx["session_id"] = session_id
+        if idempotency_key is not None:
+            ctx["idempotency_key"] = idempotency_key
+        if ttl_ms is not None:
+            ctx["ttl_ms"] = ttl_ms
+        if stream:
+            ctx["stream"] = True
+        msg_id = new_id()
+        data = {"id": msg_id, "ts": now_ms(), "src": src, "dst": dst, "intent": intent,
+                "content": content, "context": ctx}
+        enc = self.encoding
+        body = encode_body(data, enc)
+        check_size(body, content, enc, self.limits)
+        headers = {H_ID: msg_id, H_SRC: src, H_DST: dst, H_INTENT: intent, H_TRACE: ctx["trace_id"]}
+        if "parent_id" in ctx:
+            headers[H_PARENT] = ctx["parent_id"]
+        if enc is not Encoding.MSGPACK:
+            headers[H_ENC] = enc.value
+        return _Outgoing(body, encode_headers(headers), intent, msg_id)
+
+    async def ask(
+        self,
+        address: str,
+        message: Any,
+        *,
+        timeout: float | None = None,
+        returns: type[R] | None = None,
+        intent: str | None = None,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+        ttl_ms: int | None = None,
+    ) -> Any:
+        """Send and wait for the reply. Raises AskTimeoutError (naming the address and
+        intent), NoRespondersError, or the typed error the actor replied with."""
+        self._check_open()
+        timeout = self.default_timeout if timeout is None else timeout
+        subject = self._subject(address)
+        out = self._request(address, message, intent, session_id, idempotency_key, ttl_ms)
+        try:
+            msg = await self.nc.request(
+                subject, out.body, timeout=timeout, headers=cast(Any, out.headers)
+            )
+        except nats.errors.TimeoutError:
+            raise AskTimeoutError(address, out.intent, timeout) from None
+        except nats.errors.NoRespondersError:
+            raise NoRespondersError(address, out.intent) from None
+        except nats.errors.Error as exc:
+            raise self.conn.translate(exc) from exc
+        reply_intent, content = _decode_reply(msg, address)
+        if reply_intent == INTENT_ERROR:
+            raise error_from_wire(content, address)
+        return from_content(reply_intent, content, returns)
+
+    async def tell(
+        self,
+        address: str,
+        message: Any,
+        *,
+        intent: str | None = None,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+        ttl_ms: int | None = None,
+    ) -> None:
+        """Fire and forget (at most once)."""
+        self._check_open()
+        subject = self._subject(address)
+        out = self._request(address, message, intent, session_id, idempotency_key, ttl_ms)
+        await self._publish(subject, out.body, out.headers)
+
+    async def publish(
+        self,
+        topic: str,
+        message: Any,
+        *,
+        intent: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        """Publish to a pub/sub topic; every subscribed actor address gets it once."""
+        self._check_open()
+        subject = self.subjects.topic(topic)
+        out = self._request(f"topic:{topic}", message, intent, session_id, None, None)
+        await self._publish(subject, out.body, out.headers)
+
+    async def stream(
+        self,
+        address: str,
+        message: Any,
+        *,
+        timeout: float | None = None,
+        returns: type[Any] | None = None,
+        intent: str | None = None,
+        session_id: str | None = None,
+    ) -> AsyncIterator[Any]:
+        """Call a streaming handler and iterate its items in order.
+
+        ``timeout`` bounds the wait for each item. Leaving the loop early (break,
+        exception, or ``aclose()``) cancels the producer.
+        """
+        self._check_open()
+        timeout = self.default_timeout if timeout is None else timeout
+        subject = self._subject(address)
+        out = self._request(address, message, intent, session_id, None, None, stream=True)
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        finished = False
+        control: str | None = None
+        try:
+            await self._publish(subject, out.body, out.headers, reply=inbox)
+            expected = 1
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout)
+                except nats.errors.TimeoutError:
+                    raise AskTimeoutError(address, out.intent, timeout) from None
+                hdrs = msg.headers or {}
+                if hdrs.get("Status") == NO_RESPONDERS:
+                    finished = True
+                    raise NoRespondersError(address, out.intent)
+                seq = int(hdrs.get(H_SEQ, expected))
+                if seq != expected:
+                    finished = True
+                    raise ProtocolError(
+                        f"stream from {address} lost frames: expected #{expected}, got #{seq}"
+                    )
+                control = control or hdrs.get(H_CTL)
+                reply_intent, content = _decode_reply(msg, address)
+                if reply_intent == INTENT_END:
+                    finished = True
+                    return
+                if reply_intent == INTENT_ERROR:
+                    finished = True
+                    raise error_from_wire(content, address)
+                yield from_content(reply_intent, content, returns)
+                expected += 1
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+            if not finished and control and self.nc.is_connected:
+                with contextlib.suppress(Exception):
+                    await self.nc.publish(control, cancel_message(out.id))
+
+    def ref(self, address: str) -> ActorRef:
+        Address.parse(address)
+        return ActorRef(self, address)
+
+    async def subscribe(
+        self, topic: str, callback: Callable[[Envelope], Awaitable[None]], *, system: bool = False
+    ) -> Callable[[], Awaitable[None]]:
+        """Watch a topic (or, with ``system=True``, system events such as
+        ``actor.failed``) from outside any actor. Returns an unsubscribe function."""
+        self._check_open()
+        if system:
+            subject = self.subjects.system(validate_topic(topic, wildcards=True))
+        else:
+            subject = self.subjects.topic(topic, wildcards=True)
+
+        async def on_msg(msg: Msg) -> None:
+            try:
+                env = decode_envelope(msg.data, Encoding.MSGPACK, self.limits)
+            except ActorBusError as err:
+                log.warning("subscriber on %s: %s", subject, err)
+                return
+            try:
+                await callback(env)
+            except Exception:
+                log.exception("subscriber callback on %s failed", subject)
+
+        sub = await self.nc.subscribe(subject, cb=on_msg)
+        return sub.unsubscribe
+
+    # -- shutdown ----------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closing:
+            raise ActorBusError("the actor system is closed")
+
+    def _spawn_task(self, coro: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Graceful shutdown: stop accepting, let in-flight handlers finish (bounded
+        by ``timeout``), run on_stop, drain the connection, stop an embedded server."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        try:
+            for host in self._hosts.values():
+                for sub in host.subs:
+                    with contextlib.suppress(Exception):
+                        await sub.unsubscribe()
+            cells = [c for cs in self._cells.values() for c in cs]
+            self._cells.clear()
+            await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
+            if self._tasks:
+                await asyncio.wait(self._tasks, timeout=timeout)
+            await self.conn.close()
+        finally:
+            if self.server is not None:
+                await self.server.stop()
+            self._closed.set()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+def _decode_reply(msg: Msg, address: str) -> tuple[str, Any]:
+    """Lean reply decode: only intent and content matter to the caller."""
+    try:
+        headers = msg.headers
+        enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
+        raw = unpack(msg.data) if enc is Encoding.MSGPACK else json.loads(msg.data)
+        return str(raw["intent"]), raw.get("content")
+    except Exception as exc:
+        raise DecodeError(f"malformed reply from {address}: {exc!r}") from exc
+
+
+class _Opening:
+    """``await ActorSystem.start()`` or ``async with ActorSystem.start() as system``."""
+
+    def __init__(self, coro: Awaitable[ActorSystem]) -> None:
+        self._coro = coro
+        self._system: ActorSystem | None = None
+
+    def __await__(self) -> Generator[Any, None, ActorSystem]:
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> ActorSystem:
+        self._system = await self._coro
+        return self._system
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._system is not None:
+            await self._system.close()

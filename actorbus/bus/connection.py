@@ -1,0 +1,187 @@
+"""The NATS connection an ActorSystem runs on, with the failure behaviour users expect.
+
+nats-py reconnects on its own but with a fixed wait and no overall deadline.
+Here: exponential backoff with jitter between attempts, publishes buffered
+while disconnected (``buffer_bytes``), and once ``reconnect_deadline`` passes
+without a server the connection is closed and every later call raises
+:class:`ConnectionLostError` saying when and where the link was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats
+from nats.aio.client import Server
+
+from actorbus.bus.client import Client
+from actorbus.codecs.errors import ConnectionLostError
+
+log = logging.getLogger("actorbus.bus")
+
+
+@dataclass
+class ConnectOptions:
+    """How to reach NATS and how hard to try when the link drops."""
+
+    servers: list[str] = field(default_factory=lambda: ["nats://127.0.0.1:4222"])
+    name: str = "actorbus"
+    connect_timeout: float = 5.0
+    reconnect_deadline: float = 60.0  # give up (and fail calls) after this long without a server
+    backoff_initial: float = 0.05
+    backoff_max: float = 2.0
+    buffer_bytes: int = 8 * 1024 * 1024  # publishes kept while reconnecting
+    drain_timeout: float = 10.0
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    credentials_file: str | None = None
+    tls: Any = None  # ssl.SSLContext
+    inbox_prefix: str = "_INBOX"
+
+
+def backoff_delay(attempt: int, initial: float, maximum: float) -> float:
+    """Exponential backoff with 'equal jitter': half fixed, half random."""
+    ceiling = min(maximum, initial * (2 ** min(attempt, 20)))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+class BusConnection:
+    """A nats-py client plus the reconnect deadline and error mapping."""
+
+    def __init__(self, options: ConnectOptions) -> None:
+        self.options = options
+        self.nc = Client()
+        self._lost_since: float | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._lost_error: ConnectionLostError | None = None
+        self.on_disconnect: list[Callable[[], Awaitable[None]]] = []
+        self.on_reconnect: list[Callable[[], Awaitable[None]]] = []
+
+    @classmethod
+    async def connect(cls, options: ConnectOptions) -> BusConnection:
+        conn = cls(options)
+        await conn._connect()
+        return conn
+
+    async def _connect(self) -> None:
+        o = self.options
+        kwargs: dict[str, Any] = {}
+        if o.credentials_file:
+            kwargs["user_credentials"] = o.credentials_file
+        try:
+            await self.nc.connect(
+                servers=o.servers,
+                name=o.name,
+                connect_timeout=max(1, round(o.connect_timeout)),
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_to_server_handler=self._pick_server,
+                pending_size=o.buffer_bytes,
+                drain_timeout=max(1, round(o.drain_timeout)),
+                user=o.user,
+                password=o.password,
+                token=o.token,
+                tls=o.tls,
+                inbox_prefix=o.inbox_prefix,
+                error_cb=self._on_error,
+                disconnected_cb=self._on_disconnected,
+                reconnected_cb=self._on_reconnected,
+                **kwargs,
+            )
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await self.nc.close()
+            raise ConnectionLostError(
+                f"cannot connect to NATS at {', '.join(o.servers)}: {exc or type(exc).__name__}"
+            ) from exc
+
+    def _pick_server(
+        self, servers: list[Server], info: dict[str, Any]
+    ) -> tuple[Server | None, float]:
+        server = min(servers, key=lambda s: s.reconnects)
+        delay = backoff_delay(server.reconnects, self.options.backoff_initial, self.options.backoff_max)
+        return server, delay
+
+    async def _on_error(self, exc: Exception) -> None:
+        if self._lost_since is None:
+            log.warning("nats: %s", exc or type(exc).__name__)
+        else:
+            log.debug("nats (reconnecting): %s", exc or type(exc).__name__)
+
+    async def _on_disconnected(self) -> None:
+        if self.nc.is_closed or self._lost_since is not None:
+            return
+        self._lost_since = time.monotonic()
+        log.warning("lost connection to NATS; reconnecting for up to %gs", self.options.reconnect_deadline)
+        self._watchdog = asyncio.create_task(self._give_up_after_deadline())
+        for cb in self.on_disconnect:
+            await cb()
+
+    async def _on_reconnected(self) -> None:
+        if self._lost_since is not None:
+            log.info("reconnected to NATS after %.2fs", time.monotonic() - self._lost_since)
+        self._lost_since = None
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        for cb in self.on_reconnect:
+            await cb()
+
+    async def _give_up_after_deadline(self) -> None:
+        await asyncio.sleep(self.options.reconnect_deadline)
+        if self.nc.is_connected:
+            return
+        self._lost_error = ConnectionLostError(
+            f"connection to NATS ({', '.join(self.options.servers)}) lost and not back "
+            f"within {self.options.reconnect_deadline:g}s"
+        )
+        log.error("%s", self._lost_error)
+        with contextlib.suppress(Exception):
+            await self.nc.close()
+
+    @property
+    def connected(self) -> bool:
+        return self.nc.is_connected
+
+    def translate(self, exc: BaseException) -> BaseException:
+        """Map nats-py connection errors onto ConnectionLostError."""
+        if isinstance(
+            exc,
+            nats.errors.ConnectionClosedError
+            | nats.errors.ConnectionDrainingError
+            | nats.errors.OutboundBufferLimitError
+            | nats.errors.StaleConnectionError,
+        ):
+            if self._lost_error is not None:
+                return self._lost_error
+            if isinstance(exc, nats.errors.OutboundBufferLimitError):
+                return ConnectionLostError(
+                    f"NATS is unreachable and the {self.options.buffer_bytes}-byte "
+                    "reconnect buffer is full"
+                )
+            return ConnectionLostError(f"NATS connection is closed ({type(exc).__name__})")
+        return exc
+
+    async def close(self) -> None:
+        """Drain: flush publishes, let subscriptions finish what they hold, then close."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        if self.nc.is_closed:
+            return
+        try:
+            if self.nc.is_connected:
+                await self.nc.drain()
+            else:
+                await self.nc.close()
+        except Exception as exc:  # drain can time out; closing is what matters now
+            log.debug("drain: %s", exc)
+            with contextlib.suppress(Exception):
+                await self.nc.close()

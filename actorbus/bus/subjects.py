@@ -1,0 +1,138 @@
+"""The subject scheme: how addresses, topics and system events map onto NATS subjects.
+
+All subjects of one system start with its namespace, so two systems can share
+one NATS server (or account) without crosstalk::
+
+    {ns}.a.{type}.{key}     direct address "type/key" (replicas share a queue group)
+    {ns}.any.{type}         anycast: any one instance of the type (queue group)
+    {ns}.t.{topic}          pub/sub topic; topics are dot-separated, subscriptions
+                            may use NATS wildcards: "orders.*", "orders.>"
+    {ns}.sys.{event}        system events (actor failures, lifecycle)
+    {ns}.ctl.{system_id}    control messages to one running system (stream cancel)
+
+The namespace defaults to ``ab``; it is a single token of letters, digits, ``_``
+and ``-``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from actorbus.codecs.errors import InvalidAddressError
+
+_NS_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
+_BAD_KEY_CHARS = re.compile(r"[\s.*>]")
+_TOPIC_TOKEN_RE = re.compile(r"^[A-Za-z0-9_:@=+-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """An actor address: ``type/key`` for one actor, ``type`` for any instance."""
+
+    type: str
+    key: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        if not isinstance(text, str) or not text:
+            raise InvalidAddressError(f"an address must be a non-empty string, got {text!r}")
+        type_, sep, key = text.partition("/")
+        validate_type(type_, text)
+        if sep:
+            validate_key(key, text)
+            return cls(type_, key)
+        return cls(type_)
+
+    def __str__(self) -> str:
+        return self.type if self.key is None else f"{self.type}/{self.key}"
+
+    @property
+    def is_anycast(self) -> bool:
+        return self.key is None
+
+
+def validate_type(type_: str, where: str | None = None) -> None:
+    if not _TYPE_RE.match(type_):
+        raise InvalidAddressError(
+            f"invalid actor type {type_!r} in {where or type_!r}: use lowercase letters, "
+            "digits, '_' and '-' (max 128)"
+        )
+
+
+def validate_key(key: str, where: str | None = None) -> None:
+    if not key or len(key) > 256 or _BAD_KEY_CHARS.search(key):
+        raise InvalidAddressError(
+            f"invalid actor key {key!r} in {where or key!r}: 1-256 characters, "
+            "no whitespace, '.', '*' or '>'"
+        )
+
+
+def validate_namespace(ns: str) -> str:
+    if not _NS_RE.match(ns):
+        raise InvalidAddressError(
+            f"invalid namespace {ns!r}: one token of letters, digits, '_' or '-'"
+        )
+    return ns
+
+
+def validate_topic(topic: str, *, wildcards: bool) -> str:
+    tokens = topic.split(".") if isinstance(topic, str) else []
+    for i, tok in enumerate(tokens):
+        if wildcards and (tok == "*" or (tok == ">" and i == len(tokens) - 1)):
+            continue
+        if not _TOPIC_TOKEN_RE.match(tok):
+            kind = "topic pattern" if wildcards else "topic (no wildcards when publishing)"
+            raise InvalidAddressError(
+                f"invalid {kind} {topic!r}: dot-separated tokens of letters, digits and _:@=+-"
+                + (", '*' for one token, '>' last for the rest" if wildcards else "")
+            )
+    if not tokens:
+        raise InvalidAddressError(f"invalid topic {topic!r}")
+    return topic
+
+
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    """Subject builder for one namespace."""
+
+    ns: str = "ab"
+
+    def __post_init__(self) -> None:
+        validate_namespace(self.ns)
+
+    def direct(self, addr: Address) -> str:
+        if addr.key is None:
+            return self.anycast(addr.type)
+        return f"{self.ns}.a.{addr.type}.{addr.key}"
+
+    def direct_all(self, type_: str) -> str:
+        """Every key of a type: the subscription of a process that activates lazily."""
+        return f"{self.ns}.a.{type_}.*"
+
+    def anycast(self, type_: str) -> str:
+        return f"{self.ns}.any.{type_}"
+
+    def queue(self, addr: Address) -> str:
+        """The queue group for replicas of one address (or of a type, for anycast)."""
+        return f"{self.ns}.q.{addr}".replace("/", ".")
+
+    def lazy_queue(self, type_: str) -> str:
+        return f"{self.ns}.lazy.{type_}"
+
+    def topic(self, topic: str, *, wildcards: bool = False) -> str:
+        return f"{self.ns}.t.{validate_topic(topic, wildcards=wildcards)}"
+
+    def topic_of(self, subject: str) -> str:
+        return subject[len(self.ns) + 3 :]
+
+    def system(self, event: str) -> str:
+        return f"{self.ns}.sys.{event}"
+
+    def control(self, system_id: str) -> str:
+        return f"{self.ns}.ctl.{system_id}"
+
+    def key_of(self, subject: str) -> str:
+        """The key token of a direct subject."""
+        return subject.rsplit(".", 1)[1]

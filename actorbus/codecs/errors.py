@@ -1,0 +1,209 @@
+"""The error taxonomy shared by the bus, the actors and every protocol edge.
+
+Each error carries a stable ``code`` (``E_TIMEOUT``, ``E_DECODE`` ...) so that an
+error raised in one process can be sent over the wire as ``{code, type, message}``
+and rebuilt as the same Python class in the caller's process. Protocol codecs map
+these codes onto their native error shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ActorBusError(Exception):
+    """Base of every error actorbus raises on purpose."""
+
+    code: ClassVar[str] = "E_INTERNAL"
+
+    def to_wire(self, *, include_traceback: str | None = None) -> dict[str, Any]:
+        """The error as the ``content`` of an error envelope."""
+        body: dict[str, Any] = {"code": self.code, "type": type(self).__name__, "message": str(self)}
+        if include_traceback:
+            body["traceback"] = include_traceback
+        return body
+
+
+class AskTimeoutError(ActorBusError, TimeoutError):
+    """No reply arrived before the deadline."""
+
+    code = "E_TIMEOUT"
+
+    def __init__(self, address: str, intent: str, timeout: float) -> None:
+        super().__init__(f"ask to {address!r} (intent {intent!r}) got no reply within {timeout:g}s")
+        self.address = address
+        self.intent = intent
+        self.timeout = timeout
+
+
+class ConnectionLostError(ActorBusError, ConnectionError):
+    """The link to NATS is gone and did not come back before the reconnect deadline."""
+
+    code = "E_CONN"
+
+
+class NoRespondersError(ActorBusError):
+    """Nobody is subscribed on the address: the actor is not running anywhere."""
+
+    code = "E_NO_RESPONDERS"
+
+    def __init__(self, address: str, intent: str = "") -> None:
+        what = f" (intent {intent!r})" if intent else ""
+        super().__init__(f"no actor is serving {address!r}{what}")
+        self.address = address
+        self.intent = intent
+
+
+class InvalidAddressError(ActorBusError, ValueError):
+    """An address or topic that cannot become a NATS subject."""
+
+    code = "E_ADDRESS"
+
+
+class ProtocolError(ActorBusError):
+    """A peer broke the actorbus wire protocol (for example, a stream chunk out of order)."""
+
+    code = "E_PROTOCOL"
+
+
+class EncodeError(ActorBusError, ValueError):
+    """A value could not be encoded for the wire."""
+
+    code = "E_ENCODE"
+
+
+class DecodeError(ActorBusError, ValueError):
+    """Bytes that are not a valid envelope (or not valid for the given encoding)."""
+
+    code = "E_DECODE"
+
+
+class MessageTooLargeError(ActorBusError, ValueError):
+    """A message or its payload is over the configured size limit."""
+
+    code = "E_TOO_LARGE"
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(f"{what} is {size} bytes, over the limit of {limit} bytes")
+        self.what = what
+        self.size = size
+        self.limit = limit
+
+
+class UnknownIntentError(ActorBusError, LookupError):
+    """The actor has no handler for the message's intent (its message type)."""
+
+    code = "E_UNSUPPORTED"
+
+
+class ValidationFailedError(ActorBusError, ValueError):
+    """The payload does not validate against the handler's message model."""
+
+    code = "E_VALIDATION"
+
+
+class ActorNotFoundError(ActorBusError, LookupError):
+    """The process that received the message hosts the type but not this key."""
+
+    code = "E_NOT_FOUND"
+
+
+class ActorStoppedError(ActorBusError):
+    """The actor is stopping or was stopped after too many restarts."""
+
+    code = "E_STOPPED"
+
+
+class ExpiredError(ActorBusError):
+    """The message's ttl_ms passed before it could be handled; it was not delivered late."""
+
+    code = "E_EXPIRED"
+
+
+class RateLimitedError(ActorBusError):
+    """The actor or an edge refused the message for now; retry later."""
+
+    code = "E_RATE_LIMIT"
+
+
+class AuthError(ActorBusError, PermissionError):
+    """Authentication or authorization failed."""
+
+    code = "E_AUTH"
+
+
+class StreamCancelledError(ActorBusError):
+    """The consumer of a stream stopped early; raised inside the producer."""
+
+    code = "E_CANCELLED"
+
+
+class RemoteError(ActorBusError):
+    """A handler raised an exception of its own; the caller sees its type and message.
+
+    The remote traceback is only present when the remote system runs in debug mode.
+    """
+
+    code = "E_HANDLER"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        remote_type: str = "Exception",
+        address: str = "",
+        remote_traceback: str | None = None,
+    ) -> None:
+        where = f" in {address}" if address else ""
+        super().__init__(f"{remote_type}{where}: {message}")
+        self.remote_type = remote_type
+        self.remote_message = message
+        self.address = address
+        self.remote_traceback = remote_traceback
+
+
+_BY_CODE: dict[str, type[ActorBusError]] = {
+    cls.code: cls
+    for cls in (
+        ConnectionLostError,
+        InvalidAddressError,
+        ProtocolError,
+        EncodeError,
+        DecodeError,
+        MessageTooLargeError,
+        UnknownIntentError,
+        ValidationFailedError,
+        ActorNotFoundError,
+        ActorStoppedError,
+        ExpiredError,
+        RateLimitedError,
+        AuthError,
+        StreamCancelledError,
+    )
+}
+
+
+def error_from_wire(body: Any, address: str) -> ActorBusError:
+    """Rebuild the typed error a remote actor sent back."""
+    if not isinstance(body, dict):
+        return ProtocolError(f"{address} sent a malformed error reply: {body!r:.200}")
+    code = str(body.get("code", "E_HANDLER"))
+    message = str(body.get("message", ""))
+    remote_type = str(body.get("type", "Exception"))
+    tb = body.get("traceback")
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return RemoteError(
+            message,
+            remote_type=remote_type,
+            address=address,
+            remote_traceback=tb if isinstance(tb, str) else None,
+        )
+    return _simple(cls, f"{address}: {message}")
+
+
+def _simple(cls: type[ActorBusError], message: str) -> ActorBusError:
+    """Instantiate an error class whose __init__ may take structured arguments."""
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    return err

@@ -1,0 +1,1 @@
+"""Services built from actors: registry, router, HTTP gateway."""

@@ -94,8 +94,13 @@ class ActorCell:
         log.info("%s: restarting in %.2fs after %s failed", self.address, delay, where)
         await self.system.emit_event(
             "actor.restarting",
-            {"address": self.address, "where": where, "error": _describe(exc),
-             "restarts": self.restart_count, "delay_s": round(delay, 3)},
+            {
+                "address": self.address,
+                "where": where,
+                "error": _describe(exc),
+                "restarts": self.restart_count,
+                "delay_s": round(delay, 3),
+            },
         )
         await asyncio.sleep(delay)
         return True
@@ -106,12 +111,20 @@ class ActorCell:
         self._ready.set()  # wake waiters; they see 'stopped' and get an error reply
         log.error(
             "%s: stopped after %d restarts in %gs; last failure in %s: %r",
-            self.address, self.cls.max_restarts, self.cls.restart_window, where, exc,
+            self.address,
+            self.cls.max_restarts,
+            self.cls.restart_window,
+            where,
+            exc,
         )
         await self.system.emit_event(
             "actor.failed",
-            {"address": self.address, "where": where, "error": _describe(exc),
-             "restarts": self.restart_count},
+            {
+                "address": self.address,
+                "where": where,
+                "error": _describe(exc),
+                "restarts": self.restart_count,
+            },
         )
         await self.system.forget_cell(self)
 
@@ -141,8 +154,12 @@ class ActorCell:
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
-            log.warning("%s: %d handler(s) still running after %gs; cancelling",
-                        self.address, self._busy, timeout)
+            log.warning(
+                "%s: %d handler(s) still running after %gs; cancelling",
+                self.address,
+                self._busy,
+                timeout,
+            )
             for task in list(self._tasks):
                 task.cancel()
         await self._call_on_stop()
@@ -226,8 +243,9 @@ class ActorCell:
         if msg.reply:
             await self.system.reply_error(msg, err, env, self.address)
         else:
-            log.warning("%s.%s failed on %s (no reply possible): %r",
-                        self.address, spec.method, env.id, exc)
+            log.warning(
+                "%s.%s failed on %s (no reply possible): %r", self.address, spec.method, env.id, exc
+            )
         if isinstance(exc, (Crash, *self.cls.crash_on)):
             await self._restart(exc)
 
@@ -262,4 +280,3 @@ def _argument(spec: HandlerSpec, env: Envelope) -> Any:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-

@@ -32,16 +32,22 @@ _models: dict[str, type[BaseModel]] = {}
 _lock = threading.Lock()
 
 
+_intents: dict[type[BaseModel], str] = {}
+
+
 def intent_of(model: type[BaseModel]) -> str:
     explicit = model.__dict__.get("__intent__")
     return explicit if isinstance(explicit, str) else model.__name__
 
 
 def remember(model: type[BaseModel]) -> str:
-    intent = intent_of(model)
-    if _models.get(intent) is not model:
+    """The model's intent; the model is remembered so replies can be rebuilt as it."""
+    intent = _intents.get(model)
+    if intent is None:
+        intent = intent_of(model)
         with _lock:
             _models[intent] = model
+            _intents[model] = intent
     return intent
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import itertools
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from pathlib import Path
@@ -28,12 +28,12 @@ from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_
 from actorbus.actors.streaming import StreamProducers, cancel_message
 from actorbus.bus.client import EncodedHeaders, encode_headers
 from actorbus.bus.connection import BusConnection, ConnectOptions
+from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, Subjects, validate_key, validate_topic
 from actorbus.codecs.envelope import Envelope, new_id, new_trace_id, now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
-    ActorNotFoundError,
     AskTimeoutError,
     DecodeError,
     ExpiredError,
@@ -135,6 +135,8 @@ class ActorSystem:
         self.system_id = new_id()
         self.client_address = f"client/{self.system_id}"
         self.streams = StreamProducers(self)
+        self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
+        conn.on_lost.append(self.mux.fail_all)
         self._cells: dict[str, list[ActorCell]] = {}
         self._hosts: dict[str, _TypeHost] = {}
         self._subject_cache: dict[str, str] = {}
@@ -155,9 +157,7 @@ class ActorSystem:
         """Start an embedded nats-server (JetStream on) and a system on it."""
 
         async def open_() -> ActorSystem:
-            config = server_config or ServerConfig(
-                store_dir=Path(store_dir) if store_dir else None
-            )
+            config = server_config or ServerConfig(store_dir=Path(store_dir) if store_dir else None)
             server = EmbeddedServer(config)
             await server.start()
             try:
@@ -192,6 +192,7 @@ class ActorSystem:
         return system
 
     async def _subscribe_system(self) -> None:
+        await self.mux.start()
         sub = await self.nc.subscribe(self.streams.control_subject, cb=self.streams.on_control)
         self._system_subs.append(sub)
 
@@ -254,7 +255,9 @@ class ActorSystem:
             await self._route_lazy(host, key, msg)
 
         host.subs.append(
-            await self.nc.subscribe(s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct)
+            await self.nc.subscribe(
+                s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct
+            )
         )
         host.subs.append(
             await self.nc.subscribe(
@@ -454,8 +457,14 @@ class ActorSystem:
         """Publish a system event on ``{ns}.sys.{event}`` (best effort)."""
         try:
             body = encode_body(
-                {"id": new_id(), "ts": now_ms(), "src": f"system/{self.system_id}",
-                 "dst": f"sys.{event}", "intent": event, "content": data},
+                {
+                    "id": new_id(),
+                    "ts": now_ms(),
+                    "src": f"system/{self.system_id}",
+                    "dst": f"sys.{event}",
+                    "intent": event,
+                    "content": data,
+                },
                 Encoding.MSGPACK,
             )
             await self.nc.publish(self.subjects.system(event), body)
@@ -502,8 +511,15 @@ class ActorSystem:
         if stream:
             ctx["stream"] = True
         msg_id = new_id()
-        data = {"id": msg_id, "ts": now_ms(), "src": src, "dst": dst, "intent": intent,
-                "content": content, "context": ctx}
+        data = {
+            "id": msg_id,
+            "ts": now_ms(),
+            "src": src,
+            "dst": dst,
+            "intent": intent,
+            "content": content,
+            "context": ctx,
+        }
         enc = self.encoding
         body = encode_body(data, enc)
         check_size(body, content, enc, self.limits)
@@ -533,12 +549,10 @@ class ActorSystem:
         subject = self._subject(address)
         out = self._request(address, message, intent, session_id, idempotency_key, ttl_ms)
         try:
-            msg = await self.nc.request(
-                subject, out.body, timeout=timeout, headers=cast(Any, out.headers)
-            )
-        except nats.errors.TimeoutError:
+            msg = await self.mux.request(subject, out.body, out.headers, timeout)
+        except RequestTimeout:
             raise AskTimeoutError(address, out.intent, timeout) from None
-        except nats.errors.NoRespondersError:
+        except NoResponders:
             raise NoRespondersError(address, out.intent) from None
         except nats.errors.Error as exc:
             raise self.conn.translate(exc) from exc

@@ -23,10 +23,9 @@ from typing import Any
 from nats.aio.client import Client as _NatsClient
 from nats.protocol.command import hpub_cmd
 
-# One header line: a name without whitespace or ':', then the trimmed value.
-_HEADER_LINE = re.compile(rb"^[ \t]*([^\s:]+)[ \t]*:[ \t]*(.*?)[ \t]*\r?$", re.MULTILINE)
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _NEWLINES = str.maketrans({"\r": " ", "\n": " "})
+_VALID_NAMES: set[str] = set()  # names already checked: the same few recur on every message
 
 
 class EncodedHeaders(bytes):
@@ -41,8 +40,11 @@ def encode_headers(headers: dict[str, str]) -> EncodedHeaders:
     """
     parts = ["NATS/1.0\r\n"]
     for name, value in headers.items():
-        if not _HEADER_NAME.fullmatch(name):
-            raise ValueError(f"invalid NATS header name {name!r}")
+        if name not in _VALID_NAMES:
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"invalid NATS header name {name!r}")
+            if len(_VALID_NAMES) < 1024:
+                _VALID_NAMES.add(name)
         if "\r" in value or "\n" in value:
             value = value.translate(_NEWLINES)
         parts.append(f"{name}: {value.strip()}\r\n")
@@ -73,8 +75,13 @@ class Client(_NatsClient):
 
     @staticmethod
     def _parse_header_lines(raw: bytes) -> dict[str, str]:
-        return {
-            name.decode("ascii"): value.decode("utf-8", "replace")
-            for name, value in _HEADER_LINE.findall(raw)
-            if name.isascii()
-        }
+        out: dict[str, str] = {}
+        for line in raw.decode("utf-8", "replace").split("\r\n"):
+            name, sep, value = line.partition(":")
+            if not sep:
+                continue
+            name = name.strip()
+            # Names are ASCII tokens: skip anything else, as nats-py does.
+            if name and name.isascii() and len(name.split()) == 1:
+                out[name] = value.strip()
+        return out

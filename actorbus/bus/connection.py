@@ -49,7 +49,7 @@ class ConnectOptions:
 
 def backoff_delay(attempt: int, initial: float, maximum: float) -> float:
     """Exponential backoff with 'equal jitter': half fixed, half random."""
-    ceiling = min(maximum, initial * (2 ** min(attempt, 20)))
+    ceiling = min(maximum, initial * 2.0 ** min(attempt, 20))
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
@@ -64,6 +64,7 @@ class BusConnection:
         self._lost_error: ConnectionLostError | None = None
         self.on_disconnect: list[Callable[[], Awaitable[None]]] = []
         self.on_reconnect: list[Callable[[], Awaitable[None]]] = []
+        self.on_lost: list[Callable[[ConnectionLostError], None]] = []
 
     @classmethod
     async def connect(cls, options: ConnectOptions) -> BusConnection:
@@ -91,6 +92,9 @@ class BusConnection:
                 token=o.token,
                 tls=o.tls,
                 inbox_prefix=o.inbox_prefix,
+                # Subjects are built from validated addresses and topics
+                # (actorbus.bus.subjects), so nats-py need not re-check each publish.
+                skip_subject_validation=True,
                 error_cb=self._on_error,
                 disconnected_cb=self._on_disconnected,
                 reconnected_cb=self._on_reconnected,
@@ -107,7 +111,9 @@ class BusConnection:
         self, servers: list[Server], info: dict[str, Any]
     ) -> tuple[Server | None, float]:
         server = min(servers, key=lambda s: s.reconnects)
-        delay = backoff_delay(server.reconnects, self.options.backoff_initial, self.options.backoff_max)
+        delay = backoff_delay(
+            server.reconnects, self.options.backoff_initial, self.options.backoff_max
+        )
         return server, delay
 
     async def _on_error(self, exc: Exception) -> None:
@@ -120,7 +126,9 @@ class BusConnection:
         if self.nc.is_closed or self._lost_since is not None:
             return
         self._lost_since = time.monotonic()
-        log.warning("lost connection to NATS; reconnecting for up to %gs", self.options.reconnect_deadline)
+        log.warning(
+            "lost connection to NATS; reconnecting for up to %gs", self.options.reconnect_deadline
+        )
         self._watchdog = asyncio.create_task(self._give_up_after_deadline())
         for cb in self.on_disconnect:
             await cb()
@@ -144,6 +152,8 @@ class BusConnection:
             f"within {self.options.reconnect_deadline:g}s"
         )
         log.error("%s", self._lost_error)
+        for cb in self.on_lost:
+            cb(self._lost_error)
         with contextlib.suppress(Exception):
             await self.nc.close()
 

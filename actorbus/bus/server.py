@@ -157,7 +157,7 @@ class EmbeddedServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=preexec,  # noqa: PLW1509 - only prctl, no Python state touched
+                preexec_fn=preexec,
             )
         finally:
             log.close()

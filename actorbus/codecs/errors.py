@@ -18,7 +18,11 @@ class ActorBusError(Exception):
 
     def to_wire(self, *, include_traceback: str | None = None) -> dict[str, Any]:
         """The error as the ``content`` of an error envelope."""
-        body: dict[str, Any] = {"code": self.code, "type": type(self).__name__, "message": str(self)}
+        body: dict[str, Any] = {
+            "code": self.code,
+            "type": type(self).__name__,
+            "message": str(self),
+        }
         if include_traceback:
             body["traceback"] = include_traceback
         return body

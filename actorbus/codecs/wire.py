@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import msgpack
@@ -32,7 +32,7 @@ H_SEQ = "Ab-Seq"
 H_CTL = "Ab-Ctl"
 
 
-class Encoding(str, Enum):
+class Encoding(StrEnum):
     MSGPACK = "msgpack"
     JSON = "json"
 
@@ -156,4 +156,3 @@ def validation_summary(exc: ValidationError) -> str:
     if more > 0:
         parts.append(f"... and {more} more")
     return "; ".join(parts)
-

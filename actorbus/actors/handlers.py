@@ -114,6 +114,8 @@ def _spec_for(cls: type, name: str, fn: Callable[..., Any], opts: HandlerOptions
             f"model, bytes, dict or str (or give intent= for an untyped one), not {ann!r}"
         )
     ret = hints.get("return")
+    if streaming and typing.get_args(ret):
+        ret = typing.get_args(ret)[0]  # AsyncIterator[Item] -> Item
     if isinstance(ret, type) and issubclass(ret, BaseModel):
         remember(ret)
     return HandlerSpec(name, intent, kind, model, streaming, opts.topic)

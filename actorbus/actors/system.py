@@ -36,6 +36,7 @@ from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
     DecodeError,
+    EncodeError,
     ExpiredError,
     NoRespondersError,
     ProtocolError,
@@ -58,6 +59,7 @@ from actorbus.codecs.wire import (
     decode_envelope,
     encode_body,
     encoding_from_header,
+    pack,
     unpack,
 )
 
@@ -362,8 +364,37 @@ class ActorSystem:
             return None
 
     async def reply(self, msg: Msg, env: Envelope, address: str, result: Any) -> None:
+        """The hot path of every ask: msgpack, no headers, one publish."""
         intent, content = to_content(result)
-        await self.send_reply(msg.reply, env, intent, content, None, src=address, msg=msg)
+        headers = msg.headers
+        if headers is not None and H_ENC in headers:
+            await self.send_reply(msg.reply, env, intent, content, None, src=address, msg=msg)
+            return
+        data = {
+            "id": new_id(),
+            "ts": now_ms(),
+            "src": address,
+            "dst": env.src,
+            "intent": intent,
+            "content": content,
+            "context": {"trace_id": env.context.trace_id, "parent_id": env.id},
+        }
+        try:
+            body = pack(data)
+        except (TypeError, ValueError, OverflowError) as exc:
+            err = EncodeError(f"{address} cannot encode its {intent!r} reply: {exc}")
+            await self.send_error(msg.reply, err, env, None, src=address)
+            return
+        if len(body) > self.limits.max_payload:
+            try:
+                check_size(body, content, Encoding.MSGPACK, self.limits)
+            except ActorBusError as err:
+                await self.send_error(msg.reply, err, env, None, src=address)
+                return
+        try:
+            await self.nc.publish(msg.reply, body)
+        except nats.errors.Error as exc:
+            raise self.conn.translate(exc) from exc
 
     async def send_reply(
         self,

@@ -1,0 +1,401 @@
+"""The ``actorbus`` command: try the demo, run a local NATS, host actors on a bus.
+
+Every command returns an exit code from :func:`main` instead of exiting, so tests
+and embedding programs can call it; only the console-script wrapper (and
+``python -m actorbus``) turn that into a process exit. Expected failures (bad
+input, no server) are one-line messages on stderr, never tracebacks: a
+traceback would make a user's typo look like a bug in actorbus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import inspect
+import logging
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+
+import actorbus
+from actorbus.actors import Actor, ActorSystem
+from actorbus.bus.server import EmbeddedServer, ServerConfig
+from actorbus.codecs.errors import ActorBusError
+from actorbus.demo import DEFAULT_QUESTION, run_demo
+
+# Exit codes: 2 for input the user must fix (argparse uses 2 too), 1 for failures
+# at run time, 130 for an interrupt that arrived before we could stop cleanly.
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_SPEC = re.compile(rf"^(?P<module>{_DOTTED}):(?P<attr>{_DOTTED})$")
+
+log = logging.getLogger("actorbus.cli")
+
+
+class CliError(Exception):
+    """An expected failure: its message is shown as is, with ``code`` as exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- output ------------------------------------------------------------------
+# Machine-read lines (URLs, "ready") are printed with soft_wrap so that rich never
+# breaks them at the terminal width; colour is dropped automatically on pipes.
+
+
+def _stdout() -> Console:
+    return Console(soft_wrap=True, highlight=False, emoji=False)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
+
+
+def _setup_logging(verbosity: int) -> None:
+    """Configure logging only if nobody has: when ``main`` is called from a program
+    (or a test) that set logging up, its configuration wins."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    handler = RichHandler(console=_stderr(), show_path=False, show_time=verbosity > 1)
+    logging.basicConfig(level=level, format="%(name)s: %(message)s", handlers=[handler])
+
+
+@contextlib.contextmanager
+def _quiet(logger: str, unless: bool) -> Iterator[None]:
+    """Silence per-attempt warnings while a failure is still going to be reported
+    once, clearly, by the caller."""
+    target = logging.getLogger(logger)
+    previous = target.level
+    if not unless:
+        target.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        target.setLevel(previous)
+
+
+# -- signals -----------------------------------------------------------------
+
+
+def _install_stop_signals(stop: asyncio.Event, on_signal: Callable[[str], None]) -> None:
+    """SIGINT/SIGTERM ask for a graceful stop once; a second one uses the default
+    action, so a stuck shutdown can still be interrupted."""
+    loop = asyncio.get_running_loop()
+
+    def handle(sig: signal.Signals) -> None:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(s)
+        on_signal(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, handle, sig)
+        except NotImplementedError:  # pragma: no cover - Windows event loops
+            signal.signal(sig, lambda n, _f: loop.call_soon_threadsafe(handle, signal.Signals(n)))
+
+
+# -- actorbus demo -----------------------------------------------------------
+
+
+async def _demo(question: str, as_json: bool) -> int:
+    console = Console(quiet=True) if as_json else Console()
+    async with ActorSystem.start() as system:
+        result = await run_demo(system, question, console)
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    return asyncio.run(_demo(args.question, args.json))
+
+
+# -- actorbus up -------------------------------------------------------------
+
+
+async def _up(port: int, store_dir: Path | None) -> int:
+    out = _stdout()
+    stop = asyncio.Event()
+    _install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping nats-server"))
+    server = EmbeddedServer(ServerConfig(port=port, store_dir=store_dir))
+    # Started from this (main) thread on purpose: the server is tied to the
+    # lifetime of the thread that started it (PR_SET_PDEATHSIG), and only the
+    # main thread lives exactly as long as this process.
+    server.start_sync()
+    try:
+        store = f"{server.store_dir}" + ("" if store_dir else " (temporary, removed on exit)")
+        out.print(f"[bold green]nats-server ready[/] at [bold]{server.url}[/]")
+        out.print(f"  url         {server.url}")
+        out.print(f"  monitoring  {server.monitor_url or '-'}")
+        out.print(f"  store       {escape(store)}")
+        out.print(f"  pid         {server.pid}")
+        out.print("[dim]connect actors with: actorbus run module:Class --url " + server.url)
+        out.print("[dim]Ctrl-C to stop")
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await stop.wait()
+            if not server.running:
+                raise CliError(f"nats-server exited unexpectedly:\n{server.log_tail()}")
+    finally:
+        await asyncio.to_thread(server.stop_sync)
+    out.print("[green]stopped")
+    return EXIT_OK
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    store = Path(args.store_dir).resolve() if args.store_dir else None
+    return asyncio.run(_up(args.port, store))
+
+
+# -- actorbus run ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """A ``module:Class`` argument, resolved to the class it names."""
+
+    text: str
+    cls: type[Actor]
+
+
+def load_actor_class(spec: str) -> type[Actor]:
+    """Import ``module:Class`` the way a user means it (relative to the current
+    directory), turning every way it can go wrong into one sentence."""
+    m = _SPEC.match(spec)
+    if m is None:
+        hint = ""
+        if "/" in spec or spec.split(":", 1)[0].endswith(".py"):
+            hint = " (use a dotted module path, not a file path)"
+        raise CliError(
+            f"invalid actor {spec!r}: expected module:Class, e.g. examples.echo:Echo{hint}",
+            EXIT_USAGE,
+        )
+    module_name, attr = m["module"], m["attr"]
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing == module_name or module_name.startswith(missing + "."):
+            raise CliError(
+                f"module {module_name!r} not found (looked in {cwd} and installed packages)",
+                EXIT_USAGE,
+            ) from None
+        raise CliError(f"importing {module_name!r} failed: {exc}") from None
+    except Exception as exc:
+        raise CliError(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}") from None
+    obj: object = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise CliError(f"{module_name!r} has no attribute {attr!r}", EXIT_USAGE) from None
+    if not (isinstance(obj, type) and issubclass(obj, Actor)):
+        what = f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
+        raise CliError(
+            f"{spec} is not an Actor subclass (it is a {what}); subclass actorbus.Actor to host it",
+            EXIT_USAGE,
+        )
+    try:
+        signature = inspect.signature(obj)
+    except ValueError:  # pragma: no cover - no signature available (C types)
+        return obj
+    required = [
+        name
+        for name, p in signature.parameters.items()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    if required:
+        raise CliError(
+            f"{spec} needs constructor arguments ({', '.join(required)}); "
+            "`actorbus run` creates actors without arguments",
+            EXIT_USAGE,
+        )
+    return obj
+
+
+async def _connect(url: str, namespace: str, wait_s: float, verbose: bool) -> ActorSystem:
+    # The runtime keeps retrying an unreachable server, which is right once a
+    # process is up (the server may be restarting) but not for a first contact.
+    try:
+        with _quiet("actorbus.bus", unless=verbose):
+            async with asyncio.timeout(wait_s):
+                return await ActorSystem.connect(url, namespace=namespace)
+    except TimeoutError:
+        raise CliError(
+            f"cannot connect to NATS at {url} within {wait_s:g}s "
+            "(is a server running? start one with `actorbus up`)"
+        ) from None
+    except ActorBusError as exc:
+        raise CliError(str(exc)) from None
+
+
+async def _host(
+    system: ActorSystem, specs: Sequence[ActorSpec], key: str | None, replicas: int | None
+) -> list[str]:
+    """Spawn or register each class; returns what to tell the user."""
+    lines: list[str] = []
+    for spec in specs:
+        type_name = spec.cls.type_name
+        if key is not None:
+            n = replicas or 1
+            ref = await system.spawn(spec.cls, key=key, replicas=n)
+            lines.append(f"{ref.address:<24} {n} replica(s)   {spec.text}")
+            continue
+        await system.register(spec.cls)
+        lines.append(f"{type_name + '/*':<24} on demand      {spec.text}")
+        if replicas:
+            ref = await system.spawn(spec.cls, key="0", replicas=replicas)
+            lines.append(f"{ref.address:<24} {replicas} replica(s)   {spec.text}")
+    return lines
+
+
+async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
+    out = _stdout()
+    stop = asyncio.Event()
+    _install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping actors"))
+    system = await _connect(args.url, args.namespace, args.connect_timeout, args.verbose > 0)
+    try:
+        try:
+            lines = await _host(system, specs, args.key, args.replicas)
+        except (ActorBusError, ValueError) as exc:
+            raise CliError(f"cannot host actors: {exc}") from None
+        out.print(f"connected to [bold]{escape(args.url)}[/] (namespace {args.namespace})")
+        for line in lines:
+            out.print(f"  [cyan]{escape(line)}[/]")
+        # Tools (and tests) wait for this line: everything above is subscribed.
+        out.print(f"[bold green]ready[/]: hosting {len(specs)} actor type(s); Ctrl-C to stop")
+        await stop.wait()
+    finally:
+        await system.close()
+    out.print("[green]stopped")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.replicas is not None and args.replicas < 1:
+        raise CliError("--replicas must be at least 1", EXIT_USAGE)
+    specs = [ActorSpec(text, load_actor_class(text)) for text in args.actors]
+    return asyncio.run(_run(args, specs))
+
+
+# -- parser and entry point --------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="actorbus",
+        description="AI agents as actor classes on NATS.",
+        epilog="Try `actorbus demo` first; `actorbus COMMAND --help` for details.",
+    )
+    parser.add_argument("--version", action="version", version=f"actorbus {actorbus.__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)"
+    )
+    # Subcommands accept -v too; SUPPRESS keeps them from resetting the global count.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="more logging (-vv for debug)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="run a small multi-agent flow on an embedded nats-server",
+        description="Planner, readers, aggregator, narrator and monitor answer a question "
+        "deterministically, showing ask, fan-out, pub/sub and streaming.",
+    )
+    demo.add_argument("--question", default=DEFAULT_QUESTION, help="what to ask the team")
+    demo.add_argument("--json", action="store_true", help="print a JSON result instead")
+    demo.set_defaults(func=cmd_demo)
+
+    up = sub.add_parser(
+        "up",
+        parents=[common],
+        help="run a local nats-server (JetStream on) until Ctrl-C",
+        description="Start an embedded nats-server and print its URLs.",
+    )
+    up.add_argument("--port", type=int, default=-1, help="client port (default: a free one)")
+    up.add_argument(
+        "--store-dir", metavar="DIR", help="JetStream store (default: a temp dir removed on exit)"
+    )
+    up.set_defaults(func=cmd_up)
+
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="host actor classes on an existing NATS server",
+        description="Import module:Class actor classes (modules resolve from the current "
+        "directory) and host them until Ctrl-C/SIGTERM. Without --key the types "
+        "are activated on demand for any key.",
+    )
+    run.add_argument("actors", nargs="+", metavar="module:Class", help="actor classes to host")
+    run.add_argument("--url", required=True, help="NATS server URL, e.g. nats://127.0.0.1:4222")
+    run.add_argument("--key", help="spawn at this key (default: activate any key on demand)")
+    run.add_argument(
+        "--replicas", type=int, help="instances sharing the address (with no --key: at key 0)"
+    )
+    run.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
+    run.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up if the server cannot be reached (default: 5)",
+    )
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    _setup_logging(args.verbose)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except CliError as exc:
+        _stderr().print(f"[bold red]actorbus: error:[/] {escape(str(exc))}")
+        return exc.code
+    except ActorBusError as exc:
+        _stderr().print(f"[bold red]actorbus: error:[/] {type(exc).__name__}: {escape(str(exc))}")
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -59,6 +59,10 @@ class ActorCell:
         self.restart_count = 0
         self.failure: BaseException | None = None
 
+    def load(self) -> int:
+        """Messages admitted and not yet finished."""
+        return self._busy
+
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> bool:
         """Create the instance and run on_start, restarting with backoff on failure."""

@@ -8,6 +8,7 @@ knows, without the caller having to say which.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, TypeVar
 
@@ -28,6 +29,8 @@ INTENT_DATA = "data"
 
 M = TypeVar("M", bound=BaseModel)
 
+log = logging.getLogger("actorbus.messages")
+
 _models: dict[str, type[BaseModel]] = {}
 _lock = threading.Lock()
 
@@ -40,19 +43,40 @@ def intent_of(model: type[BaseModel]) -> str:
     return explicit if isinstance(explicit, str) else model.__name__
 
 
+_ambiguous: set[str] = set()
+
+
 def remember(model: type[BaseModel]) -> str:
-    """The model's intent; the model is remembered so replies can be rebuilt as it."""
+    """The model's intent; the model is remembered so replies can be rebuilt as it.
+
+    Two different models with one intent (say, two classes named ``Answer``) make
+    the intent ambiguous: replies of that intent then come back as plain data
+    unless the caller passes ``returns=``, rather than as the wrong model.
+    """
     intent = _intents.get(model)
     if intent is None:
         intent = intent_of(model)
         with _lock:
+            other = _models.get(intent)
+            if other is not None and other is not model and intent not in _ambiguous:
+                _ambiguous.add(intent)
+                log.warning(
+                    "intent %r is used by %s.%s and %s.%s; replies of this intent are "
+                    "returned as plain data unless ask(returns=...) is given "
+                    "(set __intent__ on the models to tell them apart)",
+                    intent,
+                    other.__module__,
+                    other.__qualname__,
+                    model.__module__,
+                    model.__qualname__,
+                )
             _models[intent] = model
             _intents[model] = intent
     return intent
 
 
 def known_model(intent: str) -> type[BaseModel] | None:
-    return _models.get(intent)
+    return None if intent in _ambiguous else _models.get(intent)
 
 
 def to_content(value: Any, intent: str | None = None) -> tuple[str, Any]:

@@ -278,7 +278,9 @@ class ActorSystem:
             self._cells[address] = [cell]
             self._spawn_task(self._activate(cell))
             cells = self._cells[address]
-        cells[0].deliver_later(msg, env)
+        # Replicas of one address in this process: the least busy one takes it.
+        cell = cells[0] if len(cells) == 1 else min(cells, key=ActorCell.load)
+        cell.deliver_later(msg, env)
 
     async def _activate(self, cell: ActorCell) -> None:
         if await cell.start():

@@ -35,6 +35,7 @@ class ConnectOptions:
     name: str = "actorbus"
     connect_timeout: float = 5.0
     reconnect_deadline: float = 60.0  # give up (and fail calls) after this long without a server
+    connect_attempts: int = 3  # tries per server for the first connect
     backoff_initial: float = 0.05
     backoff_max: float = 2.0
     buffer_bytes: int = 8 * 1024 * 1024  # publishes kept while reconnecting
@@ -74,7 +75,8 @@ class BusConnection:
 
     async def _connect(self) -> None:
         o = self.options
-        kwargs: dict[str, Any] = {}
+        # nats-py annotates this as int but sleeps on any number.
+        kwargs: dict[str, Any] = {"reconnect_time_wait": o.backoff_initial}
         if o.credentials_file:
             kwargs["user_credentials"] = o.credentials_file
         try:
@@ -83,7 +85,10 @@ class BusConnection:
                 name=o.name,
                 connect_timeout=max(1, round(o.connect_timeout)),
                 allow_reconnect=True,
-                max_reconnect_attempts=-1,
+                # nats-py applies the reconnect limit to the first connect too:
+                # keep it small there so an unreachable URL fails fast, then lift
+                # it (below); the reconnect deadline bounds retries after that.
+                max_reconnect_attempts=o.connect_attempts,
                 reconnect_to_server_handler=self._pick_server,
                 pending_size=o.buffer_bytes,
                 drain_timeout=max(1, round(o.drain_timeout)),
@@ -106,6 +111,7 @@ class BusConnection:
             raise ConnectionLostError(
                 f"cannot connect to NATS at {', '.join(o.servers)}: {exc or type(exc).__name__}"
             ) from exc
+        self.nc.options["max_reconnect_attempts"] = -1
 
     def _pick_server(
         self, servers: list[Server], info: dict[str, Any]
@@ -117,10 +123,10 @@ class BusConnection:
         return server, delay
 
     async def _on_error(self, exc: Exception) -> None:
-        if self._lost_since is None:
-            log.warning("nats: %s", exc or type(exc).__name__)
+        if self._lost_since is None and self.nc.is_connected:
+            log.warning("%s", exc or type(exc).__name__)
         else:
-            log.debug("nats (reconnecting): %s", exc or type(exc).__name__)
+            log.debug("while reconnecting: %s", exc or type(exc).__name__)
 
     async def _on_disconnected(self) -> None:
         if self.nc.is_closed or self._lost_since is not None:

@@ -140,6 +140,21 @@ class EmbeddedServer:
         """Start the process and block until it is ready (for CLIs and fixtures)."""
         if self.running:
             return
+        self._wait_ready(self._launch(), timeout)
+
+    async def start(self, timeout: float = 15.0) -> None:
+        """Start without blocking the event loop.
+
+        The process is forked from the calling thread, not a worker thread: the
+        parent-death signal is tied to the thread that forks, and a pool thread
+        that exits would take the server with it.
+        """
+        if self.running:
+            return
+        ports_dir = self._launch()
+        await asyncio.to_thread(self._wait_ready, ports_dir, timeout)
+
+    def _launch(self) -> Path:
         if self._workdir is None:
             self._workdir = Path(tempfile.mkdtemp(prefix="actorbus-nats-"))
         ports_dir = self._workdir / "ports"
@@ -161,10 +176,7 @@ class EmbeddedServer:
             )
         finally:
             log.close()
-        self._wait_ready(ports_dir, timeout)
-
-    async def start(self, timeout: float = 15.0) -> None:
-        await asyncio.to_thread(self.start_sync, timeout)
+        return ports_dir
 
     def _wait_ready(self, ports_dir: Path, timeout: float) -> None:
         assert self._proc is not None

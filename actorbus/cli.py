@@ -19,17 +19,19 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import nats.errors
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
 import actorbus
 from actorbus.actors import Actor, ActorSystem
-from actorbus.bus.server import EmbeddedServer, ServerConfig
+from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.codecs.errors import ActorBusError
 from actorbus.demo import DEFAULT_QUESTION, run_demo
 
@@ -42,8 +44,6 @@ EXIT_INTERRUPTED = 130
 
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
 _SPEC = re.compile(rf"^(?P<module>{_DOTTED}):(?P<attr>{_DOTTED})$")
-
-log = logging.getLogger("actorbus.cli")
 
 
 class CliError(Exception):
@@ -99,6 +99,8 @@ def _install_stop_signals(stop: asyncio.Event, on_signal: Callable[[str], None])
     """SIGINT/SIGTERM ask for a graceful stop once; a second one uses the default
     action, so a stuck shutdown can still be interrupted."""
     loop = asyncio.get_running_loop()
+    if threading.current_thread() is not threading.main_thread():
+        return  # signals reach the main thread only; an embedding program stops us
 
     def handle(sig: signal.Signals) -> None:
         for s in (signal.SIGINT, signal.SIGTERM):
@@ -142,7 +144,10 @@ async def _up(port: int, store_dir: Path | None) -> int:
     # Started from this (main) thread on purpose: the server is tied to the
     # lifetime of the thread that started it (PR_SET_PDEATHSIG), and only the
     # main thread lives exactly as long as this process.
-    server.start_sync()
+    try:
+        server.start_sync()
+    except ServerStartError as exc:
+        raise CliError(f"nats-server did not start: {_server_failure(exc)}") from None
     try:
         store = f"{server.store_dir}" + ("" if store_dir else " (temporary, removed on exit)")
         out.print(f"[bold green]nats-server ready[/] at [bold]{server.url}[/]")
@@ -162,6 +167,20 @@ async def _up(port: int, store_dir: Path | None) -> int:
         await asyncio.to_thread(server.stop_sync)
     out.print("[green]stopped")
     return EXIT_OK
+
+
+_SERVER_LOG_LINE = re.compile(r"^\[\d+\] \S+ \S+ \[(?P<level>[A-Z]{3})\] (?P<text>.*)$")
+
+
+def _server_failure(exc: ServerStartError) -> str:
+    """The server's own fatal/error line out of its log tail: the one line that
+    says what went wrong ("address already in use"), not twenty lines of banner."""
+    lines = str(exc).splitlines()
+    for line in reversed(lines):
+        m = _SERVER_LOG_LINE.match(line.strip())
+        if m and m["level"] in ("FTL", "ERR"):
+            return m["text"]
+    return lines[0] if lines else type(exc).__name__
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -239,19 +258,17 @@ def load_actor_class(spec: str) -> type[Actor]:
 
 
 async def _connect(url: str, namespace: str, wait_s: float, verbose: bool) -> ActorSystem:
-    # The runtime keeps retrying an unreachable server, which is right once a
-    # process is up (the server may be restarting) but not for a first contact.
+    # The first contact gives up after a few quick tries; the timeout also bounds
+    # a server that accepts TCP but never answers the NATS handshake.
+    hint = "(is a server running? start one with `actorbus up`)"
     try:
         with _quiet("actorbus.bus", unless=verbose):
             async with asyncio.timeout(wait_s):
                 return await ActorSystem.connect(url, namespace=namespace)
     except TimeoutError:
-        raise CliError(
-            f"cannot connect to NATS at {url} within {wait_s:g}s "
-            "(is a server running? start one with `actorbus up`)"
-        ) from None
+        raise CliError(f"cannot connect to NATS at {url} within {wait_s:g}s {hint}") from None
     except ActorBusError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"{exc} {hint}") from None
 
 
 async def _host(
@@ -282,14 +299,26 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
     try:
         try:
             lines = await _host(system, specs, args.key, args.replicas)
+            # A PING/PONG round trip: once it returns the server has processed every
+            # SUB above, so "ready" really means another process can reach us.
+            await system.nc.flush(timeout=max(1, round(args.connect_timeout)))
         except (ActorBusError, ValueError) as exc:
             raise CliError(f"cannot host actors: {exc}") from None
+        except nats.errors.Error as exc:
+            raise CliError(f"cannot host actors: NATS did not confirm: {exc}") from None
         out.print(f"connected to [bold]{escape(args.url)}[/] (namespace {args.namespace})")
         for line in lines:
             out.print(f"  [cyan]{escape(line)}[/]")
         # Tools (and tests) wait for this line: everything above is subscribed.
         out.print(f"[bold green]ready[/]: hosting {len(specs)} actor type(s); Ctrl-C to stop")
-        await stop.wait()
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await stop.wait()
+            # The runtime gives up after its reconnect deadline; a host with no bus
+            # must say so and exit, not sit there looking healthy.
+            if system.nc.is_closed:
+                raise CliError(f"lost the connection to NATS at {args.url}; giving up")
     finally:
         await system.close()
     out.print("[green]stopped")

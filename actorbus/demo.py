@@ -22,12 +22,13 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from actorbus.actors import Actor, ActorSystem, handler
 
@@ -395,20 +396,21 @@ class DemoResult(BaseModel):
 
 
 async def spawn_demo_agents(system: ActorSystem) -> list[str]:
-    """Spawn the team on ``system`` unless it already hosts it; returns the addresses."""
-    addresses = [PLANNER, *READERS, AGGREGATOR, NARRATOR, MONITOR]
+    """Spawn whichever team members ``system`` does not host yet (so ``run_demo`` can
+    be called repeatedly); returns the team's addresses."""
+    team: list[tuple[str, type[Actor], dict[str, Any]]] = [
+        # The subscriber first, so no event published during a run can be missed.
+        (MONITOR, Monitor, {}),
+        *((r, Reader, {"document": DOCUMENTS[r.split("/", 1)[1]]}) for r in READERS),
+        (AGGREGATOR, Aggregator, {}),
+        (NARRATOR, Narrator, {}),
+        (PLANNER, Planner, {}),
+    ]
     local = system.local_actors()
-    if all(a in local for a in addresses):
-        return addresses
-    # Subscribers first, so no event published during the run can be missed.
-    await system.spawn(Monitor, key="0")
-    for address in READERS:
-        key = address.split("/", 1)[1]
-        await system.spawn(Reader, key=key, document=DOCUMENTS[key])
-    await system.spawn(Aggregator, key="0")
-    await system.spawn(Narrator, key="0")
-    await system.spawn(Planner, key="0")
-    return addresses
+    for address, cls, kwargs in team:
+        if address not in local:
+            await system.spawn(cls, key=address.split("/", 1)[1], **kwargs)
+    return [address for address, _, _ in team]
 
 
 async def run_demo(
@@ -417,7 +419,7 @@ async def run_demo(
     """Run one question through the team, narrating to ``console`` as it goes."""
     console = console or Console(quiet=True)
     agents = await spawn_demo_agents(system)
-    console.print(Panel(question, title="[bold]actorbus demo[/]", subtitle="question"))
+    console.print(Panel(Text(question), title="[bold]actorbus demo[/]", subtitle="question"))
     console.print("[dim]agents:[/] " + ", ".join(f"[cyan]{a}[/]" for a in agents))
 
     session = uuid.uuid4().hex
@@ -438,7 +440,7 @@ async def run_demo(
     pieces: list[str] = []
     async for token in system.stream(NARRATOR, answer, returns=Token):
         pieces.append(token.text)
-        console.print(f"[green]{token.text}[/]", end="")
+        console.print(Text(token.text, style="green"), end="")
     console.print()
     narration = _step(NARRATOR, f"streamed {len(pieces)} tokens", narrated)
 
@@ -483,7 +485,7 @@ def _print_summary(console: Console, result: DemoResult) -> None:
         steps.add_row(
             str(n),
             entry.agent,
-            entry.action,
+            Text(entry.action),
             f"{entry.start_ms:.1f}",
             f"{entry.duration_ms:.1f}",
         )
@@ -494,7 +496,7 @@ def _print_summary(console: Console, result: DemoResult) -> None:
     ranked.add_column("sentence")
     ranked.add_column("from", style="cyan")
     for s in result.sentences:
-        ranked.add_row(f"{s.score:.2f}", s.text, ", ".join(s.sources))
+        ranked.add_row(f"{s.score:.2f}", Text(s.text), ", ".join(s.sources))
     console.print(ranked)
     console.print(
         f"[bold green]done[/] in {result.total_ms:.1f} ms; "

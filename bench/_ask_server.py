@@ -3,8 +3,11 @@
 It hosts, on the NATS server given as the first argument:
 
 - a raw nats-py responder on :data:`RAW_SUBJECT` (a plain ``nats.connect``
-  connection, ``await msg.respond(msg.data)``), which serves both the "raw" and
-  the "raw+headers" variants;
+  connection, ``await msg.respond(msg.data)``) for the "raw" variant;
+- on the same connection, a responder on :data:`RAW_HDR_SUBJECT` for the
+  "raw+headers" variant that replies with ``nc.publish(msg.reply, msg.data)``:
+  ``msg.respond`` would echo the request's headers back, while an actorbus reply
+  carries none, so this keeps the header cost to the request, as in actorbus;
 - an ``Echo`` actor at :data:`ECHO_ADDRESS` on its own actorbus connection,
   whose handler answers a :class:`Question` with a same-size :class:`Answer`;
 - a CPU probe on :data:`CPU_SUBJECT` that replies with this process's CPU time
@@ -21,10 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Coroutine
 from typing import Any
@@ -36,6 +38,7 @@ from pydantic import BaseModel
 from actorbus import Actor, ActorSystem, handler
 
 RAW_SUBJECT = "bench.raw.echo"
+RAW_HDR_SUBJECT = "bench.rawhdr.echo"
 CPU_SUBJECT = "bench.cpu"
 ECHO_ADDRESS = "echo/1"
 READY = "ready"
@@ -56,23 +59,42 @@ class Echo(Actor):
 
 
 def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    """Block until the client closes our stdin (or dies), then ask the loop to stop."""
-    with contextlib.suppress(Exception):
-        sys.stdin.buffer.read()
-    with contextlib.suppress(RuntimeError):  # the loop may already be closed
-        loop.call_soon_threadsafe(stop.set)
+    """Set ``stop`` when the client closes our stdin (or dies).
+
+    A reader callback on the pipe, not a thread blocked in ``read``: such a thread
+    would still hold stdin's buffer lock at interpreter shutdown.
+    """
+    fd = sys.stdin.fileno()
+
+    def on_readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            stop.set()
+
+    try:
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, on_readable)
+    except (OSError, NotImplementedError, ValueError):  # not a pipe, or no add_reader
+        pass
 
 
 async def serve(url: str) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    threading.Thread(target=_watch_stdin, args=(loop, stop), daemon=True).start()
+    _watch_stdin(loop, stop)
 
     nc = await nats.connect(url, name="bench-raw-responder")
 
     async def echo(msg: Msg) -> None:
         await msg.respond(msg.data)
+
+    async def echo_no_headers(msg: Msg) -> None:
+        await nc.publish(msg.reply, msg.data)
 
     async def cpu(msg: Msg) -> None:
         await msg.respond(repr(time.process_time()).encode())
@@ -80,6 +102,7 @@ async def serve(url: str) -> None:
     system: ActorSystem | None = None
     try:
         await nc.subscribe(RAW_SUBJECT, cb=echo)
+        await nc.subscribe(RAW_HDR_SUBJECT, cb=echo_no_headers)
         await nc.subscribe(CPU_SUBJECT, cb=cpu)
         system = await ActorSystem.connect(url, name="bench-ask-server")
         await system.spawn(Echo, key=ECHO_ADDRESS.split("/", 1)[1])

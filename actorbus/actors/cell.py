@@ -228,9 +228,11 @@ class ActorCell:
         token = current_incoming.set(Incoming(env, self.address))
         try:
             if spec.streaming:
-                await self.system.streams.produce(
+                failed = await self.system.streams.produce(
                     msg, env, getattr(inst, spec.method)(arg), self.error_for
                 )
+                if failed is not None and self._crashes(failed):
+                    await self._restart(failed)
                 return
             result = await getattr(inst, spec.method)(arg)
             if msg.reply:
@@ -250,8 +252,12 @@ class ActorCell:
             log.warning(
                 "%s.%s failed on %s (no reply possible): %r", self.address, spec.method, env.id, exc
             )
-        if isinstance(exc, (Crash, *self.cls.crash_on)):
+        if self._crashes(exc):
             await self._restart(exc)
+
+    def _crashes(self, exc: BaseException) -> bool:
+        """Does this exception mean the instance's state is broken?"""
+        return isinstance(exc, (Crash, *self.cls.crash_on))
 
     def error_for(self, exc: BaseException) -> ActorBusError:
         if isinstance(exc, ActorBusError) and not isinstance(exc, Crash):

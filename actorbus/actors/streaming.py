@@ -4,10 +4,13 @@ Wire protocol (core NATS, one publisher to one inbox, so order is kept):
 
 - the request carries ``context.stream = true`` and a reply inbox;
 - each item goes to the inbox as a frame with header ``Ab-Seq: n`` (1, 2, ...);
-  the first frame also carries ``Ab-Ctl``: the producer system's control subject;
 - the last frame is intent ``$end`` (or ``$error`` with the remote error);
-- a caller that stops early sends ``{"cancel": <request id>}`` to the control
-  subject; the producer's task is cancelled and the generator closed.
+- a caller that stops early (break, error, or a timeout before any frame)
+  publishes ``{"cancel": <request id>}`` on ``{ns}.ctl.cancel``. Every system
+  listens there (cancels are rare, so a broadcast is cheaper than a subscription
+  per stream); the one producing that stream cancels its task and closes the
+  generator. A cancel that arrives before the stream started is remembered, so
+  the stream never starts.
 
 The caller checks the sequence, so a lost frame is a ProtocolError, never a
 silently shortened stream.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +30,14 @@ from nats.aio.msg import Msg
 from actorbus.actors.messages import INTENT_END, to_content
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
-from actorbus.codecs.wire import H_CTL, H_SEQ, pack, unpack
+from actorbus.codecs.wire import H_SEQ, pack, unpack
 
 if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
 
 log = logging.getLogger("actorbus.streams")
+
+_REMEMBERED_CANCELS = 1024
 
 
 class StreamProducers:
@@ -39,11 +45,12 @@ class StreamProducers:
 
     def __init__(self, system: ActorSystem) -> None:
         self.system = system
-        self._active: dict[str, asyncio.Task[None]] = {}
+        self._active: dict[str, asyncio.Task[Exception | None]] = {}
+        self._cancelled_early: OrderedDict[str, None] = OrderedDict()
 
     @property
     def control_subject(self) -> str:
-        return self.system.subjects.control(self.system.system_id)
+        return self.system.subjects.control("cancel")
 
     async def on_control(self, msg: Msg) -> None:
         try:
@@ -55,6 +62,10 @@ class StreamProducers:
         task = self._active.get(stream_id)
         if task is not None:
             task.cancel()
+            return
+        self._cancelled_early[str(stream_id)] = None
+        while len(self._cancelled_early) > _REMEMBERED_CANCELS:
+            self._cancelled_early.popitem(last=False)
 
     async def produce(
         self,
@@ -62,18 +73,24 @@ class StreamProducers:
         env: Envelope,
         agen: AsyncIterator[Any],
         error_for: Callable[[BaseException], ActorBusError],
-    ) -> None:
-        """Run a streaming handler to completion, cancellation or error."""
+    ) -> Exception | None:
+        """Run a streaming handler to completion, cancellation or error; returns the
+        handler's exception, if it raised one (the cell decides about a restart)."""
         if not msg.reply:
             log.warning("stream request %s to %s has no reply inbox; dropped", env.id, env.dst)
             await _close(agen)
-            return
+            return None
+        if self._cancelled_early.pop(env.id, 0) is None:
+            log.debug("stream %s was cancelled before it started", env.id)
+            await _close(agen)
+            return None
         task = asyncio.create_task(self._pump(msg.reply, env, agen, error_for))
         self._active[env.id] = task
         try:
             await asyncio.wait({task})
         finally:
             self._active.pop(env.id, None)
+        return task.result()
 
     async def _pump(
         self,
@@ -81,24 +98,23 @@ class StreamProducers:
         env: Envelope,
         agen: AsyncIterator[Any],
         error_for: Callable[[BaseException], ActorBusError],
-    ) -> None:
+    ) -> Exception | None:
         system = self.system
         seq = 0
         try:
             async for item in agen:
                 seq += 1
                 intent, content = to_content(item)
-                headers = {H_SEQ: str(seq)}
-                if seq == 1:
-                    headers[H_CTL] = self.control_subject
-                await system.send_reply(inbox, env, intent, content, headers)
+                await system.send_reply(inbox, env, intent, content, {H_SEQ: str(seq)})
             await system.send_reply(inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)})
         except asyncio.CancelledError:
             log.debug("stream %s cancelled by its consumer after %d items", env.id, seq)
         except Exception as exc:
             await system.send_error(inbox, error_for(exc), env, {H_SEQ: str(seq + 1)})
+            return exc
         finally:
             await _close(agen)
+        return None
 
 
 async def _close(agen: AsyncIterator[Any]) -> None:

@@ -44,7 +44,6 @@ from actorbus.codecs.errors import (
 )
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
-    H_CTL,
     H_DST,
     H_ENC,
     H_ID,
@@ -232,7 +231,16 @@ class ActorSystem:
                 await self._subscribe_cell(cell)
             else:
                 await self._subscribe_topics(cell)
+        await self._confirm_subscriptions()
         return ActorRef(self, address)
+
+    async def _confirm_subscriptions(self) -> None:
+        """A round trip to the server, so that once spawn()/register() return, any
+        client anywhere can reach the new subscriptions."""
+        try:
+            await self.nc.flush(timeout=max(1, round(self.default_timeout)))
+        except nats.errors.Error as exc:
+            raise self.conn.translate(exc) from exc
 
     async def register(self, cls: type[Actor], **kwargs: Any) -> None:
         """Host ``cls`` lazily: an instance is created on the first message to
@@ -266,6 +274,7 @@ class ActorSystem:
                 s.anycast(type_name), queue=s.queue(Address(type_name)), cb=on_anycast
             )
         )
+        await self._confirm_subscriptions()
 
     async def _route_lazy(self, host: _TypeHost, key: str, msg: Msg) -> None:
         env = await self._decode_or_reply(msg, f"{host.cls.type_name}/{key}")
@@ -329,10 +338,8 @@ class ActorSystem:
             await self._stop_cell(cell, timeout)
 
     async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
-        for sub in cell.subscriptions:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-        cell.subscriptions.clear()
+        subs, cell.subscriptions = cell.subscriptions, []
+        await _drain(subs, timeout)
         await cell.stop(timeout)
 
     async def forget_cell(self, cell: ActorCell) -> None:
@@ -646,7 +653,6 @@ class ActorSystem:
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox)
         finished = False
-        control: str | None = None
         try:
             await self._publish(subject, out.body, out.headers, reply=inbox)
             expected = 1
@@ -665,7 +671,6 @@ class ActorSystem:
                     raise ProtocolError(
                         f"stream from {address} lost frames: expected #{expected}, got #{seq}"
                     )
-                control = control or hdrs.get(H_CTL)
                 reply_intent, content = _decode_reply(msg, address)
                 if reply_intent == INTENT_END:
                     finished = True
@@ -678,9 +683,9 @@ class ActorSystem:
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-            if not finished and control and self.nc.is_connected:
+            if not finished and self.nc.is_connected:
                 with contextlib.suppress(Exception):
-                    await self.nc.publish(control, cancel_message(out.id))
+                    await self.nc.publish(self.streams.control_subject, cancel_message(out.id))
 
     def ref(self, address: str) -> ActorRef:
         Address.parse(address)
@@ -715,6 +720,8 @@ class ActorSystem:
     def _check_open(self) -> None:
         if self._closing:
             raise ActorBusError("the actor system is closed")
+        if self.conn.lost_error is not None:
+            raise self.conn.lost_error
 
     def _spawn_task(self, coro: Awaitable[Any]) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -729,10 +736,7 @@ class ActorSystem:
             return
         self._closing = True
         try:
-            for host in self._hosts.values():
-                for sub in host.subs:
-                    with contextlib.suppress(Exception):
-                        await sub.unsubscribe()
+            await _drain([sub for host in self._hosts.values() for sub in host.subs], timeout)
             cells = [c for cs in self._cells.values() for c in cs]
             self._cells.clear()
             await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
@@ -751,6 +755,24 @@ class ActorSystem:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+async def _drain(subs: list[Subscription], timeout: float) -> None:
+    """Stop receiving on ``subs`` but let the messages they hold finish (bounded).
+
+    A plain unsubscribe would cancel the subscription's task, and with it a
+    handler running inside it.
+    """
+
+    async def one(sub: Subscription) -> None:
+        try:
+            await asyncio.wait_for(sub.drain(), timeout)  # type: ignore[no-untyped-call]
+        except Exception:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    if subs:
+        await asyncio.gather(*(one(sub) for sub in subs))
 
 
 def _decode_reply(msg: Msg, address: str) -> tuple[str, Any]:

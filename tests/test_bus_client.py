@@ -1,0 +1,147 @@
+"""actorbus's header fast path must put the same bytes on the wire as nats-py,
+and its header parser must read what nats-py reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client as StockClient
+
+from actorbus.bus.client import Client, EncodedHeaders, encode_headers
+
+HEADER_SETS: list[dict[str, str]] = [
+    {"Ab-Id": "abc123", "Ab-Src": "client/x", "Ab-Dst": "echo/1", "Ab-Intent": "Question"},
+    {"Ab-Trace": "0" * 32, "Ab-Parent": "p", "Ab-Enc": "json"},
+    {"Unicode": "héllo wörld ✓", "Colon": "a: b: c", "Empty": ""},
+    {"Spaces": "  padded  ", "Tabs": "\tx\t"},
+    {"Newlines": "line1\r\nline2\nline3\r", "Lead": "\nx"},
+    {"Token!#$%&'*+-.^_`|~09": "all token characters"},
+]
+
+
+@pytest.mark.parametrize("headers", HEADER_SETS, ids=range(len(HEADER_SETS)))
+def test_parser_matches_nats_py(headers: dict[str, str]) -> None:
+    block = bytes(encode_headers(headers))
+    raw = block[len(b"NATS/1.0\r\n") :]
+    assert Client._parse_header_lines(raw) == StockClient._parse_header_lines(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"A: 1\r\nB:2\r\nC:\t3 \r\n\r\n",
+        b"Dup: first\r\nDup: second\r\n\r\n",
+        b"X: v\xc3\xa9\r\n\r\n",
+        b"Bad\xff: skipped\r\nOk: kept\r\n\r\n",
+        b"NoColonLine\r\nOk: kept\r\n\r\n",
+    ],
+    ids=["spacing", "duplicate", "utf8", "non-ascii-name", "no-colon"],
+)
+def test_parser_matches_nats_py_on_foreign_blocks(raw: bytes) -> None:
+    assert Client._parse_header_lines(raw) == StockClient._parse_header_lines(raw)
+
+
+def test_encode_headers_refuses_bad_names() -> None:
+    for name in ("", "has space", "colon:", "new\nline", "é"):
+        with pytest.raises(ValueError, match="header name"):
+            encode_headers({name: "v"})
+
+
+def test_encoded_headers_shape() -> None:
+    block = encode_headers({"A": "1"})
+    assert isinstance(block, EncodedHeaders)
+    assert block == b"NATS/1.0\r\nA: 1\r\n\r\n"
+    assert encode_headers({}) == b"NATS/1.0\r\n\r\n"
+
+
+class RawSubscriber:
+    """A hand-written NATS protocol client that keeps the raw header bytes of HMSGs."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, url: str, subject: str) -> RawSubscriber:
+        host, port = url.removeprefix("nats://").rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        info = await reader.readline()
+        assert info.startswith(b"INFO")
+        connect = {"verbose": False, "pedantic": False, "headers": True, "protocol": 1}
+        writer.write(f"CONNECT {json.dumps(connect)}\r\nSUB {subject} 1\r\nPING\r\n".encode())
+        await writer.drain()
+        while (line := await reader.readline()) != b"PONG\r\n":
+            assert not line.startswith(b"-ERR"), line
+        return cls(reader, writer)
+
+    async def next_headers(self) -> bytes:
+        while True:
+            line = await self.reader.readline()
+            if line == b"PING\r\n":
+                self.writer.write(b"PONG\r\n")
+                continue
+            if line.startswith((b"INFO", b"+OK", b"PONG")):
+                continue
+            assert line.startswith(b"HMSG"), line
+            parts = line.split()
+            hdr_len, total = int(parts[-2]), int(parts[-1])
+            data = await self.reader.readexactly(total + 2)
+            return data[:hdr_len]
+
+    async def close(self) -> None:
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+async def test_fast_path_bytes_equal_nats_py_bytes(nats_server: Any, ns: str) -> None:
+    subject = f"{ns}.hdr"
+    sub = await RawSubscriber.open(nats_server.url, subject)
+    ours = Client()
+    await ours.connect(nats_server.url, allow_reconnect=False)
+    stock = await nats.connect(nats_server.url, allow_reconnect=False)
+    try:
+        for headers in HEADER_SETS:
+            await ours.publish(subject, b"x", headers=encode_headers(headers))  # type: ignore[arg-type]
+            await ours.flush()
+            fast = await asyncio.wait_for(sub.next_headers(), 5)
+            await stock.publish(subject, b"x", headers=headers)
+            await stock.flush()
+            reference = await asyncio.wait_for(sub.next_headers(), 5)
+            assert fast == reference, headers
+        # a plain dict still takes nats-py's own path
+        await ours.publish(subject, b"x", headers={"Plain": "dict"})
+        await ours.flush()
+        assert await asyncio.wait_for(sub.next_headers(), 5) == b"NATS/1.0\r\nPlain: dict\r\n\r\n"
+    finally:
+        await ours.close()
+        await stock.close()
+        await sub.close()
+
+
+async def test_headers_round_trip_between_clients(nats_server: Any, ns: str) -> None:
+    subject = f"{ns}.rt"
+    ours = Client()
+    await ours.connect(nats_server.url, allow_reconnect=False)
+    stock = await nats.connect(nats_server.url, allow_reconnect=False)
+    try:
+        got_ours = await ours.subscribe(subject)
+        got_stock = await stock.subscribe(subject)
+        await ours.flush()
+        await stock.flush()
+        for headers in HEADER_SETS:
+            await ours.publish(subject, b"x", headers=encode_headers(headers))  # type: ignore[arg-type]
+            await ours.flush()
+            a = await got_ours.next_msg(5)
+            b = await got_stock.next_msg(5)
+            assert a.headers == b.headers
+            expected = {
+                k: v.replace("\r", " ").replace("\n", " ").strip() for k, v in headers.items()
+            }
+            assert a.headers == expected
+    finally:
+        await ours.close()
+        await stock.close()

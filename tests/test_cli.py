@@ -1,0 +1,350 @@
+"""The ``actorbus`` command, tested the way people use it: as separate processes on
+real nats-servers. Readiness is a line on stdout, never a sleep; every process a
+test starts is stopped by the test (SIGTERM, then SIGKILL if it must).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import IO
+
+import nats
+import pytest
+from rich.console import Console
+
+import actorbus
+from actorbus import ActorSystem
+from actorbus.bus.server import EmbeddedServer
+from actorbus.cli import main
+from actorbus.demo import READERS, run_demo
+
+REPO = Path(__file__).resolve().parents[1]
+WAIT = 8.0  # seconds for anything that should happen "now"
+
+EXPECTED_ANSWER = (
+    "Agents built as actors recover from failures because a supervisor restarts them. "
+    "Actors communicate only by sending messages, never by sharing memory. "
+    "A supervisor restarts an actor that crashes, so failures stay local."
+)
+
+
+# -- helpers -----------------------------------------------------------------
+
+
+def cli_env() -> dict[str, str]:
+    """Plain, unwrapped, unbuffered output, whatever the developer's terminal says."""
+    env = dict(os.environ)
+    env.pop("FORCE_COLOR", None)
+    env["NO_COLOR"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class CliProcess:
+    """One ``python -m actorbus.cli ...`` child; stderr goes to a file so an unread
+    pipe can never block it."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, stderr: IO[bytes]) -> None:
+        self.proc = proc
+        self.stderr_file = stderr
+        self.lines: list[str] = []
+        self.stderr_text = ""
+
+    @property
+    def stderr(self) -> str:
+        if self.stderr_file.closed:
+            return self.stderr_text
+        self.stderr_file.seek(0)
+        self.stderr_text = self.stderr_file.read().decode(errors="replace")
+        return self.stderr_text
+
+    async def readline(self) -> str:
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(WAIT):
+            raw = await self.proc.stdout.readline()
+        if not raw:
+            raise AssertionError(f"process ended; stdout={self.lines} stderr={self.stderr}")
+        line = raw.decode().rstrip("\n")
+        self.lines.append(line)
+        return line
+
+    async def wait_for_line(self, prefix: str) -> str:
+        while True:
+            line = await self.readline()
+            if line.strip().startswith(prefix):
+                return line
+
+    async def terminate(self) -> int:
+        """SIGTERM and wait for the exit code; the rest of stdout is kept in lines."""
+        assert self.proc.stdout is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(WAIT):
+            rest = await self.proc.stdout.read()
+            code = await self.proc.wait()
+        self.lines.extend(rest.decode().splitlines())
+        return code
+
+
+@contextlib.asynccontextmanager
+async def cli(*args: str) -> AsyncIterator[CliProcess]:
+    with tempfile.TemporaryFile() as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "actorbus.cli",
+            *args,
+            cwd=REPO,
+            env=cli_env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+        )
+        child = CliProcess(proc, stderr)
+        try:
+            yield child
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+            _ = child.stderr  # keep it readable after the file is gone
+
+
+def field(lines: list[str], name: str) -> str:
+    """The value of an ``  name   value`` line of ``actorbus up``."""
+    for line in lines:
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0] == name:
+            return parts[1].strip()
+    raise AssertionError(f"no {name!r} line in {lines}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[EmbeddedServer]:
+    """A real nats-server for the ``run`` tests (started here, in the main thread)."""
+    srv = EmbeddedServer()
+    srv.start_sync()
+    try:
+        yield srv
+    finally:
+        srv.stop_sync()
+
+
+# -- actorbus demo -----------------------------------------------------------
+
+
+async def test_demo_json_subprocess() -> None:
+    async with cli("demo", "--json") as p:
+        assert p.proc.stdout is not None
+        async with asyncio.timeout(WAIT):
+            out = await p.proc.stdout.read()
+            code = await p.proc.wait()
+        assert code == 0, p.stderr
+    result = json.loads(out)
+    assert result["answer"] == EXPECTED_ANSWER
+    assert result["streamed"] == EXPECTED_ANSWER
+    assert result["events"] == list(READERS)
+    assert result["sentences"][1]["sources"] == ["reader/0", "reader/1"]  # deduplicated
+    agents = {step["agent"] for step in result["timeline"]}
+    assert {"planner/0", "aggregator/0", "narrator/0", "monitor/0", *READERS} <= agents
+
+
+async def test_run_demo_in_process() -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=120, color_system=None)
+    async with ActorSystem.start() as system:
+        first = await run_demo(system, console=console)
+        again = await run_demo(system, "What is NATS?", console=console)
+    assert first.answer == EXPECTED_ANSWER
+    assert first.streamed == first.answer
+    assert first.tokens == len(first.answer.split())
+    assert first.events == list(READERS)
+    assert [s.score for s in first.sentences] == [0.75, 0.5, 0.5]
+    # The same team answers a second question; events are counted per run.
+    assert again.answer.startswith("NATS is a lightweight message broker")
+    assert again.events == list(READERS)
+    text = buf.getvalue()
+    assert "narrator/0 streaming: Agents built as actors" in text
+    assert "counted 3 'reading.done' event(s)" in text
+
+
+# -- actorbus up -------------------------------------------------------------
+
+
+async def test_up_serves_until_sigterm() -> None:
+    async with cli("up") as p:
+        await p.wait_for_line("pid")
+        url, pid = field(p.lines, "url"), int(field(p.lines, "pid"))
+        store = Path(field(p.lines, "store").split(" (")[0])
+        assert url.startswith("nats://127.0.0.1:")
+        assert await asyncio.to_thread(store.is_dir)
+
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=2)
+        try:
+            sub = await nc.subscribe("cli.test", cb=None)
+            await nc.publish("cli.test", b"hello")
+            msg = await sub.next_msg(timeout=WAIT)
+            assert msg.data == b"hello"
+        finally:
+            await nc.close()
+
+        assert await p.terminate() == 0, p.stderr
+    assert any("stopped" in line for line in p.lines)
+    assert not pid_alive(pid), "nats-server outlived `actorbus up`"
+    assert not await asyncio.to_thread(store.exists), "temporary store left behind"
+    # Nothing listens on the port any more (a raw TCP connect: nats-py would retry).
+    host, port = url.removeprefix("nats://").rsplit(":", 1)
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection(host, int(port))
+
+
+async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
+    store = tmp_path / "js"
+    async with cli("up", "--store-dir", str(store)) as p:
+        await p.wait_for_line("pid")
+        assert field(p.lines, "store") == str(store)
+        assert await p.terminate() == 0, p.stderr
+    assert await asyncio.to_thread(store.is_dir)
+
+
+async def test_up_on_a_busy_port_says_why_in_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        async with cli("up", "--port", str(port)) as p:
+            async with asyncio.timeout(WAIT):
+                code = await p.proc.wait()
+            errors = p.stderr.strip().splitlines()
+    assert code == 1
+    assert len(errors) == 1, errors
+    assert "address already in use" in errors[0]
+
+
+# -- actorbus run ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "address"),
+    [
+        (["--key", "k1", "--replicas", "2"], "echo/k1"),
+        ([], "echo/any-key"),  # registered: activated on the first message
+    ],
+)
+async def test_run_hosts_an_example_actor(
+    server: EmbeddedServer, options: list[str], address: str
+) -> None:
+    ns = f"cli{uuid.uuid4().hex[:10]}"
+    async with cli(
+        "run", "examples.echo:Echo", "--url", server.url, "--namespace", ns, *options
+    ) as p:
+        await p.wait_for_line("ready")
+        async with ActorSystem.connect(server.url, namespace=ns) as system:
+            # Sent as plain data with the intent spelled out, like a non-Python client.
+            reply = await system.ask(address, {"text": "hi"}, intent="Ping", timeout=WAIT)
+        assert reply == {"text": "hi", "by": address}
+        assert await p.terminate() == 0, p.stderr
+    assert p.lines[-1].strip() == "stopped"
+    assert "Traceback" not in p.stderr
+
+
+async def test_run_rejects_a_bad_spec_in_one_line() -> None:
+    async with cli("run", "examples/echo.py", "--url", "nats://127.0.0.1:1") as p:
+        async with asyncio.timeout(WAIT):
+            code = await p.proc.wait()
+        assert code == 2
+        errors = p.stderr.strip().splitlines()
+    assert len(errors) == 1, errors
+    assert "expected module:Class" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("echo", "invalid actor 'echo': expected module:Class"),
+        ("a:b:c", "invalid actor 'a:b:c': expected module:Class"),
+        ("no_such_module_xyz:Echo", "module 'no_such_module_xyz' not found"),
+        ("examples.echo:Nope", "'examples.echo' has no attribute 'Nope'"),
+        ("examples.echo:Ping", "examples.echo:Ping is not an Actor subclass"),
+        ("actorbus.demo:Reader", "needs constructor arguments (document)"),
+    ],
+)
+def test_run_explains_what_is_wrong(
+    spec: str, message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # undo the CLI adding the cwd
+    assert main(["run", spec, "--url", "nats://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("actorbus: error: ")
+    assert message in err
+
+
+def test_run_cannot_connect(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    url = f"nats://127.0.0.1:{free_port()}"
+    args = ["run", "examples.echo:Echo", "--url", url, "--connect-timeout", "0.5"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"actorbus: error: cannot connect to NATS at {url}")
+    assert err.endswith("(is a server running? start one with `actorbus up`)\n")
+    assert err.count("\n") == 1
+
+
+# -- the command itself ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(Path(sys.executable).with_name("actorbus"))],  # the installed console script
+        [sys.executable, "-m", "actorbus"],
+    ],
+)
+async def test_entry_points_report_the_version(command: list[str]) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *command, "--version", stdout=asyncio.subprocess.PIPE, env=cli_env(), cwd=REPO
+    )
+    async with asyncio.timeout(WAIT):
+        out, _ = await proc.communicate()
+    assert proc.returncode == 0
+    assert out.decode().strip() == f"actorbus {actorbus.__version__}"
+
+
+def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("demo", "up", "run"):
+        assert f"    {command} " in out
+    assert main([]) == 2  # a command is required

@@ -1,0 +1,297 @@
+"""Streamed replies: order, end, errors midway, early exit cancels the producer, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from _util import WAIT, barrier
+from pydantic import BaseModel
+
+from actorbus import (
+    Actor,
+    AskTimeoutError,
+    NoRespondersError,
+    RemoteError,
+    ValidationFailedError,
+    handler,
+)
+
+
+class StCount(BaseModel):
+    n: int
+
+
+class StItem(BaseModel):
+    i: int
+
+
+class StFailAfter(BaseModel):
+    n: int
+    typed: bool = False
+
+
+class StForever(BaseModel):
+    pass
+
+
+class StHangAfter(BaseModel):
+    n: int
+
+
+async def drain(stream: AsyncIterator[Any], into: list[Any]) -> None:
+    """Collect a stream's items into ``into`` (kept when the stream raises)."""
+    async for item in stream:
+        into.append(item)
+
+
+class Probe:
+    """In-process facts a streaming producer reports to the test."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.closed = asyncio.Event()
+        self.produced = 0
+
+
+class Streamer(Actor):
+    type_name = "streamer"
+
+    def __init__(self, probe: Probe | None = None) -> None:
+        self.probe = probe or Probe()
+
+    @handler
+    async def count(self, req: StCount) -> AsyncIterator[StItem]:
+        for i in range(req.n):
+            yield StItem(i=i)
+
+    @handler
+    async def fail_after(self, req: StFailAfter) -> AsyncIterator[dict[str, int]]:
+        for i in range(req.n):
+            yield {"i": i}
+        if req.typed:
+            raise ValidationFailedError("item 3 is not valid")
+        raise ValueError(f"broke after {req.n}")
+
+    @handler
+    async def forever(self, _: StForever) -> AsyncIterator[dict[str, int]]:
+        self.probe.started.set()
+        try:
+            i = 0
+            while True:
+                yield {"i": i}
+                self.probe.produced += 1
+                i += 1
+                await asyncio.sleep(0.005)  # a producer pacing itself, not synchronisation
+        except asyncio.CancelledError:
+            self.probe.cancelled.set()
+            raise
+        finally:
+            self.probe.closed.set()
+
+    @handler
+    async def hang_after(self, req: StHangAfter) -> AsyncIterator[dict[str, int]]:
+        try:
+            for i in range(req.n):
+                yield {"i": i}
+            await asyncio.Event().wait()  # never set: the consumer must give up
+        except asyncio.CancelledError:
+            self.probe.cancelled.set()
+            raise
+        finally:
+            self.probe.closed.set()
+
+    @handler
+    async def plain(self, q: dict[str, Any]) -> dict[str, Any]:
+        return {"plain": True}
+
+
+async def test_items_in_order_then_end(system) -> None:
+    await system.spawn(Streamer, "s1")
+    items = [item async for item in system.stream("streamer/s1", StCount(n=200), timeout=2)]
+    assert items == [StItem(i=i) for i in range(200)]
+    assert all(isinstance(item, StItem) for item in items)
+
+
+async def test_empty_stream_ends(system) -> None:
+    await system.spawn(Streamer, "s1")
+    assert [x async for x in system.stream("streamer/s1", StCount(n=0), timeout=2)] == []
+
+
+async def test_stream_through_ref_and_returns(system) -> None:
+    ref = await system.spawn(Streamer, "s1")
+    got: list[Any] = []
+    with pytest.raises(RemoteError):
+        await drain(ref.stream(StFailAfter(n=2), timeout=2, returns=StItem), got)
+    assert got == [StItem(i=0), StItem(i=1)]
+
+
+async def test_actor_serves_after_stream(system) -> None:
+    await system.spawn(Streamer, "s1")
+    for _ in range(3):
+        assert len([x async for x in system.stream("streamer/s1", StCount(n=5), timeout=2)]) == 5
+    assert await system.ask("streamer/s1", {}, timeout=2) == {"plain": True}
+
+
+async def test_remote_error_midway_after_earlier_items(system) -> None:
+    await system.spawn(Streamer, "s1")
+    got: list[Any] = []
+    with pytest.raises(RemoteError) as info:
+        await drain(system.stream("streamer/s1", StFailAfter(n=3), timeout=2), got)
+    assert got == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert info.value.remote_type == "ValueError"
+    assert info.value.remote_message == "broke after 3"
+    assert str(info.value) == "ValueError in streamer/s1: broke after 3"
+
+
+async def test_typed_error_midway_keeps_its_type(system) -> None:
+    await system.spawn(Streamer, "s1")
+    got: list[Any] = []
+    with pytest.raises(ValidationFailedError, match="item 3 is not valid"):
+        await drain(system.stream("streamer/s1", StFailAfter(n=3, typed=True), timeout=2), got)
+    assert len(got) == 3
+
+
+async def test_break_early_cancels_producer(system) -> None:
+    probe = Probe()
+    await system.spawn(Streamer, "s1", probe=probe)
+    got = []
+    async with asyncio.timeout(WAIT):
+        stream = system.stream("streamer/s1", StForever(), timeout=2)
+        async for item in stream:
+            got.append(item)
+            if len(got) == 3:
+                break
+        await stream.aclose()  # what `async for` leaves to the garbage collector
+    assert got == [{"i": 0}, {"i": 1}, {"i": 2}]
+    await asyncio.wait_for(probe.closed.wait(), WAIT)
+    await asyncio.wait_for(probe.cancelled.wait(), WAIT)
+    # the cell is free again: the next message is handled
+    assert await system.ask("streamer/s1", {}, timeout=2) == {"plain": True}
+
+
+async def test_break_early_while_producer_is_waiting(system) -> None:
+    probe = Probe()
+    await system.spawn(Streamer, "s1", probe=probe)
+    stream = system.stream("streamer/s1", StHangAfter(n=2), timeout=2)
+    first = await anext(stream)
+    assert first == {"i": 0}
+    await stream.aclose()
+    await asyncio.wait_for(probe.cancelled.wait(), WAIT)
+    assert probe.closed.is_set()
+    assert await system.ask("streamer/s1", {}, timeout=2) == {"plain": True}
+
+
+async def test_timeout_between_items(system) -> None:
+    probe = Probe()
+    await system.spawn(Streamer, "s1", probe=probe)
+    got: list[Any] = []
+    with pytest.raises(AskTimeoutError) as info:
+        await drain(system.stream("streamer/s1", StHangAfter(n=2), timeout=0.3), got)
+    assert got == [{"i": 0}, {"i": 1}]
+    assert "streamer/s1" in str(info.value)
+    assert "StHangAfter" in str(info.value)
+    # giving up also cancels the producer
+    await asyncio.wait_for(probe.cancelled.wait(), WAIT)
+    assert await system.ask("streamer/s1", {}, timeout=2) == {"plain": True}
+
+
+async def test_stream_to_nobody(system) -> None:
+    with pytest.raises(NoRespondersError, match="nobody/here"):
+        await drain(system.stream("nobody/here", StCount(n=1), timeout=2), [])
+
+
+async def test_two_streams_from_two_actors_interleave(system) -> None:
+    await system.spawn(Streamer, "a")
+    await system.spawn(Streamer, "b")
+
+    async def collect(address: str, n: int) -> list[int]:
+        return [x.i async for x in system.stream(address, StCount(n=n), timeout=2)]
+
+    a, b = await asyncio.gather(collect("streamer/a", 50), collect("streamer/b", 70))
+    assert a == list(range(50))
+    assert b == list(range(70))
+
+
+async def test_stream_from_other_system(system, make_system) -> None:
+    probe = Probe()
+    host = await make_system()
+    await host.spawn(Streamer, "remote", probe=probe)
+    await barrier(host)  # spawn()/register() return before the server has the SUBs
+    items = [x async for x in system.stream("streamer/remote", StCount(n=10), timeout=2)]
+    assert [x.i for x in items] == list(range(10))
+    stream = system.stream("streamer/remote", StForever(), timeout=2)
+    await anext(stream)
+    await stream.aclose()
+    await asyncio.wait_for(probe.cancelled.wait(), WAIT)
+
+
+class StSlowStart(BaseModel):
+    pass
+
+
+class SlowStarter(Actor):
+    """A producer that needs a long time before its first item (a model warming up)."""
+
+    type_name = "slow-starter"
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    @handler
+    async def go(self, _: StSlowStart) -> AsyncIterator[dict[str, int]]:
+        self.probe.started.set()
+        try:
+            await asyncio.Event().wait()  # never set: no first item ever comes
+            yield {"i": 0}
+        except asyncio.CancelledError:
+            self.probe.cancelled.set()
+            raise
+        finally:
+            self.probe.closed.set()
+
+    @handler
+    async def plain(self, q: dict[str, Any]) -> dict[str, Any]:
+        return {"plain": True}
+
+
+async def test_timeout_before_first_item_cancels_producer(system) -> None:
+    """The consumer gave up before any frame (so before it learnt the control subject):
+    the producer must still be cancelled, or it holds the actor forever."""
+    probe = Probe()
+    await system.spawn(SlowStarter, "s", probe=probe)
+    with pytest.raises(AskTimeoutError):
+        await drain(system.stream("slow-starter/s", StSlowStart(), timeout=0.3), [])
+    assert probe.started.is_set()
+    await asyncio.wait_for(probe.cancelled.wait(), 2.0)
+    assert await system.ask("slow-starter/s", {}, timeout=2) == {"plain": True}
+
+
+async def test_stream_handler_told_instead_of_streamed(system) -> None:
+    await system.spawn(Streamer, "s1")
+    await system.tell("streamer/s1", StCount(n=3))  # no reply inbox: dropped with a log line
+    assert await system.ask("streamer/s1", {}, timeout=2) == {"plain": True}
+    assert len([x async for x in system.stream("streamer/s1", StCount(n=3), timeout=2)]) == 3
+
+
+async def test_lost_frame_is_a_protocol_error(system, raw_nc, ns: str) -> None:
+    """A producer that skips a sequence number: the caller sees ProtocolError, never a
+    silently shortened stream."""
+    import msgpack
+
+    from actorbus.codecs.errors import ProtocolError
+
+    async def bad_producer(msg: Any) -> None:
+        for seq in (1, 3):
+            body = msgpack.packb({"id": f"r{seq}", "dst": "x", "intent": "dict", "content": {}})
+            await raw_nc.publish(msg.reply, body, headers={"Ab-Seq": str(seq)})
+
+    await raw_nc.subscribe(f"{ns}.a.fake-streamer.f", cb=bad_producer)
+    await barrier(raw_nc)
+    got: list[Any] = []
+    with pytest.raises(ProtocolError, match="expected #2, got #3"):
+        await drain(system.stream("fake-streamer/f", {}, timeout=2), got)
+    assert got == [{}]

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
+from uuid import UUID, uuid4
 
 import msgpack
 import pytest
@@ -397,3 +400,99 @@ def test_type_names() -> None:
     assert MyFancyAgent.type_name == "my-fancy-agent"
     assert Responder.type_name == "responder"
     assert set(Responder.handlers) >= {"AtQuestion", "dict", "bytes", "text", "custom.op"}
+
+
+def _make_twin() -> type[BaseModel]:
+    class AtTwin(BaseModel):  # same class name, different model: the intent is ambiguous
+        other: str = "b"
+
+    return AtTwin
+
+
+class AtTwin(BaseModel):
+    value: int = 1
+
+
+async def test_ambiguous_intent_comes_back_as_plain_data(system, caplog) -> None:
+    Twin2 = _make_twin()
+
+    class TwinHost(Actor):
+        type_name = "twin-host"
+
+        @handler
+        async def one(self, _: AtNote) -> AtTwin:
+            return AtTwin(value=5)
+
+        @handler(intent="two")
+        async def two(self, _: dict[str, Any]) -> Any:
+            return Twin2(other="x")
+
+    await system.spawn(TwinHost, "t")
+    # the second model named AtTwin is remembered when first sent
+    assert await system.ask("twin-host/t", {}, intent="two", returns=Twin2, timeout=2) == Twin2(
+        other="x"
+    )
+    reply = await system.ask("twin-host/t", AtNote(seq=1), timeout=2)
+    assert reply == {"value": 5}  # not silently the wrong model
+    typed = await system.ask("twin-host/t", AtNote(seq=1), returns=AtTwin, timeout=2)
+    assert typed == AtTwin(value=5)
+    assert any("AtTwin" in r.getMessage() for r in caplog.records), "no warning about it"
+
+
+class AtRich(BaseModel):
+    when: datetime
+    uid: UUID
+    amount: Decimal
+    tags: set[str]
+
+
+async def test_rich_field_types_round_trip(system, make_system) -> None:
+    class Keeper(Actor):
+        type_name = "keeper"
+
+        @handler
+        async def keep(self, r: AtRich) -> AtRich:
+            return r
+
+    await system.spawn(Keeper, "k")
+    value = AtRich(
+        when=datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC),
+        uid=uuid4(),
+        amount=Decimal("12.50"),
+        tags={"a", "b"},
+    )
+    assert await system.ask("keeper/k", value, timeout=2) == value
+    json_client = await make_system(encoding=Encoding.JSON)
+    assert await json_client.ask("keeper/k", value, timeout=2) == value
+
+
+async def test_json_stream_frames_come_back_in_json(system, raw_nc, ns: str) -> None:
+    class Counter(Actor):
+        type_name = "json-counter"
+
+        @handler
+        async def count(self, n: dict[str, int]) -> Any:
+            for i in range(n["n"]):
+                yield {"i": i}
+
+    await system.spawn(Counter, "c")
+    inbox = raw_nc.new_inbox()
+    sub = await raw_nc.subscribe(inbox)
+    request = {
+        "dst": "json-counter/c",
+        "intent": "dict",
+        "content": {"n": 2},
+        "context": {"stream": True},
+    }
+    await raw_nc.publish(
+        subject_of(ns, "json-counter/c"),
+        json.dumps(request).encode(),
+        reply=inbox,
+        headers={"Ab-Enc": "json"},
+    )
+    frames = [await sub.next_msg(2) for _ in range(3)]
+    for frame in frames:
+        assert frame.headers is not None
+        assert frame.headers.get("Ab-Enc") == "json", "a JSON caller got a non-JSON frame"
+    bodies = [json.loads(f.data) for f in frames]
+    assert [b["intent"] for b in bodies] == ["dict", "dict", "$end"]

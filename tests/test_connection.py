@@ -246,3 +246,19 @@ def test_backoff_grows_and_is_capped() -> None:
         ceiling = min(2.0, 0.05 * 2**attempt)
         assert ceiling / 2 <= delay <= ceiling
     assert backoff_delay(100, 0.05, 2.0) <= 2.0
+
+
+async def test_connect_options_are_not_shared_between_systems(
+    own_server: EmbeddedServer, nats_server: EmbeddedServer, ns: str
+) -> None:
+    options = fast_options()
+    first = await ActorSystem.connect(own_server.url, namespace=ns, connect_options=options)
+    try:
+        second = await ActorSystem.connect(nats_server.url, namespace=ns, connect_options=options)
+        try:
+            assert first.url == own_server.url, "connecting a second system rewrote the first's URL"
+            assert second.url == nats_server.url
+        finally:
+            await second.close()
+    finally:
+        await first.close()

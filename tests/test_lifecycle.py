@@ -395,3 +395,28 @@ async def test_failing_on_stop_does_not_break_close(make_system) -> None:
     assert await host.ask("bad-stop/a", LcPing(), timeout=2) == "pong"
     await asyncio.wait_for(host.close(), WAIT)
     assert [w for w, _, _ in rec.log] == ["start", "stop"]
+
+
+async def test_close_does_not_strand_queued_messages(system, make_system) -> None:
+    """Messages queued behind an in-flight handler when close() starts are either
+    handled or refused with a typed error, never left to time out."""
+    held = Held()
+    host = await make_system()
+    await host.spawn(Holder, "q", held=held)
+    await barrier(host)
+    first = asyncio.ensure_future(system.ask("holder/q", LcPing(), timeout=3))
+    try:
+        await wait_entered(held, first)
+        queued = [
+            asyncio.ensure_future(system.ask("holder/q", LcPing(), timeout=3)) for _ in range(3)
+        ]
+        await barrier(system)
+        closing = asyncio.ensure_future(host.close(timeout=3))
+    finally:
+        held.release.set()
+    assert await asyncio.wait_for(first, WAIT) == "finished"
+    results = await asyncio.wait_for(asyncio.gather(*queued, return_exceptions=True), WAIT)
+    await asyncio.wait_for(closing, WAIT)
+    for result in results:
+        assert result == "finished" or isinstance(result, ActorBusError), result
+        assert not isinstance(result, TimeoutError), "a queued ask was dropped silently"

@@ -295,3 +295,41 @@ async def test_lost_frame_is_a_protocol_error(system, raw_nc, ns: str) -> None:
     with pytest.raises(ProtocolError, match="expected #2, got #3"):
         await drain(system.stream("fake-streamer/f", {}, timeout=2), got)
     assert got == [{}]
+
+
+async def test_stream_cancelled_while_queued_never_starts(system) -> None:
+    """The consumer gave up while the request waited behind another message: the
+    producer must not start afterwards and stream into the void."""
+    probe = Probe()
+    release = asyncio.Event()
+    entered = asyncio.Event()
+
+    class Busy(Actor):
+        type_name = "busy-streamer"
+
+        @handler
+        async def block(self, _: dict[str, Any]) -> str:
+            entered.set()
+            await release.wait()
+            return "done"
+
+        @handler
+        async def forever(self, _: StForever) -> AsyncIterator[dict[str, int]]:
+            probe.started.set()
+            while True:
+                yield {"i": 0}
+                await asyncio.sleep(0.005)
+
+    await system.spawn(Busy, "b")
+    blocking = asyncio.ensure_future(system.ask("busy-streamer/b", {}, timeout=5))
+    try:
+        await asyncio.wait_for(entered.wait(), WAIT)
+        with pytest.raises(AskTimeoutError):
+            await drain(system.stream("busy-streamer/b", StForever(), timeout=0.2), [])
+        await barrier(system)  # the cancel reached the server before the actor frees up
+    finally:
+        release.set()
+    assert await blocking == "done"
+    # handled in arrival order: once this ask is answered, the stream request is past
+    assert await system.ask("busy-streamer/b", {}, timeout=2) == "done"
+    assert not probe.started.is_set(), "a stream cancelled while queued was started anyway"

@@ -16,6 +16,7 @@ from actorbus import (
     ActorBusError,
     ActorStoppedError,
     Crash,
+    Encoding,
     Envelope,
     NoRespondersError,
     RemoteError,
@@ -459,3 +460,12 @@ async def test_returns_model_mismatch_is_validation_error(system) -> None:
     await system.spawn(Worker, "w", lives=Lives())
     with pytest.raises(ValidationFailedError, match="SvFail"):
         await system.ask("sv-worker/w", SvIncr(), returns=SvFail, timeout=2)
+
+
+async def test_handler_error_reaches_a_json_caller(system, make_system) -> None:
+    await system.spawn(Worker, "w", lives=Lives())
+    json_client = await make_system(encoding=Encoding.JSON)
+    with pytest.raises(RemoteError) as info:
+        await json_client.ask("sv-worker/w", SvFail(how="value"), timeout=2)
+    assert info.value.remote_type == "ValueError"
+    assert info.value.remote_message == "bad value 42"

@@ -84,7 +84,7 @@ class StreamProducers:
             log.debug("stream %s was cancelled before it started", env.id)
             await _close(agen)
             return None
-        task = asyncio.create_task(self._pump(msg.reply, env, agen, error_for))
+        task = asyncio.create_task(self._pump(msg, env, agen, error_for))
         self._active[env.id] = task
         try:
             await asyncio.wait({task})
@@ -94,23 +94,26 @@ class StreamProducers:
 
     async def _pump(
         self,
-        inbox: str,
+        request: Msg,
         env: Envelope,
         agen: AsyncIterator[Any],
         error_for: Callable[[BaseException], ActorBusError],
     ) -> Exception | None:
         system = self.system
+        inbox = request.reply
         seq = 0
         try:
             async for item in agen:
                 seq += 1
                 intent, content = to_content(item)
-                await system.send_reply(inbox, env, intent, content, {H_SEQ: str(seq)})
-            await system.send_reply(inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)})
+                await system.send_reply(inbox, env, intent, content, {H_SEQ: str(seq)}, msg=request)
+            await system.send_reply(
+                inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request
+            )
         except asyncio.CancelledError:
             log.debug("stream %s cancelled by its consumer after %d items", env.id, seq)
         except Exception as exc:
-            await system.send_error(inbox, error_for(exc), env, {H_SEQ: str(seq + 1)})
+            await system.send_error(inbox, error_for(exc), env, {H_SEQ: str(seq + 1)}, msg=request)
             return exc
         finally:
             await _close(agen)

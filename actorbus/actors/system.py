@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import logging
@@ -185,8 +186,7 @@ class ActorSystem:
         server: EmbeddedServer | None = None,
         **kwargs: Any,
     ) -> ActorSystem:
-        options = connect_options or ConnectOptions(name=name)
-        options.servers = urls
+        options = dataclasses.replace(connect_options or ConnectOptions(name=name), servers=urls)
         conn = await BusConnection.connect(options)
         system = cls(conn, server=server, **kwargs)
         await system._subscribe_system()

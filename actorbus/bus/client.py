@@ -17,9 +17,11 @@ bytes against nats-py's encoder.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
+from nats.aio.client import PING_PROTO
 from nats.aio.client import Client as _NatsClient
 from nats.protocol.command import hpub_cmd
 
@@ -53,6 +55,16 @@ def encode_headers(headers: dict[str, str]) -> EncodedHeaders:
 
 
 class Client(_NatsClient):
+    async def _send_ping(self, future: asyncio.Future[bool] | None = None) -> None:
+        # nats-py writes PING straight to the socket, ahead of commands still in
+        # the pending buffer, so a PONG could come back before a SUB reached the
+        # server. Queued behind them, a flush() proves the server has them all.
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+        self._pongs.append(future)
+        await self._send_command(PING_PROTO)
+        await self._flush_pending()
+
     async def _send_publish(
         self,
         subject: str,

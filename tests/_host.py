@@ -13,8 +13,6 @@ import importlib
 import signal
 import sys
 
-from _util import barrier
-
 from actorbus import ActorSystem
 
 
@@ -28,7 +26,6 @@ async def main(target: str, url: str, namespace: str, key: str, replicas: int) -
     system = await ActorSystem.connect(url, namespace=namespace)
     try:
         await system.spawn(cls, key, replicas=replicas)
-        await barrier(system)  # the server knows our subscriptions before we say so
         print("ready", flush=True)
         await stop.wait()
     finally:

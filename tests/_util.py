@@ -110,10 +110,10 @@ async def run_host(
 async def barrier(target: Any, timeout: float = 5.0) -> None:
     """Return once the server has processed everything sent so far on a connection.
 
-    ``nc.flush()`` is not enough with nats-py 2.16: it writes its PING straight to
-    the socket while SUB/PUB commands may still wait in the client's pending
-    buffer, so the PONG can come back before a preceding SUB reached the server.
-    A message published to ourselves travels behind those commands instead.
+    For plain nats-py clients ``nc.flush()`` is not enough (2.16 writes its PING
+    ahead of commands still in the pending buffer; actorbus's own client fixes
+    that, so spawn()/register() need no barrier). A message published to
+    ourselves travels behind those commands instead.
     ``target`` is an ActorSystem or a nats-py client.
     """
     nc = getattr(target, "nc", target)

@@ -24,12 +24,8 @@ from actorbus.bus.server import EmbeddedServer
 @pytest.fixture(scope="session")
 def nats_server() -> Any:
     """A real nats-server (JetStream on, temp store) shared by the whole session."""
-    server = EmbeddedServer()
-    server.start_sync()
-    try:
+    with EmbeddedServer() as server:
         yield server
-    finally:
-        server.stop_sync()
 
 
 @pytest.fixture

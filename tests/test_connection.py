@@ -51,12 +51,8 @@ class Pinger(Actor):
 @pytest.fixture
 def own_server() -> Any:
     """A server of this test's own, free to be killed and restarted."""
-    server = EmbeddedServer()
-    server.start_sync()
-    try:
+    with EmbeddedServer() as server:
         yield server
-    finally:
-        server.stop_sync()
 
 
 def fast_options(**overrides: Any) -> ConnectOptions:

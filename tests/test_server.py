@@ -243,3 +243,14 @@ def test_async_start_survives_its_event_loop() -> None:
         asyncio.run(use())
     finally:
         server.stop_sync()
+
+
+def test_start_failure_reports_the_server_log_and_cleans_up() -> None:
+    """A server that cannot start: the error carries its own words, and nothing is
+    left behind (no process, no work directory)."""
+    server = EmbeddedServer(ServerConfig(extra="no_such_option_xyz: true"))
+    with pytest.raises(ServerStartError, match="no_such_option_xyz") as info:
+        server.start_sync(timeout=10)
+    assert "exited with code" in str(info.value)
+    assert not server.running
+    assert server._workdir is None

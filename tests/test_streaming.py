@@ -332,3 +332,59 @@ async def test_stream_cancelled_while_queued_never_starts(system) -> None:
     # handled in arrival order: once this ask is answered, the stream request is past
     assert await system.ask("busy-streamer/b", {}, timeout=2) == "done"
     assert not probe.started.is_set(), "a stream cancelled while queued was started anyway"
+
+
+async def test_ask_on_a_streaming_handler_is_a_typed_error(system) -> None:
+    """ask() cannot take a stream: a clear error, not the first item alone, and the
+    producer never runs."""
+    from actorbus import ProtocolError
+
+    await system.spawn(Streamer, "ask-it")
+    with pytest.raises(ProtocolError, match=r"streams its reply: call stream\(\)"):
+        await system.ask("streamer/ask-it", StCount(n=3), timeout=2)
+    assert await system.ask("streamer/ask-it", {}, timeout=2) == {"plain": True}
+
+
+async def test_stream_of_a_plain_handler_yields_its_reply_then_ends(system) -> None:
+    await system.spawn(Streamer, "plain-it")
+    items = [x async for x in system.stream("streamer/plain-it", {}, timeout=2)]
+    assert items == [{"plain": True}]
+
+
+class Firehose(Actor):
+    """Yields as fast as it can and records how far it got."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+        self.produced = 0
+
+    @handler
+    async def go(self, req: StCount) -> AsyncIterator[dict[str, int]]:
+        try:
+            for i in range(req.n):
+                self.produced = i + 1
+                self.probe.produced = self.produced
+                yield {"i": i}
+        finally:
+            self.probe.closed.set()
+
+
+async def test_flow_control_delivers_a_long_stream_in_order(make_system) -> None:
+    """Credits keep a stream going far past one window."""
+    host = await make_system(stream_window=8)
+    await host.spawn(Firehose, "long", probe=Probe())
+    items = [x async for x in host.stream("firehose/long", StCount(n=500), timeout=5)]
+    assert items == [{"i": i} for i in range(500)]
+
+
+async def test_producer_never_runs_more_than_a_window_ahead(make_system) -> None:
+    """A consumer that stops reading (without leaving) holds the producer at one
+    window; with no credit for stream_credit_timeout the producer gives up."""
+    host = await make_system(stream_window=8, stream_credit_timeout=0.5)
+    probe = Probe()
+    await host.spawn(Firehose, "held", probe=probe)
+    stream = host.stream("firehose/held", StCount(n=10_000), timeout=5)
+    assert await anext(stream) == {"i": 0}  # take one item, then stop reading
+    await asyncio.wait_for(probe.closed.wait(), 5)
+    assert probe.produced <= 8 + 1, f"producer ran {probe.produced} items ahead"
+    await stream.aclose()

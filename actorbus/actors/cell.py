@@ -26,6 +26,7 @@ from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorStoppedError,
+    ProtocolError,
     RemoteError,
     UnknownIntentError,
     ValidationFailedError,
@@ -49,11 +50,13 @@ class ActorCell:
         self.instance: Actor | None = None
         self.state = "new"  # new | running | restarting | stopping | stopped
         self._ready = asyncio.Event()
+        # One at a time: a Lock (its uncontended acquire is cheaper than a
+        # Semaphore's). More: a Semaphore admits up to `concurrency`.
+        self._lock = asyncio.Lock()
         self._gate = asyncio.Semaphore(cls.concurrency)
         self._restarts: deque[float] = deque()
         self._busy = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._idle: asyncio.Future[None] | None = None  # set by stop() while it waits
         self._tasks: set[asyncio.Task[None]] = set()
         self.subscriptions: list[Any] = []
         self.restart_count = 0
@@ -156,7 +159,9 @@ class ActorCell:
             return
         self.state = "stopping"
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            if self._busy:
+                self._idle = asyncio.get_running_loop().create_future()
+                await asyncio.wait_for(asyncio.shield(self._idle), timeout)
         except TimeoutError:
             log.warning(
                 "%s: %d handler(s) still running after %gs; cancelling",
@@ -175,10 +180,9 @@ class ActorCell:
         """Handle one message, keeping the concurrency promise; returns when admitted
         (concurrency > 1) or done (concurrency 1, which keeps arrival order)."""
         self._busy += 1
-        self._idle.clear()
         if self.cls.concurrency == 1:
             try:
-                async with self._gate:
+                async with self._lock:
                     await self._handle(msg, env)
             finally:
                 self._done()
@@ -203,8 +207,8 @@ class ActorCell:
 
     def _done(self) -> None:
         self._busy -= 1
-        if self._busy == 0:
-            self._idle.set()
+        if self._busy == 0 and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
 
     async def _handle(self, msg: Msg, env: Envelope) -> None:
         if not self._ready.is_set():
@@ -225,6 +229,12 @@ class ActorCell:
         except ActorBusError as err:
             await self.system.reply_error(msg, err, env, self.address)
             return
+        if spec.streaming and msg.reply and not env.context.stream:
+            wrong_call = ProtocolError(
+                f"{self.address}.{spec.method} streams its reply: call stream(), not ask()"
+            )
+            await self.system.reply_error(msg, wrong_call, env, self.address)
+            return
         token = current_incoming.set(Incoming(env, self.address))
         try:
             if spec.streaming:
@@ -235,7 +245,11 @@ class ActorCell:
                     await self._restart(failed)
                 return
             result = await getattr(inst, spec.method)(arg)
-            if msg.reply:
+            if not msg.reply:
+                return
+            if env.context.stream:  # stream() of a plain handler: one item, then the end
+                await self.system.streams.single(msg, env, result)
+            else:
                 await self.system.reply(msg, env, self.address, result)
         except Exception as exc:
             await self._handler_failed(msg, env, spec, exc)

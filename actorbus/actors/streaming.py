@@ -5,6 +5,12 @@ Wire protocol (core NATS, one publisher to one inbox, so order is kept):
 - the request carries ``context.stream = true`` and a reply inbox;
 - each item goes to the inbox as a frame with header ``Ab-Seq: n`` (1, 2, ...);
 - the last frame is intent ``$end`` (or ``$error`` with the remote error);
+- flow control: the producer may run ``window`` items ahead of the consumer.
+  Halfway through each window a frame carries ``Ab-Credit: <inbox>``; when the
+  consumer takes that item it answers on the inbox, which lets the producer go
+  one more window. A producer that gets no credit within ``credit_timeout``
+  takes the consumer for gone and stops, so a vanished caller cannot pin an
+  actor forever;
 - a caller that stops early (break, error, or a timeout before any frame)
   publishes ``{"cancel": <request id>}`` on ``{ns}.ctl.cancel``. Every system
   listens there (cancels are rare, so a broadcast is cheaper than a subscription
@@ -29,8 +35,8 @@ from nats.aio.msg import Msg
 
 from actorbus.actors.messages import INTENT_END, to_content
 from actorbus.codecs.envelope import Envelope
-from actorbus.codecs.errors import ActorBusError
-from actorbus.codecs.wire import H_SEQ, pack, unpack
+from actorbus.codecs.errors import ActorBusError, ProtocolError
+from actorbus.codecs.wire import H_CREDIT, H_SEQ, pack, unpack
 
 if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
@@ -92,6 +98,15 @@ class StreamProducers:
             self._active.pop(env.id, None)
         return task.result()
 
+    async def single(self, request: Msg, env: Envelope, result: Any) -> None:
+        """A plain handler called with stream(): its reply as the only item."""
+        assert request.reply
+        intent, content = to_content(result)
+        await self.system.send_reply(request.reply, env, intent, content, {H_SEQ: "1"}, msg=request)
+        await self.system.send_reply(
+            request.reply, env, INTENT_END, None, {H_SEQ: "2"}, msg=request
+        )
+
     async def _pump(
         self,
         request: Msg,
@@ -101,17 +116,44 @@ class StreamProducers:
     ) -> Exception | None:
         system = self.system
         inbox = request.reply
+        window = system.stream_window
+        allowed = window  # the last seq we may send before the next credit
+        credit: asyncio.Future[Msg] | None = None
+        credit_inbox = ""
         seq = 0
         try:
             async for item in agen:
                 seq += 1
+                if seq > allowed:
+                    assert credit is not None
+                    try:
+                        await asyncio.wait_for(credit, system.stream_credit_timeout)
+                    except TimeoutError:
+                        why = (
+                            f"stream {env.id} stopped: the consumer took no item for "
+                            f"{system.stream_credit_timeout:g}s"
+                        )
+                        log.warning("%s (consumer %s)", why, env.src)
+                        await system.send_error(
+                            inbox, ProtocolError(why), env, {H_SEQ: str(seq)}, msg=request
+                        )
+                        return None
+                    finally:
+                        system.mux.discard(credit_inbox)
+                    allowed += window
+                headers = {H_SEQ: str(seq)}
+                if seq == allowed - window // 2:
+                    credit_inbox, credit = system.mux.new_inbox()
+                    headers[H_CREDIT] = credit_inbox
                 intent, content = to_content(item)
-                await system.send_reply(inbox, env, intent, content, {H_SEQ: str(seq)}, msg=request)
+                await system.send_reply(inbox, env, intent, content, headers, msg=request)
             await system.send_reply(
                 inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request
             )
         except asyncio.CancelledError:
             log.debug("stream %s cancelled by its consumer after %d items", env.id, seq)
+            if credit_inbox:
+                system.mux.discard(credit_inbox)
         except Exception as exc:
             await system.send_error(inbox, error_for(exc), env, {H_SEQ: str(seq + 1)}, msg=request)
             return exc

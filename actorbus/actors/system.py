@@ -45,6 +45,7 @@ from actorbus.codecs.errors import (
 )
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
+    H_CREDIT,
     H_DST,
     H_ENC,
     H_ID,
@@ -123,6 +124,8 @@ class ActorSystem:
         limits: SizeLimits = DEFAULT_LIMITS,
         default_timeout: float = 5.0,
         debug: bool = False,
+        stream_window: int = 64,
+        stream_credit_timeout: float = 300.0,
         server: EmbeddedServer | None = None,
     ) -> None:
         self.conn = conn
@@ -133,6 +136,10 @@ class ActorSystem:
         self.limits = limits
         self.default_timeout = default_timeout
         self.debug = debug
+        if stream_window < 2:
+            raise ValueError("stream_window must be >= 2")
+        self.stream_window = stream_window
+        self.stream_credit_timeout = stream_credit_timeout
         self.server = server
         self.system_id = new_id()
         self.client_address = f"client/{self.system_id}"
@@ -680,6 +687,9 @@ class ActorSystem:
                     raise error_from_wire(content, address)
                 yield from_content(reply_intent, content, returns)
                 expected += 1
+                credit_inbox = hdrs.get(H_CREDIT)
+                if credit_inbox:  # the item was taken: let the producer go on
+                    await self._publish(credit_inbox, b"", None)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()

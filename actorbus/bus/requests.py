@@ -57,6 +57,10 @@ class RequestMux:
         self._pending[token] = future
         return self.prefix + token, future
 
+    def discard(self, inbox: str) -> None:
+        """Forget a reserved inbox whose reply is no longer awaited."""
+        self._pending.pop(inbox[len(self.prefix) :], None)
+
     async def request(self, subject: str, body: bytes, headers: Any, timeout: float) -> Msg:
         inbox, future = self.new_inbox()
         timer = asyncio.get_running_loop().call_later(timeout, self._expire, future)

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import NoReturn, Self
 
 from actorbus.codecs.errors import ActorBusError
 
@@ -196,9 +196,7 @@ class EmbeddedServer:
         ports: dict[str, list[str]] = {}
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise ServerStartError(
-                    f"nats-server exited with code {self._proc.returncode}: {self.log_tail()}"
-                )
+                self._fail(f"nats-server exited with code {self._proc.returncode}")
             files = list(ports_dir.glob("*.ports"))
             if files:
                 with contextlib.suppress(ValueError, OSError):
@@ -212,8 +210,14 @@ class EmbeddedServer:
                     self.cluster_url = (ports.get("cluster") or [""])[0]
                     return
             time.sleep(0.02)
+        self._fail(f"nats-server not ready after {timeout:g}s")
+
+    def _fail(self, what: str) -> NoReturn:
+        """Stop what was started and raise with the log tail (read before the
+        work directory goes)."""
+        tail = self.log_tail()
         self.stop_sync()
-        raise ServerStartError(f"nats-server not ready after {timeout:g}s: {self.log_tail()}")
+        raise ServerStartError(f"{what}: {tail}" if tail else what)
 
     def _healthy(self, ports: dict[str, list[str]]) -> bool:
         monitoring = ports.get("monitoring")

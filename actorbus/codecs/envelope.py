@@ -69,15 +69,22 @@ class EnvelopeContext(BaseModel):
 
 
 class EnvelopeMeta(BaseModel):
-    """Transport and security markers; codecs carry them across unchanged."""
+    """Transport and security markers; codecs carry them across unchanged.
 
-    model_config = ConfigDict(extra="allow")
+    Frozen, so every envelope without markers can share one empty instance
+    (``model_copy(update=...)`` makes a changed one).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     protocol_hint: str | None = None
     retry_count: int = Field(default=0, ge=0)
     signature: str | None = None
     key_id: str | None = None
     cipher: str | None = None
+
+
+EMPTY_META = EnvelopeMeta()
 
 
 class Envelope(BaseModel):
@@ -97,7 +104,7 @@ class Envelope(BaseModel):
     intent: str = Field(min_length=1)
     content: Any = None
     context: EnvelopeContext = Field(default_factory=EnvelopeContext)
-    meta: EnvelopeMeta = Field(default_factory=EnvelopeMeta)
+    meta: EnvelopeMeta = EMPTY_META  # shared: most envelopes carry no markers
 
     def to_dict(self) -> dict[str, Any]:
         """Compact plain-data form: empty context and meta are left out."""

@@ -29,7 +29,7 @@ H_PARENT = "Ab-Parent"
 H_ENC = "Ab-Enc"
 H_KIND = "Ab-Kind"
 H_SEQ = "Ab-Seq"
-H_CTL = "Ab-Ctl"
+H_CREDIT = "Ab-Credit"
 
 
 class Encoding(StrEnum):

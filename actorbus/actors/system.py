@@ -306,10 +306,13 @@ class ActorSystem:
         s = self.subjects
         addr = Address(cell.cls.type_name, cell.key)
 
-        async def on_msg(msg: Msg) -> None:
-            env = await self._decode_or_reply(msg, cell.address)
-            if env is not None:
-                await cell.deliver(msg, env)
+        async def on_msg(msg: Msg) -> None:  # the hot path: one coroutine less
+            try:
+                env = self._decode(msg, cell.address)
+            except ActorBusError as err:
+                await self.reply_error(msg, err, None, cell.address)
+                return
+            await cell.deliver(msg, env)
 
         cell.subscriptions.append(
             await self.nc.subscribe(s.direct(addr), queue=s.queue(addr), cb=on_msg)
@@ -366,15 +369,19 @@ class ActorSystem:
         return {address: len(cells) for address, cells in self._cells.items()}
 
     # -- inbound -----------------------------------------------------------
+    def _decode(self, msg: Msg, address: str) -> Envelope:
+        """An inbound message's envelope, or the typed error to answer with."""
+        headers = msg.headers
+        enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
+        env = decode_envelope(msg.data, enc, self.limits)
+        ttl = env.context.ttl_ms
+        if ttl is not None and now_ms() > env.ts + ttl:
+            raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
+        return env
+
     async def _decode_or_reply(self, msg: Msg, address: str) -> Envelope | None:
         try:
-            headers = msg.headers
-            enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
-            env = decode_envelope(msg.data, enc, self.limits)
-            ttl = env.context.ttl_ms
-            if ttl is not None and now_ms() > env.ts + ttl:
-                raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
-            return env
+            return self._decode(msg, address)
         except ActorBusError as err:
             await self.reply_error(msg, err, None, address)
             return None

@@ -26,6 +26,8 @@ from nats.aio.client import Client as _NatsClient
 from nats.protocol.command import hpub_cmd
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HDR_LINE_SIZE = len(b"NATS/1.0")
+_SPACE = ord(" ")
 _NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 _VALID_NAMES: set[str] = set()  # names already checked: the same few recur on every message
 
@@ -84,6 +86,13 @@ class Client(_NatsClient):
         await self._send_command(hpub_cmd(subject, reply, headers, payload))
         if self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
+
+    async def _process_headers(self, headers: bytes) -> dict[str, str] | None:
+        # The common block (no inline status line) goes straight to the parser;
+        # status lines (no responders, JetStream flow control) keep nats-py's path.
+        if headers and len(headers) > _HDR_LINE_SIZE and headers[_HDR_LINE_SIZE] != _SPACE:
+            return self._parse_header_lines(headers[_HDR_LINE_SIZE + 2 :]) or None
+        return await super()._process_headers(headers)
 
     @staticmethod
     def _parse_header_lines(raw: bytes) -> dict[str, str]:

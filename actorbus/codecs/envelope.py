@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import time
 from typing import Any
 
@@ -44,8 +45,12 @@ def new_id() -> str:
 
 
 def new_trace_id() -> str:
-    """A W3C-compatible trace id (32 lowercase hex digits)."""
-    return os.urandom(16).hex()
+    """A W3C-compatible trace id (32 lowercase hex digits).
+
+    From ``random``, as the OpenTelemetry SDK does: trace ids must be unique,
+    not secret, and ``os.urandom`` is a system call on every root message.
+    """
+    return f"{random.getrandbits(128):032x}"
 
 
 def now_ms() -> int:

@@ -8,6 +8,7 @@ header, absent meaning msgpack, so the hot path sends no extra header.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -66,8 +67,20 @@ def _default(value: Any) -> Any:
         raise TypeError(f"cannot encode {type(value).__name__}: {exc}") from exc
 
 
+_packers = threading.local()
+
+
 def pack(data: Any) -> bytes:
-    return msgpack.packb(data, default=_default, use_bin_type=True)
+    # A reused Packer is about twice as fast as packb(), which builds one per
+    # call; one per thread, since a Packer holds a buffer.
+    packer = getattr(_packers, "packer", None)
+    if packer is None:
+        packer = _packers.packer = msgpack.Packer(default=_default, use_bin_type=True)
+    try:
+        return packer.pack(data)
+    except BaseException:
+        packer.reset()  # a failed pack may leave half a message in the buffer
+        raise
 
 
 def unpack(data: bytes) -> Any:

@@ -11,6 +11,7 @@ from actorbus.actors.handlers import HandlerSpec, resolve_handlers
 from actorbus.bus.subjects import validate_topic, validate_type
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.inbound import Inbound
 
 if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
@@ -30,7 +31,7 @@ class Incoming(NamedTuple):
     A NamedTuple because one is made per message (cheaper than a dataclass).
     """
 
-    envelope: Envelope
+    message: Inbound
     address: str
 
 
@@ -108,7 +109,7 @@ class Actor:
         inc = current_incoming.get()
         if inc is None:
             raise RuntimeError("no message is being handled in this task")
-        return inc.envelope
+        return inc.message.envelope
 
     # -- talking to others (trace and session travel along) ----------------
     async def ask(self, address: str, message: Any, **kwargs: Any) -> Any:

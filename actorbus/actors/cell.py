@@ -22,7 +22,6 @@ from actorbus.actors.actor import Actor, Crash, Incoming, current_incoming
 from actorbus.actors.handlers import HandlerSpec
 from actorbus.actors.messages import validate
 from actorbus.bus.connection import backoff_delay
-from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorStoppedError,
@@ -31,6 +30,7 @@ from actorbus.codecs.errors import (
     UnknownIntentError,
     ValidationFailedError,
 )
+from actorbus.codecs.inbound import Inbound
 
 if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
@@ -176,7 +176,7 @@ class ActorCell:
         self._ready.set()
 
     # -- message path ------------------------------------------------------
-    async def deliver(self, msg: Msg, env: Envelope) -> None:
+    async def deliver(self, msg: Msg, env: Inbound) -> None:
         """Handle one message, keeping the concurrency promise; returns when admitted
         (concurrency > 1) or done (concurrency 1, which keeps arrival order)."""
         self._busy += 1
@@ -192,13 +192,13 @@ class ActorCell:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def deliver_later(self, msg: Msg, env: Envelope) -> None:
+    def deliver_later(self, msg: Msg, env: Inbound) -> None:
         """Queue a message without blocking the caller (shared subscriptions)."""
         task = asyncio.create_task(self.deliver(msg, env))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle_then_release(self, msg: Msg, env: Envelope) -> None:
+    async def _handle_then_release(self, msg: Msg, env: Inbound) -> None:
         try:
             await self._handle(msg, env)
         finally:
@@ -210,7 +210,7 @@ class ActorCell:
         if self._busy == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 
-    async def _handle(self, msg: Msg, env: Envelope) -> None:
+    async def _handle(self, msg: Msg, env: Inbound) -> None:
         if not self._ready.is_set():
             await self._ready.wait()
         inst = self.instance
@@ -229,7 +229,7 @@ class ActorCell:
         except ActorBusError as err:
             await self.system.reply_error(msg, err, env, self.address)
             return
-        if spec.streaming and msg.reply and not env.context.stream:
+        if spec.streaming and msg.reply and not env.stream:
             wrong_call = ProtocolError(
                 f"{self.address}.{spec.method} streams its reply: call stream(), not ask()"
             )
@@ -247,7 +247,7 @@ class ActorCell:
             result = await getattr(inst, spec.method)(arg)
             if not msg.reply:
                 return
-            if env.context.stream:  # stream() of a plain handler: one item, then the end
+            if env.stream:  # stream() of a plain handler: one item, then the end
                 await self.system.streams.single(msg, env, result)
             else:
                 await self.system.reply(msg, env, self.address, result)
@@ -257,7 +257,7 @@ class ActorCell:
             current_incoming.reset(token)
 
     async def _handler_failed(
-        self, msg: Msg, env: Envelope, spec: HandlerSpec, exc: Exception
+        self, msg: Msg, env: Inbound, spec: HandlerSpec, exc: Exception
     ) -> None:
         err = self.error_for(exc)
         if msg.reply:
@@ -288,7 +288,7 @@ class ActorCell:
         )
 
 
-def _argument(spec: HandlerSpec, env: Envelope) -> Any:
+def _argument(spec: HandlerSpec, env: Inbound) -> Any:
     content = env.content
     if spec.kind == "model":
         assert spec.model is not None

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from nats.aio.msg import Msg
 
 from actorbus.actors.messages import INTENT_END, to_content
-from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, ProtocolError
+from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_CREDIT, H_SEQ, pack, unpack
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class StreamProducers:
     async def produce(
         self,
         msg: Msg,
-        env: Envelope,
+        env: Inbound,
         agen: AsyncIterator[Any],
         error_for: Callable[[BaseException], ActorBusError],
     ) -> Exception | None:
@@ -98,7 +98,7 @@ class StreamProducers:
             self._active.pop(env.id, None)
         return task.result()
 
-    async def single(self, request: Msg, env: Envelope, result: Any) -> None:
+    async def single(self, request: Msg, env: Inbound, result: Any) -> None:
         """A plain handler called with stream(): its reply as the only item."""
         assert request.reply
         intent, content = to_content(result)
@@ -110,7 +110,7 @@ class StreamProducers:
     async def _pump(
         self,
         request: Msg,
-        env: Envelope,
+        env: Inbound,
         agen: AsyncIterator[Any],
         error_for: Callable[[BaseException], ActorBusError],
     ) -> Exception | None:

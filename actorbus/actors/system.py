@@ -43,6 +43,7 @@ from actorbus.codecs.errors import (
     ProtocolError,
     error_from_wire,
 )
+from actorbus.codecs.inbound import Inbound, decode_inbound
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
     H_CREDIT,
@@ -369,24 +370,24 @@ class ActorSystem:
         return {address: len(cells) for address, cells in self._cells.items()}
 
     # -- inbound -----------------------------------------------------------
-    def _decode(self, msg: Msg, address: str) -> Envelope:
+    def _decode(self, msg: Msg, address: str) -> Inbound:
         """An inbound message's envelope, or the typed error to answer with."""
         headers = msg.headers
         enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
-        env = decode_envelope(msg.data, enc, self.limits)
-        ttl = env.context.ttl_ms
+        env = decode_inbound(msg.data, enc, self.limits)
+        ttl = env.ttl_ms
         if ttl is not None and now_ms() > env.ts + ttl:
             raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
         return env
 
-    async def _decode_or_reply(self, msg: Msg, address: str) -> Envelope | None:
+    async def _decode_or_reply(self, msg: Msg, address: str) -> Inbound | None:
         try:
             return self._decode(msg, address)
         except ActorBusError as err:
             await self.reply_error(msg, err, None, address)
             return None
 
-    async def reply(self, msg: Msg, env: Envelope, address: str, result: Any) -> None:
+    async def reply(self, msg: Msg, env: Inbound, address: str, result: Any) -> None:
         """The hot path of every ask: msgpack, no headers, one publish."""
         intent, content = to_content(result)
         headers = msg.headers
@@ -400,7 +401,7 @@ class ActorSystem:
             "dst": env.src,
             "intent": intent,
             "content": content,
-            "context": {"trace_id": env.context.trace_id, "parent_id": env.id},
+            "context": {"trace_id": env.trace_id, "parent_id": env.id},
         }
         try:
             body = pack(data)
@@ -422,7 +423,7 @@ class ActorSystem:
     async def send_reply(
         self,
         inbox: str,
-        env: Envelope,
+        env: Inbound,
         intent: str,
         content: Any,
         headers: dict[str, str] | None,
@@ -438,7 +439,7 @@ class ActorSystem:
             "dst": env.src,
             "intent": intent,
             "content": content,
-            "context": {"trace_id": env.context.trace_id, "parent_id": env.id},
+            "context": {"trace_id": env.trace_id, "parent_id": env.id},
         }
         try:
             body = encode_body(data, enc)
@@ -452,7 +453,7 @@ class ActorSystem:
         await self._publish(inbox, body, headers)
 
     async def reply_error(
-        self, msg: Msg, err: ActorBusError, env: Envelope | None, address: str
+        self, msg: Msg, err: ActorBusError, env: Inbound | None, address: str
     ) -> None:
         if not msg.reply:
             what = f"{env.intent!r} from {env.src}" if env else "undecodable message"
@@ -464,7 +465,7 @@ class ActorSystem:
         self,
         inbox: str,
         err: ActorBusError,
-        env: Envelope | None,
+        env: Inbound | None,
         headers: dict[str, str] | None,
         *,
         src: str | None = None,
@@ -478,7 +479,7 @@ class ActorSystem:
             "dst": env.src if env else "",
             "intent": INTENT_ERROR,
             "content": err.to_wire(include_traceback=tb),
-            "context": {"trace_id": env.context.trace_id, "parent_id": env.id} if env else {},
+            "context": {"trace_id": env.trace_id, "parent_id": env.id} if env else {},
         }
         enc = self._reply_encoding(msg)
         if enc is not Encoding.MSGPACK:
@@ -552,10 +553,10 @@ class ActorSystem:
             src = self.client_address
             ctx = {"trace_id": new_trace_id()}
         else:
-            parent = inc.envelope
+            parent = inc.message
             src = inc.address
-            ctx = {"trace_id": parent.context.trace_id or new_trace_id(), "parent_id": parent.id}
-            session_id = session_id or parent.context.session_id
+            ctx = {"trace_id": parent.trace_id or new_trace_id(), "parent_id": parent.id}
+            session_id = session_id or parent.session_id
         if session_id is not None:
             ctx["session_id"] = session_id
         if idempotency_key is not None:

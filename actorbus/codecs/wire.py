@@ -125,12 +125,21 @@ def decode_envelope(
     limits: SizeLimits = DEFAULT_LIMITS,
 ) -> Envelope:
     """Bytes -> Envelope, or a DecodeError that says what was wrong."""
+    return envelope_from(decode_body(body, encoding, limits))
+
+
+def decode_body(body: bytes, encoding: Encoding, limits: SizeLimits) -> Any:
+    """Bytes -> plain data, after the size check."""
     if len(body) > limits.max_message:
         raise MessageTooLargeError("message", len(body), limits.max_message)
     try:
-        raw = unpack(body) if encoding is Encoding.MSGPACK else json.loads(body)
+        return unpack(body) if encoding is Encoding.MSGPACK else json.loads(body)
     except Exception as exc:
         raise DecodeError(f"body is not valid {encoding.value}: {exc}") from exc
+
+
+def envelope_from(raw: Any) -> Envelope:
+    """Plain data -> Envelope, validated."""
     if not isinstance(raw, dict):
         raise DecodeError(f"envelope must be a map, got {type(raw).__name__}")
     try:

@@ -9,7 +9,8 @@ It hosts, on the NATS server given as the first argument:
   ``msg.respond`` would echo the request's headers back, while an actorbus reply
   carries none, so this keeps the header cost to the request, as in actorbus;
 - an ``Echo`` actor at :data:`ECHO_ADDRESS` on its own actorbus connection,
-  whose handler answers a :class:`Question` with a same-size :class:`Answer`;
+  whose handler answers a :class:`Question` with a same-size :class:`Answer`
+  (and echoes raw ``bytes`` with a second handler);
 - a CPU probe on :data:`CPU_SUBJECT` that replies with this process's CPU time
   in seconds, so the client can charge server CPU to each measured phase.
 
@@ -56,6 +57,11 @@ class Echo(Actor):
     @handler
     async def answer(self, q: Question) -> Answer:
         return Answer(text=q.text)
+
+    @handler
+    async def echo_bytes(self, data: bytes) -> bytes:
+        """The same actor with raw bytes: the framework's cost without pydantic models."""
+        return data
 
 
 def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:

@@ -86,8 +86,9 @@ TPUT_TARGET = 0.7  # actorbus req/s / raw req/s must be >= this
 RAW = "raw"
 HDR = "raw+headers"
 AB = "actorbus"
-VARIANTS = (RAW, HDR, AB)
-SHORT = {RAW: "raw", HDR: "hdr", AB: "ab"}
+ABB = "actorbus bytes"
+VARIANTS = (RAW, HDR, AB, ABB)
+SHORT = {RAW: "raw", HDR: "hdr", AB: "ab", ABB: "abb"}
 
 DEFAULTS = {"rounds": 5, "seq": 2000, "tput": 10_000, "inflight": 100}
 QUICK = {"rounds": 1, "seq": 200, "tput": 1000}
@@ -184,7 +185,7 @@ class Round:
 
     def ratios(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for variant in (AB, HDR):
+        for variant in (AB, ABB, HDR):
             out[f"{variant}_p50"] = self.latency[variant].p50_us / self.latency[RAW].p50_us
             out[f"{variant}_tput"] = self.throughput[variant].rps / self.throughput[RAW].rps
         return out
@@ -240,7 +241,15 @@ class Bench:
         async def call_ab() -> None:
             await system.ask(ECHO_ADDRESS, question, timeout=TIMEOUT, returns=Answer)
 
-        self.calls: dict[str, Call] = {RAW: call_raw, HDR: call_hdr, AB: call_ab}
+        async def call_ab_bytes() -> None:
+            await system.ask(ECHO_ADDRESS, raw, timeout=TIMEOUT)
+
+        self.calls: dict[str, Call] = {
+            RAW: call_raw,
+            HDR: call_hdr,
+            AB: call_ab,
+            ABB: call_ab_bytes,
+        }
 
     async def server_cpu(self) -> float:
         """CPU seconds used so far by the server process."""
@@ -260,6 +269,9 @@ class Bench:
         answer = await self.system.ask(ECHO_ADDRESS, self.question, timeout=TIMEOUT)
         if not isinstance(answer, Answer) or answer.text != self.question.text:
             raise RuntimeError(f"Echo actor answered {answer!r}, expected an Answer echo")
+        echoed = await self.system.ask(ECHO_ADDRESS, self.raw, timeout=TIMEOUT)
+        if echoed != self.raw:
+            raise RuntimeError("Echo actor did not echo the raw bytes")
 
     async def wire_sizes(self) -> dict[str, int]:
         """Watch one ask go by to record what actorbus puts on the wire."""
@@ -541,7 +553,7 @@ def summarize(rounds: list[Round]) -> dict[str, Any]:
     keys = list(per_round[0])
     median_ratios = {k: statistics.median(rr[k] for rr in per_round) for k in keys}
     ratio_of_medians: dict[str, float] = {}
-    for v in (AB, HDR):
+    for v in (AB, ABB, HDR):
         ratio_of_medians[f"{v}_p50"] = medians[v]["p50_us"] / medians[RAW]["p50_us"]
         ratio_of_medians[f"{v}_tput"] = medians[v]["rps"] / medians[RAW]["rps"]
     p50_ratio = median_ratios[f"{AB}_p50"]
@@ -560,6 +572,8 @@ def summarize(rounds: list[Round]) -> dict[str, Any]:
             "tput_target_min": TPUT_TARGET,
             "tput_pass": tput_ratio >= TPUT_TARGET,
             "pass": p50_ratio <= P50_TARGET and tput_ratio >= TPUT_TARGET,
+            "bytes_p50_ratio": median_ratios[f"{ABB}_p50"],
+            "bytes_tput_ratio": median_ratios[f"{ABB}_tput"],
         },
     }
 
@@ -635,6 +649,8 @@ def print_tables(
     console.print(
         "median of per-round ratios (judged): "
         f"actorbus p50 {ratios[AB + '_p50']:.2f}, throughput {ratios[AB + '_tput']:.2f}; "
+        f"actorbus bytes p50 {ratios[ABB + '_p50']:.2f}, "
+        f"throughput {ratios[ABB + '_tput']:.2f}; "
         f"raw+headers p50 {ratios[HDR + '_p50']:.2f}, throughput {ratios[HDR + '_tput']:.2f}\n"
         "ratio of medians (for reference): "
         f"actorbus p50 {rom[AB + '_p50']:.2f}, throughput {rom[AB + '_tput']:.2f}"
@@ -649,7 +665,12 @@ def verdict_line(summary: dict[str, Any]) -> str:
         f"{p50} {'ok' if v['p50_pass'] else 'MISSED'}",
         f"{tput} {'ok' if v['tput_pass'] else 'MISSED'}",
     ]
-    return f"{'PASS' if v['pass'] else 'FAIL'}: actorbus vs raw nats-py: " + "; ".join(marks)
+    return (
+        f"{'PASS' if v['pass'] else 'FAIL'}: actorbus (pydantic models) vs raw nats-py: "
+        + "; ".join(marks)
+        + f"\n(actorbus with raw bytes: p50 ratio {v['bytes_p50_ratio']:.2f}, "
+        f"throughput ratio {v['bytes_tput_ratio']:.2f})"
+    )
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -668,7 +689,7 @@ def plot(path: Path, rounds: list[Round], summary: dict[str, Any], title: str) -
     import matplotlib.pyplot as plt
 
     medians: dict[str, dict[str, float]] = summary["medians"]
-    colors = {RAW: "#4c72b0", HDR: "#8c8c8c", AB: "#dd8452"}
+    colors = {RAW: "#4c72b0", HDR: "#8c8c8c", AB: "#dd8452", ABB: "#55a868"}
     fig, (ax_lat, ax_tput) = plt.subplots(1, 2, figsize=(12, 4.8))
 
     pcts = ("p50_us", "p95_us", "p99_us")

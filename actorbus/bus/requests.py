@@ -1,16 +1,22 @@
-"""Request/reply over one wildcard inbox, with timers instead of wait_for.
+"""Request/reply over one wildcard inbox, with one timer for all deadlines.
 
 nats-py's ``request()`` does per call: two subject validations, a NUID, an
-``os.urandom`` token, a done-callback closure and ``asyncio.wait_for``. Every
-``ask`` pays for it, so the system keeps its own multiplexer: one subscription
-on ``{inbox_prefix}.{id}.*``, a counter for tokens, and one ``call_later``
-timer per request.
+``os.urandom`` token, a done-callback closure and ``asyncio.wait_for`` (whose
+timer handle is pushed on, cancelled in and swept from the event loop's heap
+with Python-level comparisons). Every ``ask`` pays for that, so the system
+keeps its own multiplexer: one subscription on ``{inbox_prefix}.{id}.*``, a
+counter for tokens, and a heap of ``(deadline, token)`` tuples (compared in C)
+behind a single event-loop timer set for the earliest deadline. Answered
+requests leave their heap entry behind; it is dropped when its deadline comes,
+or in a rebuild once stale entries outnumber live ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
+import math
 from typing import Any
 
 from nats.aio.msg import Msg
@@ -19,6 +25,7 @@ from nats.aio.subscription import Subscription
 from actorbus.bus.client import Client
 
 NO_RESPONDERS_STATUS = "503"
+_MIN_REBUILD = 1024
 
 
 class RequestTimeout(Exception):
@@ -33,7 +40,10 @@ class RequestMux:
     def __init__(self, nc: Client, prefix: str) -> None:
         self.nc = nc
         self.prefix = prefix if prefix.endswith(".") else prefix + "."
-        self._pending: dict[str, asyncio.Future[Msg]] = {}
+        self._pending: dict[str, tuple[asyncio.Future[Msg], float]] = {}
+        self._deadlines: list[tuple[float, str]] = []  # heap
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self._tokens = itertools.count(1)
         self._sub: Subscription | None = None
 
@@ -41,20 +51,24 @@ class RequestMux:
         self._sub = await self.nc.subscribe(self.prefix + "*", cb=self._on_reply)
 
     async def _on_reply(self, msg: Msg) -> None:
-        future = self._pending.pop(msg.subject[len(self.prefix) :], None)
-        if future is not None and not future.done():
-            future.set_result(msg)
+        entry = self._pending.pop(msg.subject[len(self.prefix) :], None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result(msg)
 
-    @staticmethod
-    def _expire(future: asyncio.Future[Msg]) -> None:
-        if not future.done():
-            future.set_exception(RequestTimeout())
-
-    def new_inbox(self) -> tuple[str, asyncio.Future[Msg]]:
-        """Reserve a reply subject; the caller publishes with it and awaits the future."""
+    def new_inbox(self, timeout: float | None = None) -> tuple[str, asyncio.Future[Msg]]:
+        """Reserve a reply subject; the caller publishes with it and awaits the future,
+        which fails with RequestTimeout after ``timeout`` seconds (if given)."""
         token = format(next(self._tokens), "x")
-        future: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
-        self._pending[token] = future
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Msg] = loop.create_future()
+        deadline = math.inf if timeout is None else loop.time() + timeout
+        self._pending[token] = (future, deadline)
+        if timeout is not None:
+            heapq.heappush(self._deadlines, (deadline, token))
+            if deadline < self._timer_at:
+                self._arm(loop, deadline)
+            elif len(self._deadlines) > max(_MIN_REBUILD, 2 * len(self._pending)):
+                self._rebuild()
         return self.prefix + token, future
 
     def discard(self, inbox: str) -> None:
@@ -62,13 +76,11 @@ class RequestMux:
         self._pending.pop(inbox[len(self.prefix) :], None)
 
     async def request(self, subject: str, body: bytes, headers: Any, timeout: float) -> Msg:
-        inbox, future = self.new_inbox()
-        timer = asyncio.get_running_loop().call_later(timeout, self._expire, future)
+        inbox, future = self.new_inbox(timeout)
         try:
             await self.nc.publish(subject, body, reply=inbox, headers=headers)
             msg = await future
         finally:
-            timer.cancel()
             self._pending.pop(inbox[len(self.prefix) :], None)
         if not msg.data and msg.headers and msg.headers.get("Status") == NO_RESPONDERS_STATUS:
             raise NoResponders()
@@ -77,6 +89,32 @@ class RequestMux:
     def fail_all(self, exc: BaseException) -> None:
         """Wake every waiting request with ``exc`` (the connection is gone for good)."""
         pending, self._pending = self._pending, {}
-        for future in pending.values():
+        self._deadlines.clear()
+        for future, _ in pending.values():
             if not future.done():
                 future.set_exception(exc)
+
+    # -- deadlines -----------------------------------------------------------
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(when, self._expire_due)
+        self._timer_at = when
+
+    def _expire_due(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            _, token = heapq.heappop(heap)
+            entry = self._pending.pop(token, None)
+            if entry is not None and not entry[0].done():
+                entry[0].set_exception(RequestTimeout())
+        if heap:
+            self._arm(loop, heap[0][0])
+
+    def _rebuild(self) -> None:
+        """Drop the entries of answered requests (amortised: at most every n pushes)."""
+        self._deadlines = [(d, t) for t, (_, d) in self._pending.items() if d != math.inf]
+        heapq.heapify(self._deadlines)

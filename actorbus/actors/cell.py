@@ -229,7 +229,7 @@ class ActorCell:
         except ActorBusError as err:
             await self.system.reply_error(msg, err, env, self.address)
             return
-        if spec.streaming and msg.reply and not env.stream:
+        if spec.streaming and msg.reply and not env.context.stream:
             wrong_call = ProtocolError(
                 f"{self.address}.{spec.method} streams its reply: call stream(), not ask()"
             )
@@ -247,7 +247,7 @@ class ActorCell:
             result = await getattr(inst, spec.method)(arg)
             if not msg.reply:
                 return
-            if env.stream:  # stream() of a plain handler: one item, then the end
+            if env.context.stream:  # stream() of a plain handler: one item, then the end
                 await self.system.streams.single(msg, env, result)
             else:
                 await self.system.reply(msg, env, self.address, result)

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from pathlib import Path
@@ -43,7 +42,7 @@ from actorbus.codecs.errors import (
     ProtocolError,
     error_from_wire,
 )
-from actorbus.codecs.inbound import Inbound, decode_inbound
+from actorbus.codecs.inbound import Inbound, decode_inbound, decode_reply
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
     H_CREDIT,
@@ -62,7 +61,6 @@ from actorbus.codecs.wire import (
     encode_body,
     encoding_from_header,
     pack,
-    unpack,
 )
 
 log = logging.getLogger("actorbus.system")
@@ -375,7 +373,7 @@ class ActorSystem:
         headers = msg.headers
         enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
         env = decode_inbound(msg.data, enc, self.limits)
-        ttl = env.ttl_ms
+        ttl = env.context.ttl_ms
         if ttl is not None and now_ms() > env.ts + ttl:
             raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
         return env
@@ -401,7 +399,7 @@ class ActorSystem:
             "dst": env.src,
             "intent": intent,
             "content": content,
-            "context": {"trace_id": env.trace_id, "parent_id": env.id},
+            "context": {"trace_id": env.context.trace_id, "parent_id": env.id},
         }
         try:
             body = pack(data)
@@ -439,7 +437,7 @@ class ActorSystem:
             "dst": env.src,
             "intent": intent,
             "content": content,
-            "context": {"trace_id": env.trace_id, "parent_id": env.id},
+            "context": {"trace_id": env.context.trace_id, "parent_id": env.id},
         }
         try:
             body = encode_body(data, enc)
@@ -479,7 +477,7 @@ class ActorSystem:
             "dst": env.src if env else "",
             "intent": INTENT_ERROR,
             "content": err.to_wire(include_traceback=tb),
-            "context": {"trace_id": env.trace_id, "parent_id": env.id} if env else {},
+            "context": {"trace_id": env.context.trace_id, "parent_id": env.id} if env else {},
         }
         enc = self._reply_encoding(msg)
         if enc is not Encoding.MSGPACK:
@@ -555,8 +553,8 @@ class ActorSystem:
         else:
             parent = inc.message
             src = inc.address
-            ctx = {"trace_id": parent.trace_id or new_trace_id(), "parent_id": parent.id}
-            session_id = session_id or parent.session_id
+            ctx = {"trace_id": parent.context.trace_id or new_trace_id(), "parent_id": parent.id}
+            session_id = session_id or parent.context.session_id
         if session_id is not None:
             ctx["session_id"] = session_id
         if idempotency_key is not None:
@@ -798,8 +796,7 @@ def _decode_reply(msg: Msg, address: str) -> tuple[str, Any]:
     try:
         headers = msg.headers
         enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
-        raw = unpack(msg.data) if enc is Encoding.MSGPACK else json.loads(msg.data)
-        return str(raw["intent"]), raw.get("content")
+        return decode_reply(msg.data, enc)
     except Exception as exc:
         raise DecodeError(f"malformed reply from {address}: {exc!r}") from exc
 

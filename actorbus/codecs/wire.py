@@ -8,12 +8,11 @@ header, absent meaning msgpack, so the hot path sends no extra header.
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import msgpack
+import msgspec
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
@@ -67,24 +66,19 @@ def _default(value: Any) -> Any:
         raise TypeError(f"cannot encode {type(value).__name__}: {exc}") from exc
 
 
-_packers = threading.local()
+# msgspec: the fastest msgpack for Python, and the same bytes on the wire as any
+# other msgpack library. Encoder and decoder are reused (their setup is not free).
+_encoder = msgspec.msgpack.Encoder(enc_hook=_default)
+_decoder = msgspec.msgpack.Decoder()
 
 
 def pack(data: Any) -> bytes:
-    # A reused Packer is about twice as fast as packb(), which builds one per
-    # call; one per thread, since a Packer holds a buffer.
-    packer = getattr(_packers, "packer", None)
-    if packer is None:
-        packer = _packers.packer = msgpack.Packer(default=_default, use_bin_type=True)
-    try:
-        return packer.pack(data)
-    except BaseException:
-        packer.reset()  # a failed pack may leave half a message in the buffer
-        raise
+    """Plain data -> msgpack. TypeError or OverflowError for what cannot be encoded."""
+    return _encoder.encode(data)
 
 
 def unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    return _decoder.decode(data)
 
 
 def encode_body(data: dict[str, Any], encoding: Encoding) -> bytes:

@@ -145,3 +145,57 @@ async def test_headers_round_trip_between_clients(nats_server: Any, ns: str) -> 
     finally:
         await ours.close()
         await stock.close()
+
+
+@pytest.mark.parametrize("headers", HEADER_SETS, ids=range(len(HEADER_SETS)))
+def test_lazy_headers_read_like_the_parsed_dict(headers: dict[str, str]) -> None:
+    from actorbus.bus.client import LazyHeaders
+
+    raw = bytes(encode_headers(headers))[len(b"NATS/1.0\r\n") :]
+    parsed = Client._parse_header_lines(raw)
+    lazy = LazyHeaders(raw)
+    for key in [*parsed, "Missing", "Ab-Enc", "ab-id"]:
+        assert (key in lazy) == (key in parsed)
+        assert lazy.get(key) == parsed.get(key)
+        assert lazy.get(key, "d") == parsed.get(key, "d")
+    assert bool(lazy) == bool(parsed)
+    assert dict(lazy) == parsed
+    assert len(lazy) == len(parsed)
+    assert lazy == parsed
+
+
+def test_lazy_headers_answer_absent_names_without_parsing() -> None:
+    from actorbus.bus.client import LazyHeaders
+
+    lazy = LazyHeaders(b"Ab-Id: x\r\nAb-Src: client/y\r\n\r\n")
+    assert lazy
+    assert lazy.get("Ab-Enc") is None
+    assert "Ab-Enc" not in lazy
+    with pytest.raises(KeyError):
+        lazy["Ab-Enc"]
+    assert lazy._parsed is None  # nothing was parsed for those
+    assert lazy["Ab-Src"] == "client/y"
+
+
+async def test_actorbus_blocks_arrive_as_lazy_headers_others_as_dicts(nats_server: Any) -> None:
+    from actorbus.bus.client import LazyHeaders
+
+    nc = Client()
+    await nc.connect(nats_server.url)
+    try:
+        got: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def keep(msg: Any) -> None:
+            await got.put(msg.headers)
+
+        await nc.subscribe("lazy.check", cb=keep)
+        await nc.publish("lazy.check", b"1", headers=encode_headers({"Ab-Id": "1", "X": "y"}))
+        await nc.publish("lazy.check", b"2", headers={"Other": "z"})
+        first = await asyncio.wait_for(got.get(), 5)
+        second = await asyncio.wait_for(got.get(), 5)
+        assert isinstance(first, LazyHeaders)
+        assert dict(first) == {"Ab-Id": "1", "X": "y"}
+        assert type(second) is dict
+        assert second == {"Other": "z"}
+    finally:
+        await nc.close()

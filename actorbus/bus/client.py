@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nats.aio.client import PING_PROTO
@@ -27,6 +28,7 @@ from nats.protocol.command import hpub_cmd
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HDR_LINE_SIZE = len(b"NATS/1.0")
+_ACTORBUS_BLOCK = b"NATS/1.0\r\nAb-"  # blocks actorbus wrote: their routing headers lead
 _SPACE = ord(" ")
 _NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 _VALID_NAMES: set[str] = set()  # names already checked: the same few recur on every message
@@ -54,6 +56,59 @@ def encode_headers(headers: dict[str, str]) -> EncodedHeaders:
         parts.append(f"{name}: {value.strip()}\r\n")
     parts.append("\r\n")
     return EncodedHeaders("".join(parts).encode())
+
+
+class LazyHeaders(Mapping[str, str]):
+    """The headers of an actorbus envelope, parsed only when someone reads them.
+
+    Every actorbus message carries its routing facts in headers, but the actor
+    receiving it routes by subject and reads the body; parsing five header lines
+    it never looks at cost about a tenth of its time per message. A lookup of a
+    name that does not occur in the block at all answers without parsing;
+    anything else parses once (with the same parser) and reads the dict.
+    """
+
+    __slots__ = ("_parsed", "_raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw
+        self._parsed: dict[str, str] | None = None
+
+    def _dict(self) -> dict[str, str]:
+        if self._parsed is None:
+            self._parsed = Client._parse_header_lines(self._raw)
+        return self._parsed
+
+    def _absent(self, key: object) -> bool:
+        return self._parsed is None and isinstance(key, str) and key.encode() not in self._raw
+
+    def __getitem__(self, key: str) -> str:
+        if self._absent(key):
+            raise KeyError(key)
+        return self._dict()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return default if self._absent(key) else self._dict().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return not self._absent(key) and key in self._dict()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __bool__(self) -> bool:
+        # `if msg.headers:` must not parse: a leading well-formed line settles it.
+        if self._parsed is None:
+            name, sep, _ = self._raw.partition(b"\r\n")[0].partition(b":")
+            if sep and name and name.isascii() and len(name.split()) == 1:
+                return True
+        return bool(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __repr__(self) -> str:
+        return f"LazyHeaders({self._dict()!r})"
 
 
 class Client(_NatsClient):
@@ -87,12 +142,15 @@ class Client(_NatsClient):
         if self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
 
-    async def _process_headers(self, headers: bytes) -> dict[str, str] | None:
-        # The common block (no inline status line) goes straight to the parser;
-        # status lines (no responders, JetStream flow control) keep nats-py's path.
-        if headers and len(headers) > _HDR_LINE_SIZE and headers[_HDR_LINE_SIZE] != _SPACE:
-            return self._parse_header_lines(headers[_HDR_LINE_SIZE + 2 :]) or None
-        return await super()._process_headers(headers)
+    async def _process_headers(  # type: ignore[override]
+        self, headers: bytes
+    ) -> Mapping[str, str] | None:
+        # Status lines (no responders, JetStream flow control) keep nats-py's path.
+        if not headers or len(headers) <= _HDR_LINE_SIZE or headers[_HDR_LINE_SIZE] == _SPACE:
+            return await super()._process_headers(headers)
+        if headers.startswith(_ACTORBUS_BLOCK):
+            return LazyHeaders(headers[_HDR_LINE_SIZE + 2 :])
+        return self._parse_header_lines(headers[_HDR_LINE_SIZE + 2 :]) or None
 
     @staticmethod
     def _parse_header_lines(raw: bytes) -> dict[str, str]:

@@ -82,7 +82,9 @@ def known_model(intent: str) -> type[BaseModel] | None:
 def to_content(value: Any, intent: str | None = None) -> tuple[str, Any]:
     """A value to send -> (intent, plain-data content)."""
     if isinstance(value, BaseModel):
-        return intent or remember(type(value)), value.model_dump(mode="python")
+        cls = type(value)
+        # The serializer itself: model_dump() is the same call behind argument handling.
+        return intent or remember(cls), cls.__pydantic_serializer__.to_python(value)
     if value is None:
         return intent or INTENT_NONE, None
     if isinstance(value, bytes | bytearray | memoryview):
@@ -104,7 +106,8 @@ def from_content(intent: str, content: Any, returns: type[Any] | None = None) ->
 
 def validate(model: type[M], content: Any, intent: str) -> M:
     try:
-        return model.model_validate(content)
+        # The validator itself: model_validate() is the same call behind argument handling.
+        return model.__pydantic_validator__.validate_python(content)  # type: ignore[no-any-return]
     except ValidationError as exc:
         raise ValidationFailedError(
             f"payload of intent {intent!r} does not match {model.__name__}: "

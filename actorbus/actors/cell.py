@@ -211,9 +211,10 @@ class ActorCell:
             self._idle.set_result(None)
 
     async def _handle(self, msg: Msg, env: Inbound) -> None:
-        if not self._ready.is_set():
-            await self._ready.wait()
         inst = self.instance
+        if inst is None and not self._ready.is_set():
+            await self._ready.wait()  # starting or restarting: hold the message
+            inst = self.instance
         if inst is None or self.state != "running":
             why = f"actor {self.address} is {self.state}"
             if self.failure is not None:
@@ -225,7 +226,10 @@ class ActorCell:
             await self.system.reply_error(msg, self._unknown(env.intent), env, self.address)
             return
         try:
-            arg = _argument(spec, env)
+            if spec.model is not None:
+                arg = validate(spec.model, env.content, env.intent)
+            else:
+                arg = _raw_argument(spec, env)
         except ActorBusError as err:
             await self.system.reply_error(msg, err, env, self.address)
             return
@@ -288,11 +292,9 @@ class ActorCell:
         )
 
 
-def _argument(spec: HandlerSpec, env: Inbound) -> Any:
+def _raw_argument(spec: HandlerSpec, env: Inbound) -> Any:
+    """The content for a bytes/dict/str (or untyped) handler, type-checked."""
     content = env.content
-    if spec.kind == "model":
-        assert spec.model is not None
-        return validate(spec.model, content, env.intent)
     expected: type | None = {"bytes": bytes, "dict": dict, "text": str}.get(spec.kind)
     if expected is not None and not isinstance(content, expected):
         raise ValidationFailedError(

@@ -90,7 +90,7 @@ ABB = "actorbus bytes"
 VARIANTS = (RAW, HDR, AB, ABB)
 SHORT = {RAW: "raw", HDR: "hdr", AB: "ab", ABB: "abb"}
 
-DEFAULTS = {"rounds": 5, "seq": 2000, "tput": 10_000, "inflight": 100}
+DEFAULTS = {"rounds": 11, "seq": 2000, "tput": 10_000, "inflight": 100}
 QUICK = {"rounds": 1, "seq": 200, "tput": 1000}
 
 T = TypeVar("T")

@@ -371,7 +371,10 @@ class ActorSystem:
     def _decode(self, msg: Msg, address: str) -> Inbound:
         """An inbound message's envelope, or the typed error to answer with."""
         headers = msg.headers
-        enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
+        if headers is None or H_ENC not in headers:  # msgpack; no header parse needed
+            enc = Encoding.MSGPACK
+        else:
+            enc = encoding_from_header(headers[H_ENC])
         env = decode_inbound(msg.data, enc, self.limits)
         ttl = env.context.ttl_ms
         if ttl is not None and now_ms() > env.ts + ttl:

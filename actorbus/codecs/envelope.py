@@ -16,32 +16,26 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class _IdSource:
-    """Unique ids as NUID does it: a random per-process prefix plus a counter.
-
-    Much cheaper than a UUID per message; the prefix is renewed in a forked
-    child so parent and child never hand out the same id.
-    """
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.prefix = os.urandom(9).hex()
-        self.counter = itertools.count(1)
-
-    def next(self) -> str:
-        return f"{self.prefix}{next(self.counter):x}"
+# Unique ids as NUID makes them: a random per-process prefix plus a counter.
+# Far cheaper than a UUID per message; a forked child draws a new prefix so
+# parent and child never hand out the same id.
+_id_prefix = ""
+_id_counter = itertools.count(1)
 
 
-_ids = _IdSource()
-os.register_at_fork(after_in_child=_ids.reset)
+def _new_id_source() -> None:
+    global _id_prefix, _id_counter
+    _id_prefix = os.urandom(9).hex()
+    _id_counter = itertools.count(1)
+
+
+_new_id_source()
+os.register_at_fork(after_in_child=_new_id_source)
 
 
 def new_id() -> str:
     """A unique, subject-safe message id (18 hex chars of prefix + a hex counter)."""
-    return _ids.next()
+    return f"{_id_prefix}{next(_id_counter):x}"
 
 
 def new_trace_id() -> str:

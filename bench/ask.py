@@ -18,7 +18,7 @@ the variant order reversed every other round. The verdict uses the median over
 rounds of the per-round ratios actorbus/raw: p50 <= 1.3 and throughput >= 0.7.
 The exit code is 0 whether or not the targets are met; non-zero means an error.
 
-    python bench/ask.py [--rounds 5] [--seq 2000] [--tput 10000] [--inflight 100]
+    python bench/ask.py [--rounds 11] [--seq 2000] [--tput 10000] [--inflight 100]
                         [--out bench/results] [--quick] [--uvloop]
 """
 
@@ -121,7 +121,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         prog="bench/ask.py",
         description="actorbus ask vs raw nats-py request/reply (latency and throughput).",
     )
-    parser.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 5)")
+    parser.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 11)")
     parser.add_argument("--seq", type=positive_int, help="sequential round trips (default 2000)")
     parser.add_argument("--tput", type=positive_int, help="throughput requests (default 10000)")
     parser.add_argument("--inflight", type=positive_int, help="requests in flight (default 100)")

@@ -219,11 +219,11 @@ class ActorCell:
             why = f"actor {self.address} is {self.state}"
             if self.failure is not None:
                 why += f" after repeated failures ({_describe(self.failure)})"
-            await self.system.reply_error(msg, ActorStoppedError(why), env, self.address)
+            await self.system.replies.error(msg, ActorStoppedError(why), env, self.address)
             return
         spec = self.cls.handlers.get(env.intent)
         if spec is None:
-            await self.system.reply_error(msg, self._unknown(env.intent), env, self.address)
+            await self.system.replies.error(msg, self._unknown(env.intent), env, self.address)
             return
         try:
             if spec.model is not None:
@@ -231,13 +231,13 @@ class ActorCell:
             else:
                 arg = _raw_argument(spec, env)
         except ActorBusError as err:
-            await self.system.reply_error(msg, err, env, self.address)
+            await self.system.replies.error(msg, err, env, self.address)
             return
         if spec.streaming and msg.reply and not env.context.stream:
             wrong_call = ProtocolError(
                 f"{self.address}.{spec.method} streams its reply: call stream(), not ask()"
             )
-            await self.system.reply_error(msg, wrong_call, env, self.address)
+            await self.system.replies.error(msg, wrong_call, env, self.address)
             return
         token = current_incoming.set(Incoming(env, self.address))
         try:
@@ -254,7 +254,7 @@ class ActorCell:
             if env.context.stream:  # stream() of a plain handler: one item, then the end
                 await self.system.streams.single(msg, env, result)
             else:
-                await self.system.reply(msg, env, self.address, result)
+                await self.system.replies.reply(msg, env, self.address, result)
         except Exception as exc:
             await self._handler_failed(msg, env, spec, exc)
         finally:
@@ -265,7 +265,7 @@ class ActorCell:
     ) -> None:
         err = self.error_for(exc)
         if msg.reply:
-            await self.system.reply_error(msg, err, env, self.address)
+            await self.system.replies.error(msg, err, env, self.address)
         else:
             log.warning(
                 "%s.%s failed on %s (no reply possible): %r", self.address, spec.method, env.id, exc

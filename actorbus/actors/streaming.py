@@ -102,8 +102,10 @@ class StreamProducers:
         """A plain handler called with stream(): its reply as the only item."""
         assert request.reply
         intent, content = to_content(result)
-        await self.system.send_reply(request.reply, env, intent, content, {H_SEQ: "1"}, msg=request)
-        await self.system.send_reply(
+        await self.system.replies.send(
+            request.reply, env, intent, content, {H_SEQ: "1"}, msg=request
+        )
+        await self.system.replies.send(
             request.reply, env, INTENT_END, None, {H_SEQ: "2"}, msg=request
         )
 
@@ -134,7 +136,7 @@ class StreamProducers:
                             f"{system.stream_credit_timeout:g}s"
                         )
                         log.warning("%s (consumer %s)", why, env.src)
-                        await system.send_error(
+                        await system.replies.send_error(
                             inbox, ProtocolError(why), env, {H_SEQ: str(seq)}, msg=request
                         )
                         return None
@@ -146,8 +148,8 @@ class StreamProducers:
                     credit_inbox, credit = system.mux.new_inbox()
                     headers[H_CREDIT] = credit_inbox
                 intent, content = to_content(item)
-                await system.send_reply(inbox, env, intent, content, headers, msg=request)
-            await system.send_reply(
+                await system.replies.send(inbox, env, intent, content, headers, msg=request)
+            await system.replies.send(
                 inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request
             )
         except asyncio.CancelledError:
@@ -155,7 +157,9 @@ class StreamProducers:
             if credit_inbox:
                 system.mux.discard(credit_inbox)
         except Exception as exc:
-            await system.send_error(inbox, error_for(exc), env, {H_SEQ: str(seq + 1)}, msg=request)
+            await system.replies.send_error(
+                inbox, error_for(exc), env, {H_SEQ: str(seq + 1)}, msg=request
+            )
             return exc
         finally:
             await _close(agen)

@@ -16,51 +16,38 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, Self, TypeVar, cast
+from typing import Any, Self, TypeVar
 
 import nats.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from actorbus.actors.actor import Actor, current_incoming
+from actorbus.actors.actor import Actor
 from actorbus.actors.cell import ActorCell
-from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_content
+from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content
+from actorbus.actors.outbound import Outgoing, encode_request, read_reply
+from actorbus.actors.replies import Replies
 from actorbus.actors.streaming import StreamProducers, cancel_message
-from actorbus.bus.client import EncodedHeaders, encode_headers
 from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, Subjects, validate_key, validate_topic
-from actorbus.codecs.envelope import Envelope, new_id, new_trace_id, now_ms
+from actorbus.codecs.envelope import Envelope, new_id, now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
-    DecodeError,
-    EncodeError,
-    ExpiredError,
     NoRespondersError,
     ProtocolError,
     error_from_wire,
 )
-from actorbus.codecs.inbound import Inbound, decode_inbound, decode_reply
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
     H_CREDIT,
-    H_DST,
-    H_ENC,
-    H_ID,
-    H_INTENT,
-    H_PARENT,
     H_SEQ,
-    H_SRC,
-    H_TRACE,
     Encoding,
     SizeLimits,
-    check_size,
     decode_envelope,
     encode_body,
-    encoding_from_header,
-    pack,
 )
 
 log = logging.getLogger("actorbus.system")
@@ -91,13 +78,6 @@ class ActorRef:
 
     def __repr__(self) -> str:
         return f"ActorRef({self.address!r})"
-
-
-class _Outgoing(NamedTuple):
-    body: bytes
-    headers: EncodedHeaders
-    intent: str
-    id: str
 
 
 class _TypeHost:
@@ -143,6 +123,7 @@ class ActorSystem:
         self.system_id = new_id()
         self.client_address = f"client/{self.system_id}"
         self.streams = StreamProducers(self)
+        self.replies = Replies(conn, limits, debug)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
         conn.on_lost.append(self.mux.fail_all)
         self._cells: dict[str, list[ActorCell]] = {}
@@ -283,7 +264,7 @@ class ActorSystem:
         await self._confirm_subscriptions()
 
     async def _route_lazy(self, host: _TypeHost, key: str, msg: Msg) -> None:
-        env = await self._decode_or_reply(msg, f"{host.cls.type_name}/{key}")
+        env = await self.replies.decode_or_answer(msg, f"{host.cls.type_name}/{key}")
         if env is None:
             return
         address = f"{host.cls.type_name}/{key}"
@@ -307,9 +288,9 @@ class ActorSystem:
 
         async def on_msg(msg: Msg) -> None:  # the hot path: one coroutine less
             try:
-                env = self._decode(msg, cell.address)
+                env = self.replies.decode(msg, cell.address)
             except ActorBusError as err:
-                await self.reply_error(msg, err, None, cell.address)
+                await self.replies.error(msg, err, None, cell.address)
                 return
             await cell.deliver(msg, env)
 
@@ -329,7 +310,7 @@ class ActorSystem:
             assert spec.topic is not None
 
             async def on_topic(msg: Msg) -> None:
-                env = await self._decode_or_reply(msg, cell.address)
+                env = await self.replies.decode_or_answer(msg, cell.address)
                 if env is not None:
                     await cell.deliver(msg, env)
 
@@ -367,148 +348,7 @@ class ActorSystem:
         """Addresses hosted here and their replica counts."""
         return {address: len(cells) for address, cells in self._cells.items()}
 
-    # -- inbound -----------------------------------------------------------
-    def _decode(self, msg: Msg, address: str) -> Inbound:
-        """An inbound message's envelope, or the typed error to answer with."""
-        headers = msg.headers
-        if headers is None or H_ENC not in headers:  # msgpack; no header parse needed
-            enc = Encoding.MSGPACK
-        else:
-            enc = encoding_from_header(headers[H_ENC])
-        env = decode_inbound(msg.data, enc, self.limits)
-        ttl = env.context.ttl_ms
-        if ttl is not None and now_ms() > env.ts + ttl:
-            raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
-        return env
-
-    async def _decode_or_reply(self, msg: Msg, address: str) -> Inbound | None:
-        try:
-            return self._decode(msg, address)
-        except ActorBusError as err:
-            await self.reply_error(msg, err, None, address)
-            return None
-
-    async def reply(self, msg: Msg, env: Inbound, address: str, result: Any) -> None:
-        """The hot path of every ask: msgpack, no headers, one publish."""
-        intent, content = to_content(result)
-        headers = msg.headers
-        if headers is not None and H_ENC in headers:
-            await self.send_reply(msg.reply, env, intent, content, None, src=address, msg=msg)
-            return
-        data = {
-            "id": new_id(),
-            "ts": now_ms(),
-            "src": address,
-            "dst": env.src,
-            "intent": intent,
-            "content": content,
-            "context": {"trace_id": env.context.trace_id, "parent_id": env.id},
-        }
-        try:
-            body = pack(data)
-        except (TypeError, ValueError, OverflowError) as exc:
-            err = EncodeError(f"{address} cannot encode its {intent!r} reply: {exc}")
-            await self.send_error(msg.reply, err, env, None, src=address)
-            return
-        if len(body) > self.limits.max_payload:
-            try:
-                check_size(body, content, Encoding.MSGPACK, self.limits)
-            except ActorBusError as err:
-                await self.send_error(msg.reply, err, env, None, src=address)
-                return
-        try:
-            await self.nc.publish(msg.reply, body)
-        except nats.errors.Error as exc:
-            raise self.conn.translate(exc) from exc
-
-    async def send_reply(
-        self,
-        inbox: str,
-        env: Inbound,
-        intent: str,
-        content: Any,
-        headers: dict[str, str] | None,
-        *,
-        src: str | None = None,
-        msg: Msg | None = None,
-    ) -> None:
-        enc = self._reply_encoding(msg)
-        data = {
-            "id": new_id(),
-            "ts": now_ms(),
-            "src": src or env.dst,
-            "dst": env.src,
-            "intent": intent,
-            "content": content,
-            "context": {"trace_id": env.context.trace_id, "parent_id": env.id},
-        }
-        try:
-            body = encode_body(data, enc)
-            check_size(body, content, enc, self.limits)
-        except ActorBusError as err:
-            # The reply itself is bad (too large, not encodable): tell the caller why.
-            await self.send_error(inbox, err, env, headers, src=src)
-            return
-        if enc is not Encoding.MSGPACK:
-            headers = {**(headers or {}), H_ENC: enc.value}
-        await self._publish(inbox, body, headers)
-
-    async def reply_error(
-        self, msg: Msg, err: ActorBusError, env: Inbound | None, address: str
-    ) -> None:
-        if not msg.reply:
-            what = f"{env.intent!r} from {env.src}" if env else "undecodable message"
-            log.warning("%s: dropped %s: %s", address, what, err)
-            return
-        await self.send_error(msg.reply, err, env, None, src=address, msg=msg)
-
-    async def send_error(
-        self,
-        inbox: str,
-        err: ActorBusError,
-        env: Inbound | None,
-        headers: dict[str, str] | None,
-        *,
-        src: str | None = None,
-        msg: Msg | None = None,
-    ) -> None:
-        tb = getattr(err, "remote_traceback", None) if self.debug else None
-        data = {
-            "id": new_id(),
-            "ts": now_ms(),
-            "src": src or (env.dst if env else ""),
-            "dst": env.src if env else "",
-            "intent": INTENT_ERROR,
-            "content": err.to_wire(include_traceback=tb),
-            "context": {"trace_id": env.context.trace_id, "parent_id": env.id} if env else {},
-        }
-        enc = self._reply_encoding(msg)
-        if enc is not Encoding.MSGPACK:
-            headers = {**(headers or {}), H_ENC: enc.value}
-        await self._publish(inbox, encode_body(data, enc), headers)
-
-    @staticmethod
-    def _reply_encoding(msg: Msg | None) -> Encoding:
-        """Answer in the encoding the request came in (JSON tools get JSON back)."""
-        if msg is None or not msg.headers:
-            return Encoding.MSGPACK
-        try:
-            return encoding_from_header(msg.headers.get(H_ENC))
-        except DecodeError:
-            return Encoding.MSGPACK
-
-    async def _publish(
-        self,
-        subject: str,
-        body: bytes,
-        headers: dict[str, str] | EncodedHeaders | None,
-        reply: str = "",
-    ) -> None:
-        try:
-            await self.nc.publish(subject, body, reply=reply, headers=cast(Any, headers))
-        except nats.errors.Error as exc:
-            raise self.conn.translate(exc) from exc
-
+    # -- events ------------------------------------------------------------
     async def emit_event(self, event: str, data: dict[str, Any]) -> None:
         """Publish a system event on ``{ns}.sys.{event}`` (best effort)."""
         try:
@@ -536,7 +376,7 @@ class ActorSystem:
                 self._subject_cache[address] = subject
         return subject
 
-    def _request(
+    def _encode(
         self,
         dst: str,
         message: Any,
@@ -545,46 +385,19 @@ class ActorSystem:
         idempotency_key: str | None,
         ttl_ms: int | None,
         stream: bool = False,
-    ) -> _Outgoing:
-        """Build and encode an outgoing envelope with its routing headers."""
-        intent, content = to_content(message, intent)
-        inc = current_incoming.get()
-        ctx: dict[str, Any]
-        if inc is None:
-            src = self.client_address
-            ctx = {"trace_id": new_trace_id()}
-        else:
-            parent = inc.message
-            src = inc.address
-            ctx = {"trace_id": parent.context.trace_id or new_trace_id(), "parent_id": parent.id}
-            session_id = session_id or parent.context.session_id
-        if session_id is not None:
-            ctx["session_id"] = session_id
-        if idempotency_key is not None:
-            ctx["idempotency_key"] = idempotency_key
-        if ttl_ms is not None:
-            ctx["ttl_ms"] = ttl_ms
-        if stream:
-            ctx["stream"] = True
-        msg_id = new_id()
-        data = {
-            "id": msg_id,
-            "ts": now_ms(),
-            "src": src,
-            "dst": dst,
-            "intent": intent,
-            "content": content,
-            "context": ctx,
-        }
-        enc = self.encoding
-        body = encode_body(data, enc)
-        check_size(body, content, enc, self.limits)
-        headers = {H_ID: msg_id, H_SRC: src, H_DST: dst, H_INTENT: intent, H_TRACE: ctx["trace_id"]}
-        if "parent_id" in ctx:
-            headers[H_PARENT] = ctx["parent_id"]
-        if enc is not Encoding.MSGPACK:
-            headers[H_ENC] = enc.value
-        return _Outgoing(body, encode_headers(headers), intent, msg_id)
+    ) -> Outgoing:
+        return encode_request(
+            dst,
+            message,
+            client_address=self.client_address,
+            encoding=self.encoding,
+            limits=self.limits,
+            intent=intent,
+            session_id=session_id,
+            idempotency_key=idempotency_key,
+            ttl_ms=ttl_ms,
+            stream=stream,
+        )
 
     async def ask(
         self,
@@ -603,7 +416,7 @@ class ActorSystem:
         self._check_open()
         timeout = self.default_timeout if timeout is None else timeout
         subject = self._subject(address)
-        out = self._request(address, message, intent, session_id, idempotency_key, ttl_ms)
+        out = self._encode(address, message, intent, session_id, idempotency_key, ttl_ms)
         try:
             msg = await self.mux.request(subject, out.body, out.headers, timeout)
         except RequestTimeout:
@@ -612,7 +425,7 @@ class ActorSystem:
             raise NoRespondersError(address, out.intent) from None
         except nats.errors.Error as exc:
             raise self.conn.translate(exc) from exc
-        reply_intent, content = _decode_reply(msg, address)
+        reply_intent, content = read_reply(msg, address)
         if reply_intent == INTENT_ERROR:
             raise error_from_wire(content, address)
         return from_content(reply_intent, content, returns)
@@ -630,8 +443,8 @@ class ActorSystem:
         """Fire and forget (at most once)."""
         self._check_open()
         subject = self._subject(address)
-        out = self._request(address, message, intent, session_id, idempotency_key, ttl_ms)
-        await self._publish(subject, out.body, out.headers)
+        out = self._encode(address, message, intent, session_id, idempotency_key, ttl_ms)
+        await self.conn.publish(subject, out.body, out.headers)
 
     async def publish(
         self,
@@ -644,8 +457,8 @@ class ActorSystem:
         """Publish to a pub/sub topic; every subscribed actor address gets it once."""
         self._check_open()
         subject = self.subjects.topic(topic)
-        out = self._request(f"topic:{topic}", message, intent, session_id, None, None)
-        await self._publish(subject, out.body, out.headers)
+        out = self._encode(f"topic:{topic}", message, intent, session_id, None, None)
+        await self.conn.publish(subject, out.body, out.headers)
 
     async def stream(
         self,
@@ -665,12 +478,12 @@ class ActorSystem:
         self._check_open()
         timeout = self.default_timeout if timeout is None else timeout
         subject = self._subject(address)
-        out = self._request(address, message, intent, session_id, None, None, stream=True)
+        out = self._encode(address, message, intent, session_id, None, None, stream=True)
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox)
         finished = False
         try:
-            await self._publish(subject, out.body, out.headers, reply=inbox)
+            await self.conn.publish(subject, out.body, out.headers, reply=inbox)
             expected = 1
             while True:
                 try:
@@ -687,7 +500,7 @@ class ActorSystem:
                     raise ProtocolError(
                         f"stream from {address} lost frames: expected #{expected}, got #{seq}"
                     )
-                reply_intent, content = _decode_reply(msg, address)
+                reply_intent, content = read_reply(msg, address)
                 if reply_intent == INTENT_END:
                     finished = True
                     return
@@ -698,7 +511,7 @@ class ActorSystem:
                 expected += 1
                 credit_inbox = hdrs.get(H_CREDIT)
                 if credit_inbox:  # the item was taken: let the producer go on
-                    await self._publish(credit_inbox, b"", None)
+                    await self.conn.publish(credit_inbox, b"", None)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
@@ -792,16 +605,6 @@ async def _drain(subs: list[Subscription], timeout: float) -> None:
 
     if subs:
         await asyncio.gather(*(one(sub) for sub in subs))
-
-
-def _decode_reply(msg: Msg, address: str) -> tuple[str, Any]:
-    """Lean reply decode: only intent and content matter to the caller."""
-    try:
-        headers = msg.headers
-        enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
-        return decode_reply(msg.data, enc)
-    except Exception as exc:
-        raise DecodeError(f"malformed reply from {address}: {exc!r}") from exc
 
 
 class _Opening:

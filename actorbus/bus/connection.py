@@ -191,6 +191,18 @@ class BusConnection:
             return ConnectionLostError(f"NATS connection is closed ({type(exc).__name__})")
         return exc
 
+    async def publish(
+        self, subject: str, body: bytes, headers: Any = None, reply: str = ""
+    ) -> None:
+        """Publish, with connection failures raised as ConnectionLostError.
+
+        ``headers``: a dict, or an EncodedHeaders block from actorbus.bus.client.
+        """
+        try:
+            await self.nc.publish(subject, body, reply=reply, headers=headers)
+        except nats.errors.Error as exc:
+            raise self.translate(exc) from exc
+
     async def close(self) -> None:
         """Drain: flush publishes, let subscriptions finish what they hold, then close."""
         if self._watchdog is not None:

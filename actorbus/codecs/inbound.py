@@ -49,18 +49,9 @@ class Inbound(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     def envelope(self) -> Envelope:
         cached: Envelope | None = self.__dict__.get("_envelope")
         if cached is None:
-            ctx = self.context
-            cached = self.__dict__["_envelope"] = Envelope.model_validate(
-                {
-                    "id": self.id,
-                    "ts": self.ts,
-                    "src": self.src,
-                    "dst": self.dst,
-                    "intent": self.intent,
-                    "content": self.content,
-                    "context": {k: getattr(ctx, k) for k in _CONTEXT_FIELDS},
-                }
-            )
+            data = msgspec.structs.asdict(self)
+            data["context"] = msgspec.structs.asdict(self.context)
+            cached = self.__dict__["_envelope"] = Envelope.model_validate(data)
         return cached
 
 

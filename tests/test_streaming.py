@@ -258,7 +258,7 @@ class SlowStarter(Actor):
 
 
 async def test_timeout_before_first_item_cancels_producer(system) -> None:
-    """The consumer gave up before any frame (so before it learnt the control subject):
+    """The consumer gave up before any frame arrived:
     the producer must still be cancelled, or it holds the actor forever."""
     probe = Probe()
     await system.spawn(SlowStarter, "s", probe=probe)

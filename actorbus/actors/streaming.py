@@ -31,10 +31,19 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+import nats.errors
 from nats.aio.msg import Msg
 
-from actorbus.actors.messages import INTENT_END, to_content
-from actorbus.codecs.errors import ActorBusError, ProtocolError
+from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_content
+from actorbus.actors.outbound import Outgoing, read_reply
+from actorbus.bus.requests import NO_RESPONDERS_STATUS
+from actorbus.codecs.errors import (
+    ActorBusError,
+    AskTimeoutError,
+    NoRespondersError,
+    ProtocolError,
+    error_from_wire,
+)
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_CREDIT, H_SEQ, pack, unpack
 
@@ -175,3 +184,55 @@ async def _close(agen: AsyncIterator[Any]) -> None:
 
 def cancel_message(stream_id: str) -> bytes:
     return pack({"cancel": stream_id})
+
+
+async def consume_stream(
+    system: ActorSystem,
+    address: str,
+    subject: str,
+    out: Outgoing,
+    timeout: float,
+    returns: type[Any] | None,
+) -> AsyncIterator[Any]:
+    """The caller's side: send the request, yield items in order, check the
+    sequence, grant credit as items are taken, cancel the producer on early exit."""
+    nc = system.nc
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    finished = False
+    try:
+        await system.conn.publish(subject, out.body, out.headers, reply=inbox)
+        expected = 1
+        while True:
+            try:
+                msg = await sub.next_msg(timeout)
+            except nats.errors.TimeoutError:
+                raise AskTimeoutError(address, out.intent, timeout) from None
+            hdrs = msg.headers or {}
+            if hdrs.get("Status") == NO_RESPONDERS_STATUS:
+                finished = True
+                raise NoRespondersError(address, out.intent)
+            seq = int(hdrs.get(H_SEQ, expected))
+            if seq != expected:
+                finished = True
+                raise ProtocolError(
+                    f"stream from {address} lost frames: expected #{expected}, got #{seq}"
+                )
+            intent, content = read_reply(msg, address)
+            if intent == INTENT_END:
+                finished = True
+                return
+            if intent == INTENT_ERROR:
+                finished = True
+                raise error_from_wire(content, address)
+            yield from_content(intent, content, returns)
+            expected += 1
+            credit_inbox = hdrs.get(H_CREDIT)
+            if credit_inbox:  # the item was taken: let the producer go on
+                await system.conn.publish(credit_inbox, b"")
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+        if not finished and nc.is_connected:
+            with contextlib.suppress(Exception):
+                await nc.publish(system.streams.control_subject, cancel_message(out.id))

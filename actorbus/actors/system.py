@@ -24,10 +24,10 @@ from nats.aio.subscription import Subscription
 
 from actorbus.actors.actor import Actor
 from actorbus.actors.cell import ActorCell
-from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content
+from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbound import Outgoing, encode_request, read_reply
 from actorbus.actors.replies import Replies
-from actorbus.actors.streaming import StreamProducers, cancel_message
+from actorbus.actors.streaming import StreamProducers, consume_stream
 from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
@@ -37,13 +37,10 @@ from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
     NoRespondersError,
-    ProtocolError,
     error_from_wire,
 )
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
-    H_CREDIT,
-    H_SEQ,
     Encoding,
     SizeLimits,
     decode_envelope,
@@ -54,8 +51,6 @@ log = logging.getLogger("actorbus.system")
 
 A = TypeVar("A", bound=Actor)
 R = TypeVar("R")
-
-NO_RESPONDERS = "503"
 
 
 class ActorRef:
@@ -460,7 +455,7 @@ class ActorSystem:
         out = self._encode(f"topic:{topic}", message, intent, session_id, None, None)
         await self.conn.publish(subject, out.body, out.headers)
 
-    async def stream(
+    def stream(
         self,
         address: str,
         message: Any,
@@ -476,48 +471,10 @@ class ActorSystem:
         exception, or ``aclose()``) cancels the producer.
         """
         self._check_open()
-        timeout = self.default_timeout if timeout is None else timeout
         subject = self._subject(address)
         out = self._encode(address, message, intent, session_id, None, None, stream=True)
-        inbox = self.nc.new_inbox()
-        sub = await self.nc.subscribe(inbox)
-        finished = False
-        try:
-            await self.conn.publish(subject, out.body, out.headers, reply=inbox)
-            expected = 1
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout)
-                except nats.errors.TimeoutError:
-                    raise AskTimeoutError(address, out.intent, timeout) from None
-                hdrs = msg.headers or {}
-                if hdrs.get("Status") == NO_RESPONDERS:
-                    finished = True
-                    raise NoRespondersError(address, out.intent)
-                seq = int(hdrs.get(H_SEQ, expected))
-                if seq != expected:
-                    finished = True
-                    raise ProtocolError(
-                        f"stream from {address} lost frames: expected #{expected}, got #{seq}"
-                    )
-                reply_intent, content = read_reply(msg, address)
-                if reply_intent == INTENT_END:
-                    finished = True
-                    return
-                if reply_intent == INTENT_ERROR:
-                    finished = True
-                    raise error_from_wire(content, address)
-                yield from_content(reply_intent, content, returns)
-                expected += 1
-                credit_inbox = hdrs.get(H_CREDIT)
-                if credit_inbox:  # the item was taken: let the producer go on
-                    await self.conn.publish(credit_inbox, b"", None)
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-            if not finished and self.nc.is_connected:
-                with contextlib.suppress(Exception):
-                    await self.nc.publish(self.streams.control_subject, cancel_message(out.id))
+        timeout = self.default_timeout if timeout is None else timeout
+        return consume_stream(self, address, subject, out, timeout, returns)
 
     def ref(self, address: str) -> ActorRef:
         Address.parse(address)

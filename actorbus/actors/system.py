@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, overload
 
 import nats.errors
 from nats.aio.msg import Msg
@@ -394,6 +394,32 @@ class ActorSystem:
             stream=stream,
         )
 
+    @overload
+    async def ask(
+        self,
+        address: str,
+        message: Any,
+        *,
+        timeout: float | None = None,
+        returns: type[R],
+        intent: str | None = None,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+        ttl_ms: int | None = None,
+    ) -> R: ...
+    @overload
+    async def ask(
+        self,
+        address: str,
+        message: Any,
+        *,
+        timeout: float | None = None,
+        returns: None = None,
+        intent: str | None = None,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+        ttl_ms: int | None = None,
+    ) -> Any: ...
     async def ask(
         self,
         address: str,
@@ -406,8 +432,10 @@ class ActorSystem:
         idempotency_key: str | None = None,
         ttl_ms: int | None = None,
     ) -> Any:
-        """Send and wait for the reply. Raises AskTimeoutError (naming the address and
-        intent), NoRespondersError, or the typed error the actor replied with."""
+        """Send and wait for the reply (typed as ``returns`` when given).
+
+        Raises AskTimeoutError (naming the address and intent), NoRespondersError,
+        or the typed error the actor replied with."""
         self._check_open()
         timeout = self.default_timeout if timeout is None else timeout
         subject = self._subject(address)

@@ -192,6 +192,20 @@ class ActorCell:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def deliver_durable(self, msg: Msg, env: Inbound) -> Exception | None:
+        """Handle one durable message to the end and say how it went.
+
+        ``msg`` must carry no reply subject (a JetStream message's reply is its
+        ack subject, which a reply would ack by accident).
+        """
+        self._busy += 1
+        gate = self._lock if self.cls.concurrency == 1 else self._gate
+        try:
+            async with gate:
+                return await self._handle(msg, env)
+        finally:
+            self._done()
+
     def deliver_later(self, msg: Msg, env: Inbound) -> None:
         """Queue a message without blocking the caller (shared subscriptions)."""
         task = asyncio.create_task(self.deliver(msg, env))
@@ -210,7 +224,9 @@ class ActorCell:
         if self._busy == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 
-    async def _handle(self, msg: Msg, env: Inbound) -> None:
+    async def _handle(self, msg: Msg, env: Inbound) -> Exception | None:
+        """Handle one message and answer it; returns what went wrong, if anything
+        (the durable path acks, retries or dead-letters by it)."""
         inst = self.instance
         if inst is None and not self._ready.is_set():
             await self._ready.wait()  # starting or restarting: hold the message
@@ -219,12 +235,14 @@ class ActorCell:
             why = f"actor {self.address} is {self.state}"
             if self.failure is not None:
                 why += f" after repeated failures ({_describe(self.failure)})"
-            await self.system.replies.error(msg, ActorStoppedError(why), env, self.address)
-            return
+            stopped = ActorStoppedError(why)
+            await self.system.replies.error(msg, stopped, env, self.address)
+            return stopped
         spec = self.cls.handlers.get(env.intent)
         if spec is None:
-            await self.system.replies.error(msg, self._unknown(env.intent), env, self.address)
-            return
+            unknown = self._unknown(env.intent)
+            await self.system.replies.error(msg, unknown, env, self.address)
+            return unknown
         try:
             if spec.model is not None:
                 arg = validate(spec.model, env.content, env.intent)
@@ -232,13 +250,13 @@ class ActorCell:
                 arg = _raw_argument(spec, env)
         except ActorBusError as err:
             await self.system.replies.error(msg, err, env, self.address)
-            return
+            return err
         if spec.streaming and msg.reply and not env.context.stream:
             wrong_call = ProtocolError(
                 f"{self.address}.{spec.method} streams its reply: call stream(), not ask()"
             )
             await self.system.replies.error(msg, wrong_call, env, self.address)
-            return
+            return wrong_call
         token = current_incoming.set(Incoming(env, self.address))
         try:
             if spec.streaming:
@@ -247,18 +265,20 @@ class ActorCell:
                 )
                 if failed is not None and self._crashes(failed):
                     await self._restart(failed)
-                return
+                return failed
             result = await getattr(inst, spec.method)(arg)
             if not msg.reply:
-                return
+                return None
             if env.context.stream:  # stream() of a plain handler: one item, then the end
                 await self.system.streams.single(msg, env, result)
             else:
                 await self.system.replies.reply(msg, env, self.address, result)
         except Exception as exc:
             await self._handler_failed(msg, env, spec, exc)
+            return exc
         finally:
             current_incoming.reset(token)
+        return None
 
     async def _handler_failed(
         self, msg: Msg, env: Inbound, spec: HandlerSpec, exc: Exception

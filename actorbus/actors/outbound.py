@@ -23,6 +23,7 @@ from actorbus.codecs.wire import (
     H_ENC,
     H_ID,
     H_INTENT,
+    H_MSG_ID,
     H_PARENT,
     H_SRC,
     H_TRACE,
@@ -53,6 +54,7 @@ def encode_request(
     idempotency_key: str | None = None,
     ttl_ms: int | None = None,
     stream: bool = False,
+    durable: bool = False,
 ) -> Outgoing:
     """Build and encode an outgoing envelope with its routing headers."""
     intent, content = to_content(message, intent)
@@ -91,6 +93,8 @@ def encode_request(
         headers[H_PARENT] = ctx["parent_id"]
     if encoding is not Encoding.MSGPACK:
         headers[H_ENC] = encoding.value
+    if durable:  # JetStream drops a repeat of this id within its duplicate window
+        headers[H_MSG_ID] = msg_id
     return Outgoing(body, encode_headers(headers), intent, msg_id)
 
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from pathlib import Path
@@ -19,16 +20,19 @@ from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from actorbus.actors.actor import Actor
 from actorbus.actors.cell import ActorCell
+from actorbus.actors.durable import DurableInbox
 from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbound import Outgoing, encode_request, read_reply
 from actorbus.actors.replies import Replies
 from actorbus.actors.streaming import StreamProducers, consume_stream
 from actorbus.bus.connection import BusConnection, ConnectOptions
+from actorbus.bus.jetstream import DurableSettings, ensure_streams
 from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, Subjects, validate_key, validate_topic
@@ -36,6 +40,7 @@ from actorbus.codecs.envelope import Envelope, new_id, now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
+    InvalidAddressError,
     NoRespondersError,
     error_from_wire,
 )
@@ -100,6 +105,7 @@ class ActorSystem:
         debug: bool = False,
         stream_window: int = 64,
         stream_credit_timeout: float = 300.0,
+        durable: DurableSettings | None = None,
         server: EmbeddedServer | None = None,
     ) -> None:
         self.conn = conn
@@ -114,6 +120,11 @@ class ActorSystem:
             raise ValueError("stream_window must be >= 2")
         self.stream_window = stream_window
         self.stream_credit_timeout = stream_credit_timeout
+        self.durable_settings = durable or DurableSettings()
+        self.js = self.nc.jetstream()
+        self._durable_lock = asyncio.Lock()
+        self._durable_ok = False
+        self._inboxes: dict[ActorCell, DurableInbox] = {}
         self.server = server
         self.system_id = new_id()
         self.client_address = f"client/{self.system_id}"
@@ -213,8 +224,27 @@ class ActorSystem:
                 await self._subscribe_cell(cell)
             else:
                 await self._subscribe_topics(cell)
+            if cls.durable:
+                inbox = DurableInbox(self, cell)
+                await inbox.start()
+                self._inboxes[cell] = inbox
         await self._confirm_subscriptions()
         return ActorRef(self, address)
+
+    async def durable_ready(self) -> None:
+        """Create the durable streams once (idempotent on the server too)."""
+        if self._durable_ok:
+            return
+        async with self._durable_lock:
+            if not self._durable_ok:
+                try:
+                    await ensure_streams(self.js, self.subjects, self.durable_settings)
+                except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+                    raise ActorBusError(
+                        "durable delivery needs JetStream, which this NATS server does not "
+                        "offer (start it with -js, or use ActorSystem.start())"
+                    ) from None
+                self._durable_ok = True
 
     async def _confirm_subscriptions(self) -> None:
         """A round trip to the server, so that once spawn()/register() return, any
@@ -323,6 +353,9 @@ class ActorSystem:
             await self._stop_cell(cell, timeout)
 
     async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
+        inbox = self._inboxes.pop(cell, None)
+        if inbox is not None:
+            await inbox.stop()
         subs, cell.subscriptions = cell.subscriptions, []
         await _drain(subs, timeout)
         await cell.stop(timeout)
@@ -380,6 +413,7 @@ class ActorSystem:
         idempotency_key: str | None,
         ttl_ms: int | None,
         stream: bool = False,
+        durable: bool = False,
     ) -> Outgoing:
         return encode_request(
             dst,
@@ -392,6 +426,7 @@ class ActorSystem:
             idempotency_key=idempotency_key,
             ttl_ms=ttl_ms,
             stream=stream,
+            durable=durable,
         )
 
     @overload
@@ -462,12 +497,58 @@ class ActorSystem:
         session_id: str | None = None,
         idempotency_key: str | None = None,
         ttl_ms: int | None = None,
+        durable: bool = False,
+        timeout: float | None = None,
     ) -> None:
-        """Fire and forget (at most once)."""
+        """Fire and forget: at most once over core NATS; with ``durable=True``, stored
+        in JetStream before this returns and delivered at least once, also to an
+        actor that is not running yet (see ``Actor.durable``)."""
         self._check_open()
+        if durable:
+            await self._send_durable(
+                address, message, intent, session_id, idempotency_key, ttl_ms, timeout
+            )
+            return
         subject = self._subject(address)
         out = self._encode(address, message, intent, session_id, idempotency_key, ttl_ms)
         await self.conn.publish(subject, out.body, out.headers)
+
+    async def _send_durable(
+        self,
+        address: str,
+        message: Any,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+        timeout: float | None,
+    ) -> None:
+        addr = Address.parse(address)
+        if addr.key is None:
+            raise InvalidAddressError(f"durable sends need a 'type/key' address, not {address!r}")
+        await self.durable_ready()
+        out = self._encode(
+            address, message, intent, session_id, idempotency_key, ttl_ms, durable=True
+        )
+        timeout = self.default_timeout if timeout is None else timeout
+        try:
+            ack = await self.mux.request(
+                self.subjects.durable(addr), out.body, out.headers, timeout
+            )
+        except RequestTimeout:
+            raise AskTimeoutError(address, out.intent, timeout) from None
+        except NoResponders:
+            raise ActorBusError(
+                f"no JetStream stream takes durable messages for {address}"
+            ) from None
+        except nats.errors.Error as exc:
+            raise self.conn.translate(exc) from exc
+        reply = json.loads(ack.data or b"{}")
+        if "error" in reply:
+            raise ActorBusError(
+                f"JetStream refused the durable message to {address}: "
+                f"{reply['error'].get('description', reply['error'])}"
+            )
 
     async def publish(
         self,

@@ -7,6 +7,8 @@ one NATS server (or account) without crosstalk::
     {ns}.any.{type}         anycast: any one instance of the type (queue group)
     {ns}.t.{topic}          pub/sub topic; topics are dot-separated, subscriptions
                             may use NATS wildcards: "orders.*", "orders.>"
+    {ns}.d.{type}.{key}     durable messages to "type/key" (JetStream, at least once)
+    {ns}.dlq.{type}.{key}   dead letters of "type/key" (JetStream)
     {ns}.sys.{event}        system events (actor failures, lifecycle)
     {ns}.ctl.cancel         stream cancellations (every system listens)
 
@@ -113,6 +115,19 @@ class Subjects:
 
     def anycast(self, type_: str) -> str:
         return f"{self.ns}.any.{type_}"
+
+    def durable(self, addr: Address) -> str:
+        """Where durable messages to one address are stored (JetStream)."""
+        return f"{self.ns}.d.{addr.type}.{addr.key}"
+
+    def durable_all(self) -> str:
+        return f"{self.ns}.d.>"
+
+    def dead_letter(self, addr: Address) -> str:
+        return f"{self.ns}.dlq.{addr.type}.{addr.key}"
+
+    def dead_letter_all(self) -> str:
+        return f"{self.ns}.dlq.>"
 
     def queue(self, addr: Address) -> str:
         """The queue group for replicas of one address (or of a type, for anycast)."""

@@ -30,6 +30,7 @@ H_ENC = "Ab-Enc"
 H_KIND = "Ab-Kind"
 H_SEQ = "Ab-Seq"
 H_CREDIT = "Ab-Credit"
+H_MSG_ID = "Nats-Msg-Id"  # JetStream deduplication
 
 
 class Encoding(StrEnum):

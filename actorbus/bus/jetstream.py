@@ -1,0 +1,98 @@
+"""The JetStream layout behind durable delivery.
+
+One stream per namespace holds every durable message (``{ns}.d.{type}.{key}``):
+file storage, a duplicate window keyed by ``Nats-Msg-Id`` (the envelope id),
+``max_age`` as the default time to live, R1 locally and R3 on a cluster. A second
+stream holds dead letters (``{ns}.dlq.{type}.{key}``) with the reason and the
+attempt count. Each actor address reads its messages through one durable pull
+consumer: explicit acks after the handler succeeded, one message in flight
+(``max_ack_pending``) so order per actor holds, and ``ack_wait`` as the time a
+handler may take before a crash is assumed and the message goes out again.
+
+Everything is created idempotently: a second start with the same settings
+changes nothing, a start with new settings updates the streams.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DiscardPolicy, StorageType, StreamConfig
+
+from actorbus.bus.subjects import Address, Subjects
+
+
+@dataclass(frozen=True)
+class DurableSettings:
+    """How durable delivery behaves; the defaults follow the delivery semantics."""
+
+    replicas: int = 1  # 3 on a cluster
+    max_age: float = 24 * 3600.0  # seconds an undelivered message is kept (default TTL)
+    duplicate_window: float = 120.0  # seconds within which a repeated id is dropped
+    backoff: tuple[float, ...] = (2.0, 4.0, 8.0)  # delays before each retry
+    ack_wait: float = 30.0  # seconds a handler may run before redelivery is assumed
+    dlq_max_age: float = 7 * 24 * 3600.0
+
+    @property
+    def max_deliver(self) -> int:
+        """The first attempt plus one per backoff step."""
+        return len(self.backoff) + 1
+
+
+def stream_name(ns: str) -> str:
+    return f"actorbus-{ns}-durable"
+
+
+def dlq_stream_name(ns: str) -> str:
+    return f"actorbus-{ns}-dlq"
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def consumer_name(addr: Address) -> str:
+    """A durable consumer name for an address (names allow no '.', '/', wildcards)."""
+    readable = _UNSAFE.sub("_", f"{addr.type}__{addr.key}")[:64]
+    digest = hashlib.sha1(str(addr).encode()).hexdigest()[:8]
+    return f"{readable}-{digest}"
+
+
+async def ensure_streams(js: JetStreamContext, subjects: Subjects, s: DurableSettings) -> None:
+    """Create or update the durable and dead-letter streams."""
+    for config in (
+        StreamConfig(
+            name=stream_name(subjects.ns),
+            subjects=[subjects.durable_all()],
+            storage=StorageType.FILE,
+            num_replicas=s.replicas,
+            max_age=s.max_age,
+            duplicate_window=s.duplicate_window,
+            discard=DiscardPolicy.OLD,
+        ),
+        StreamConfig(
+            name=dlq_stream_name(subjects.ns),
+            subjects=[subjects.dead_letter_all()],
+            storage=StorageType.FILE,
+            num_replicas=s.replicas,
+            max_age=s.dlq_max_age,
+        ),
+    ):
+        try:
+            await js.add_stream(config)
+        except nats.js.errors.BadRequestError:
+            await js.update_stream(config)  # exists with other settings
+
+
+def consumer_config(subjects: Subjects, addr: Address, s: DurableSettings) -> ConsumerConfig:
+    return ConsumerConfig(
+        durable_name=consumer_name(addr),
+        filter_subject=subjects.durable(addr),
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=s.ack_wait,
+        max_deliver=s.max_deliver,
+        max_ack_pending=1,
+    )

@@ -21,16 +21,35 @@ class Entry(BaseModel):
     n: int
 
 
+class Progress:
+    """What a ledger handled, and a way to wait until it handled n entries."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def add(self, n: int) -> None:
+        self.seen.append(n)
+        for count, future in self._waiters:
+            if len(self.seen) >= count and not future.done():
+                future.set_result(None)
+
+    async def reached(self, count: int) -> None:
+        if len(self.seen) >= count:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((count, future))
+        await asyncio.wait_for(future, WAIT)
+
+
 class Ledger(Actor):
     """Records what it handled; fails on demand to exercise retries."""
 
     type_name = "ledger"
     durable = True
 
-    def __init__(self, seen: list[int], want: int, done: asyncio.Event, fail: dict[int, int]):
-        self.seen = seen
-        self.want = want
-        self.done = done
+    def __init__(self, progress: Progress, fail: dict[int, int]) -> None:
+        self.progress = progress
         self.fail = fail  # n -> how many more times to fail (-1: always)
 
     @handler
@@ -39,47 +58,46 @@ class Ledger(Actor):
         if left:
             self.fail[e.n] = left - 1 if left > 0 else left
             raise RuntimeError(f"entry {e.n} is not welcome yet")
-        self.seen.append(e.n)
-        if len(self.seen) >= self.want:
-            self.done.set()
+        self.progress.add(e.n)
 
 
-async def spawn_ledger(system: Any, key: str, want: int, fail: dict[int, int] | None = None):
-    seen: list[int] = []
-    done = asyncio.Event()
-    await system.spawn(Ledger, key, seen=seen, want=want, done=done, fail=fail or {})
-    return seen, done
+async def spawn_ledger(
+    system: Any, key: str, fail: dict[int, int] | None = None, cls: type[Ledger] = Ledger
+) -> Progress:
+    progress = Progress()
+    await system.spawn(cls, key, progress=progress, fail=fail if fail is not None else {})
+    return progress
 
 
 async def test_messages_sent_while_the_actor_is_down_arrive_in_order(make_system) -> None:
     system = await make_system(durable=FAST)
     for n in range(300):
         await system.tell("ledger/offline", Entry(n=n), durable=True)
-    seen, done = await spawn_ledger(system, "offline", want=300)
-    await asyncio.wait_for(done.wait(), WAIT)
-    assert seen == list(range(300))
+    progress = await spawn_ledger(system, "offline")
+    await progress.reached(300)
+    assert progress.seen == list(range(300))
 
 
 async def test_a_failing_message_is_retried_until_it_succeeds_and_order_holds(
     make_system,
 ) -> None:
     system = await make_system(durable=FAST)
-    seen, done = await spawn_ledger(system, "retry", want=3, fail={1: 2})
+    progress = await spawn_ledger(system, "retry", fail={1: 2})
     for n in range(3):
         await system.tell("ledger/retry", Entry(n=n), durable=True)
-    await asyncio.wait_for(done.wait(), WAIT)
-    assert seen == [0, 1, 2]
+    await progress.reached(3)
+    assert progress.seen == [0, 1, 2]
 
 
 async def test_poison_goes_to_dead_letters_after_its_attempts_and_blocks_nothing(
     make_system, ns: str
 ) -> None:
     system = await make_system(durable=FAST)
-    seen, done = await spawn_ledger(system, "poison", want=2, fail={1: -1})
+    progress = await spawn_ledger(system, "poison", fail={1: -1})
     for n in range(3):
         await system.tell("ledger/poison", Entry(n=n), durable=True)
-    await asyncio.wait_for(done.wait(), WAIT)
-    assert seen == [0, 2]
+    await progress.reached(2)
+    assert progress.seen == [0, 2]
     record = await dead_letter(system, ns, "ledger/poison")
     assert record["attempts"] == FAST.max_deliver
     assert record["code"] == "E_HANDLER"
@@ -92,11 +110,11 @@ async def test_a_payload_that_cannot_validate_is_dead_lettered_at_once(
     make_system, ns: str
 ) -> None:
     system = await make_system(durable=FAST)
-    seen, done = await spawn_ledger(system, "invalid", want=1)
+    progress = await spawn_ledger(system, "invalid")
     await system.tell("ledger/invalid", {"n": "not a number"}, intent="Entry", durable=True)
     await system.tell("ledger/invalid", Entry(n=7), durable=True)
-    await asyncio.wait_for(done.wait(), WAIT)
-    assert seen == [7]
+    await progress.reached(1)
+    assert progress.seen == [7]
     record = await dead_letter(system, ns, "ledger/invalid")
     assert record["attempts"] == 1
     assert record["code"] == "E_VALIDATION"
@@ -111,9 +129,9 @@ async def test_a_repeated_message_id_is_stored_once(make_system) -> None:
             system.subjects.durable(_addr("ledger/dedup")), out.body, out.headers, 5
         )
     await system.tell("ledger/dedup", Entry(n=2), durable=True)
-    seen, done = await spawn_ledger(system, "dedup", want=2)
-    await asyncio.wait_for(done.wait(), WAIT)
-    assert seen == [1, 2]
+    progress = await spawn_ledger(system, "dedup")
+    await progress.reached(2)
+    assert progress.seen == [1, 2]
 
 
 async def test_an_expired_message_is_dropped_not_delivered_late(make_system) -> None:
@@ -121,9 +139,9 @@ async def test_an_expired_message_is_dropped_not_delivered_late(make_system) -> 
     await system.tell("ledger/ttl", Entry(n=1), durable=True, ttl_ms=1)
     await asyncio.sleep(0.01)  # let the 1 ms ttl pass: the point of this test is time
     await system.tell("ledger/ttl", Entry(n=2), durable=True)
-    seen, done = await spawn_ledger(system, "ttl", want=1)
-    await asyncio.wait_for(done.wait(), WAIT)
-    assert seen == [2]
+    progress = await spawn_ledger(system, "ttl")
+    await progress.reached(1)
+    assert progress.seen == [2]
     inbox = next(iter(system._inboxes.values()))
     assert inbox.expired == 1
 
@@ -158,3 +176,74 @@ async def dead_letter(system: Any, ns: str, address: str) -> dict[str, Any]:
     )
     record: dict[str, Any] = msgpack.unpackb(msg.data)
     return record
+
+
+class OnceLedger(Ledger):
+    type_name = "once-ledger"
+    idempotent = True
+
+
+async def test_an_idempotency_key_runs_the_handler_once_even_across_restarts(
+    make_system,
+) -> None:
+    system = await make_system(durable=FAST)
+    progress = await spawn_ledger(system, "k", cls=OnceLedger)
+    await system.tell("once-ledger/k", Entry(n=1), durable=True, idempotency_key="pay-1")
+    await system.tell("once-ledger/k", Entry(n=1), durable=True, idempotency_key="pay-1")
+    await system.tell("once-ledger/k", Entry(n=2), durable=True, idempotency_key="pay-2")
+    await progress.reached(2)
+    await system.stop_actor("once-ledger/k")
+    # a new instance (say, after a crash) gets the same key again, then a new one
+    await system.tell("once-ledger/k", Entry(n=1), durable=True, idempotency_key="pay-1")
+    await system.tell("once-ledger/k", Entry(n=3), durable=True, idempotency_key="pay-3")
+    again = await spawn_ledger(system, "k", cls=OnceLedger)
+    await again.reached(1)
+    assert progress.seen + again.seen == [1, 2, 3]
+
+
+async def test_dead_letters_can_be_listed_inspected_replayed_and_dropped(make_system) -> None:
+    system = await make_system(durable=FAST)
+    fail = {1: -1, 2: -1}
+    progress = await spawn_ledger(system, "dlq", fail=fail)
+    for n in (1, 2, 3):
+        await system.tell("ledger/dlq", Entry(n=n), durable=True)
+    await progress.reached(1)  # 3 got through; 1 and 2 are on their way to the dead letters
+    letters = await wait_for_dead_letters(system, "ledger/dlq", 2)
+    assert [letter.envelope().content for letter in letters] == [{"n": 1}, {"n": 2}]
+    assert all(letter.attempts == FAST.max_deliver for letter in letters)
+    assert (await system.dead_letters()) == letters  # all addresses: the same two
+
+    fail.clear()  # the actor is fixed: a replay now succeeds
+    await system.replay_dead_letter(letters[0].seq)
+    await system.drop_dead_letter(letters[1].seq)
+    assert await system.dead_letters("ledger/dlq") == []
+    await system.tell("ledger/dlq", Entry(n=4), durable=True)  # behind the replay
+    await progress.reached(3)
+    assert progress.seen == [3, 1, 4]
+    with pytest.raises(ActorBusError, match="no dead letter"):
+        await system.drop_dead_letter(letters[1].seq)
+
+
+async def test_queue_stats_show_depth_while_the_actor_is_away(make_system) -> None:
+    system = await make_system(durable=FAST)
+    progress = await spawn_ledger(system, "depth")
+    await system.tell("ledger/depth", Entry(n=0), durable=True)
+    await progress.reached(1)
+    await system.stop_actor("ledger/depth")
+    for n in range(1, 6):
+        await system.tell("ledger/depth", Entry(n=n), durable=True)
+    stats = await system.queue_stats("ledger/depth")
+    assert (stats.pending, stats.in_flight) == (5, 0)
+    assert stats.delivered == 1
+    assert (await system.queue_stats("ledger/never")).pending == 0
+
+
+async def wait_for_dead_letters(system: Any, address: str, n: int) -> list[Any]:
+    async def poll() -> list[Any]:
+        while True:
+            letters = await system.dead_letters(address)
+            if len(letters) >= n:
+                return letters
+            await asyncio.sleep(0.05)  # a bounded poll of the broker's state
+
+    return await asyncio.wait_for(poll(), WAIT)

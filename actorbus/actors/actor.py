@@ -53,6 +53,8 @@ class Actor:
     - ``concurrency``: messages handled at once per instance (default 1, in order)
     - ``durable``: also read the address's JetStream queue (``tell(..., durable=True)``):
       at least once, acked after the handler succeeds, retried, dead-lettered
+    - ``idempotent``: a durable message whose ``idempotency_key`` was handled already
+      (by any instance, before any restart) is acked without running the handler
     - ``max_restarts`` within ``restart_window`` seconds before the actor is stopped
     - ``restart_backoff``: (initial, maximum) seconds between restarts, with jitter
     - ``crash_on``: exception types that restart the instance (``Crash`` always does)
@@ -62,6 +64,7 @@ class Actor:
     type_name: ClassVar[str]
     concurrency: ClassVar[int] = 1
     durable: ClassVar[bool] = False
+    idempotent: ClassVar[bool] = False
     max_restarts: ClassVar[int] = 5
     restart_window: ClassVar[float] = 60.0
     restart_backoff: ClassVar[tuple[float, float]] = (0.1, 5.0)

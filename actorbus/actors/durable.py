@@ -16,10 +16,16 @@ import logging
 from typing import TYPE_CHECKING
 
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from actorbus.bus.jetstream import consumer_config, consumer_name, stream_name
+from actorbus.bus.jetstream import (
+    consumer_config,
+    consumer_name,
+    idempotency_entry,
+    stream_name,
+)
 from actorbus.bus.subjects import Address
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -52,6 +58,7 @@ class DurableInbox:
         self.addr = Address(cell.cls.type_name, cell.key)
         self.expired = 0
         self.dead_lettered = 0
+        self.skipped = 0
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
@@ -109,8 +116,19 @@ class DurableInbox:
         except ActorBusError as err:
             await self._dead_letter(msg, None, err, attempt)
             return
+        entry = self._idempotency_entry(env)
+        if entry is not None and await self._already_handled(entry):
+            self.skipped += 1
+            log.info("%s: %s already handled (idempotency key); acked", address, env.id)
+            await msg.ack()
+            return
         failed = await self.cell.deliver_durable(plain, env)
         if failed is None:
+            if entry is not None:
+                # Remembered before the ack: a crash in between re-runs the
+                # handler once more (at least once), never loses the message.
+                assert system.handled is not None
+                await system.handled.put(entry, env.id.encode())
             await msg.ack()
             return
         s = system.durable_settings
@@ -118,6 +136,20 @@ class DurableInbox:
             await self._dead_letter(msg, env, failed, attempt)
         else:
             await msg.nak(delay=s.backoff[min(attempt, len(s.backoff)) - 1])
+
+    def _idempotency_entry(self, env: Inbound) -> str | None:
+        key = env.context.idempotency_key
+        if key is None or not self.cell.cls.idempotent:
+            return None
+        return idempotency_entry(self.addr, key)
+
+    async def _already_handled(self, entry: str) -> bool:
+        assert self.system.handled is not None
+        try:
+            await self.system.handled.get(entry)
+        except nats.js.errors.KeyNotFoundError:
+            return False
+        return True
 
     async def _dead_letter(
         self, msg: Msg, env: Inbound | None, err: BaseException, attempt: int

@@ -23,9 +23,18 @@ import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js.kv import KeyValue
 
 from actorbus.actors.actor import Actor
 from actorbus.actors.cell import ActorCell
+from actorbus.actors.dead_letters import (
+    DeadLetter,
+    QueueStats,
+    drop_dead_letter,
+    list_dead_letters,
+    queue_stats,
+    replay_dead_letter,
+)
 from actorbus.actors.durable import DurableInbox
 from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbound import Outgoing, encode_request, read_reply
@@ -125,6 +134,7 @@ class ActorSystem:
         self._durable_lock = asyncio.Lock()
         self._durable_ok = False
         self._inboxes: dict[ActorCell, DurableInbox] = {}
+        self.handled: KeyValue | None = None  # idempotency keys already handled
         self.server = server
         self.system_id = new_id()
         self.client_address = f"client/{self.system_id}"
@@ -238,7 +248,9 @@ class ActorSystem:
         async with self._durable_lock:
             if not self._durable_ok:
                 try:
-                    await ensure_streams(self.js, self.subjects, self.durable_settings)
+                    self.handled = await ensure_streams(
+                        self.js, self.subjects, self.durable_settings
+                    )
                 except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
                     raise ActorBusError(
                         "durable delivery needs JetStream, which this NATS server does not "
@@ -584,6 +596,22 @@ class ActorSystem:
         out = self._encode(address, message, intent, session_id, None, None, stream=True)
         timeout = self.default_timeout if timeout is None else timeout
         return consume_stream(self, address, subject, out, timeout, returns)
+
+    # -- durable queues ----------------------------------------------------
+    async def dead_letters(self, address: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """Dead letters of one address (or all), oldest first."""
+        return await list_dead_letters(self, address, limit)
+
+    async def replay_dead_letter(self, seq: int) -> None:
+        """Send a dead letter's original message to its actor again and drop it."""
+        await replay_dead_letter(self, seq)
+
+    async def drop_dead_letter(self, seq: int) -> None:
+        await drop_dead_letter(self, seq)
+
+    async def queue_stats(self, address: str) -> QueueStats:
+        """Queue depth and consumer lag of an address's durable queue."""
+        return await queue_stats(self, address)
 
     def ref(self, address: str) -> ActorRef:
         Address.parse(address)

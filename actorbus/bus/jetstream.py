@@ -21,7 +21,15 @@ from dataclasses import dataclass
 
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DiscardPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    KeyValueConfig,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.kv import KeyValue
 
 from actorbus.bus.subjects import Address, Subjects
 
@@ -36,6 +44,7 @@ class DurableSettings:
     backoff: tuple[float, ...] = (2.0, 4.0, 8.0)  # delays before each retry
     ack_wait: float = 30.0  # seconds a handler may run before redelivery is assumed
     dlq_max_age: float = 7 * 24 * 3600.0
+    idempotency_ttl: float = 24 * 3600.0  # how long a handled idempotency key is remembered
 
     @property
     def max_deliver(self) -> int:
@@ -51,6 +60,15 @@ def dlq_stream_name(ns: str) -> str:
     return f"actorbus-{ns}-dlq"
 
 
+def idempotency_bucket(ns: str) -> str:
+    return f"actorbus-{ns}-handled"
+
+
+def idempotency_entry(addr: Address, key: str) -> str:
+    """A KV key for (address, idempotency key): hashed, since KV keys allow few characters."""
+    return hashlib.sha256(f"{addr}\x00{key}".encode()).hexdigest()
+
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -61,8 +79,9 @@ def consumer_name(addr: Address) -> str:
     return f"{readable}-{digest}"
 
 
-async def ensure_streams(js: JetStreamContext, subjects: Subjects, s: DurableSettings) -> None:
-    """Create or update the durable and dead-letter streams."""
+async def ensure_streams(js: JetStreamContext, subjects: Subjects, s: DurableSettings) -> KeyValue:
+    """Create or update the durable and dead-letter streams and the bucket of handled
+    idempotency keys (which outlives any actor process)."""
     for config in (
         StreamConfig(
             name=stream_name(subjects.ns),
@@ -85,6 +104,14 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, s: DurableSet
             await js.add_stream(config)
         except nats.js.errors.BadRequestError:
             await js.update_stream(config)  # exists with other settings
+    return await js.create_key_value(
+        KeyValueConfig(
+            bucket=idempotency_bucket(subjects.ns),
+            ttl=s.idempotency_ttl,
+            storage=StorageType.FILE,
+            replicas=s.replicas,
+        )
+    )
 
 
 def consumer_config(subjects: Subjects, addr: Address, s: DurableSettings) -> ConsumerConfig:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import inspect
 import logging
@@ -23,14 +24,17 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nats.errors
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
+from rich.table import Table
 
 import actorbus
 from actorbus.actors import Actor, ActorSystem
+from actorbus.actors.dead_letters import DeadLetter
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.codecs.errors import ActorBusError
 from actorbus.demo import DEFAULT_QUESTION, run_demo
@@ -332,6 +336,103 @@ def cmd_run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args, specs))
 
 
+# -- durable queues: dead letters and depth ----------------------------------
+
+
+def cmd_dlq(args: argparse.Namespace) -> int:
+    return asyncio.run(_with_system(args, _dlq))
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    return asyncio.run(_with_system(args, _queue))
+
+
+async def _with_system(
+    args: argparse.Namespace, work: Callable[[ActorSystem, argparse.Namespace], Any]
+) -> int:
+    system = await _connect(args.url, args.namespace, args.connect_timeout, args.verbose > 0)
+    try:
+        await work(system, args)
+    finally:
+        await system.close()
+    return EXIT_OK
+
+
+async def _dlq(system: ActorSystem, args: argparse.Namespace) -> None:
+    out = _stdout()
+    if args.action == "ls":
+        letters = await system.dead_letters(args.address, limit=args.limit)
+        if args.json:
+            out.print_json(data=[_letter_json(letter) for letter in letters])
+            return
+        if not letters:
+            out.print("no dead letters")
+            return
+        table = Table(title="dead letters")
+        for col in ("seq", "address", "attempts", "code", "reason"):
+            table.add_column(col)
+        for letter in letters:
+            table.add_row(
+                str(letter.seq),
+                letter.address,
+                str(letter.attempts),
+                letter.code,
+                escape(letter.reason),
+            )
+        out.print(table)
+        return
+    if args.seq is None:
+        raise CliError(f"dlq {args.action} needs the dead letter's seq", EXIT_USAGE)
+    if args.action == "show":
+        letter = await system.get_dead_letter(args.seq)
+        data = _letter_json(letter)
+        data["envelope"] = letter.envelope().model_dump(mode="json")
+        out.print_json(data=data)
+    elif args.action == "replay":
+        await system.replay_dead_letter(args.seq)
+        out.print(f"[green]replayed[/] dead letter #{args.seq}")
+    else:
+        await system.drop_dead_letter(args.seq)
+        out.print(f"[yellow]dropped[/] dead letter #{args.seq}")
+
+
+def _letter_json(letter: DeadLetter) -> dict[str, Any]:
+    return {
+        "seq": letter.seq,
+        "address": letter.address,
+        "attempts": letter.attempts,
+        "code": letter.code,
+        "reason": letter.reason,
+        "envelope_id": letter.envelope_id,
+    }
+
+
+async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
+    stats = await system.queue_stats(args.address)
+    data = dataclasses.asdict(stats)
+    if args.json:
+        _stdout().print_json(data=data)
+        return
+    table = Table(title=f"durable queue of {args.address}")
+    for col in data:
+        table.add_column(col, justify="right")
+    table.add_row(*(str(v) for v in data.values()))
+    _stdout().print(table)
+
+
+def _bus_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", required=True, help="NATS server URL, e.g. nats://127.0.0.1:4222")
+    p.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up if the server cannot be reached (default: 5)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
 # -- parser and entry point --------------------------------------------------
 
 
@@ -402,6 +503,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="give up if the server cannot be reached (default: 5)",
     )
     run.set_defaults(func=cmd_run)
+
+    dlq = sub.add_parser(
+        "dlq",
+        parents=[common],
+        help="list, show, replay or drop dead letters of durable queues",
+        description="Dead letters are durable messages that ran out of attempts (or could "
+        "never succeed). `replay` sends one to its actor again; `drop` deletes it.",
+    )
+    dlq.add_argument("action", choices=("ls", "show", "replay", "drop"))
+    dlq.add_argument("seq", type=int, nargs="?", help="the dead letter (from `dlq ls`)")
+    dlq.add_argument("--address", help="only this actor's dead letters (ls)")
+    dlq.add_argument("--limit", type=int, default=100, help="at most this many (ls)")
+    _bus_options(dlq)
+    dlq.set_defaults(func=cmd_dlq)
+
+    queue = sub.add_parser(
+        "queue",
+        parents=[common],
+        help="depth and lag of an actor's durable queue",
+        description="Messages stored and not yet delivered, in flight, redelivered.",
+    )
+    queue.add_argument("address", help="the actor address, type/key")
+    _bus_options(queue)
+    queue.set_defaults(func=cmd_queue)
     return parser
 
 

@@ -31,6 +31,7 @@ from actorbus.actors.dead_letters import (
     DeadLetter,
     QueueStats,
     drop_dead_letter,
+    get_dead_letter,
     list_dead_letters,
     queue_stats,
     replay_dead_letter,
@@ -601,6 +602,9 @@ class ActorSystem:
     async def dead_letters(self, address: str | None = None, limit: int = 100) -> list[DeadLetter]:
         """Dead letters of one address (or all), oldest first."""
         return await list_dead_letters(self, address, limit)
+
+    async def get_dead_letter(self, seq: int) -> DeadLetter:
+        return await get_dead_letter(self, seq)
 
     async def replay_dead_letter(self, seq: int) -> None:
         """Send a dead letter's original message to its actor again and drop it."""

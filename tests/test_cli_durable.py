@@ -1,0 +1,77 @@
+"""`actorbus dlq ...` and `actorbus queue ...` against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from actorbus import Actor, ActorSystem, handler
+from actorbus.bus.jetstream import DurableSettings
+from actorbus.cli import main
+
+FAST = DurableSettings(backoff=(0.02, 0.02), ack_wait=5.0)
+
+
+class Job(BaseModel):
+    n: int
+
+
+class Grumpy(Actor):
+    durable = True
+
+    @handler
+    async def work(self, job: Job) -> None:
+        raise ValueError(f"job {job.n} refused")
+
+
+async def make_dead_letter(url: str, ns: str) -> None:
+    system = await ActorSystem.connect(url, namespace=ns, durable=FAST)
+    try:
+        await system.spawn(Grumpy, "1")
+        await system.tell("grumpy/1", Job(n=5), durable=True)
+
+        async def poll() -> None:  # a bounded poll of the broker's state
+            while True:
+                if await system.dead_letters("grumpy/1"):
+                    return
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(poll(), 10)
+        await system.stop_actor("grumpy/1")
+        await system.tell("grumpy/1", Job(n=6), durable=True)  # waits in the queue
+    finally:
+        await system.close()
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_dlq_and_queue_commands(nats_server: Any, ns: str, capsys: Any) -> None:
+    url = nats_server.url
+    asyncio.run(make_dead_letter(url, ns))
+    bus = ("--url", url, "--namespace", ns)
+
+    letters = run_json(capsys, "dlq", "ls", *bus, "--json")
+    assert len(letters) == 1
+    assert letters[0]["address"] == "grumpy/1"
+    assert letters[0]["attempts"] == FAST.max_deliver
+    assert "job 5 refused" in letters[0]["reason"]
+
+    shown = run_json(capsys, "dlq", "show", str(letters[0]["seq"]), *bus, "--json")
+    assert shown["envelope"]["content"] == {"n": 5}
+
+    stats = run_json(capsys, "queue", "grumpy/1", *bus, "--json")
+    assert stats["pending"] == 1  # job 6, waiting for the actor to come back
+
+    assert main(["dlq", "drop", str(letters[0]["seq"]), *bus]) == 0
+    assert "dropped dead letter" in capsys.readouterr().out
+    assert run_json(capsys, "dlq", "ls", *bus, "--json") == []
+    assert main(["dlq", "drop", str(letters[0]["seq"]), *bus]) == 1
+    assert "no dead letter" in capsys.readouterr().err
+    assert main(["dlq", "show", *bus]) == 2  # no seq

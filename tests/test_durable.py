@@ -247,3 +247,66 @@ async def wait_for_dead_letters(system: Any, address: str, n: int) -> list[Any]:
             await asyncio.sleep(0.05)  # a bounded poll of the broker's state
 
     return await asyncio.wait_for(poll(), WAIT)
+
+
+async def test_history_reads_an_actors_messages_from_a_sequence_or_a_time(make_system) -> None:
+    import datetime as dt
+
+    system = await make_system(durable=FAST)
+    for n in range(3):
+        await system.tell("ledger/h", Entry(n=n), durable=True)
+    middle = dt.datetime.now(dt.UTC)
+    for n in range(3, 5):
+        await system.tell("ledger/h", Entry(n=n), durable=True)
+    history = [e async for e in system.history(address="ledger/h")]
+    assert [e.content for e in history] == [{"n": n} for n in range(5)]
+    assert all(e.intent == "Entry" and e.dst == "ledger/h" for e in history)
+    first = [e async for e in system.history(address="ledger/h", since_seq=1)]
+    assert len(first) == 5
+    later = [e.content["n"] async for e in system.history(address="ledger/h", since=middle)]
+    assert later == [3, 4]
+    assert [e async for e in system.history(address="ledger/nobody")] == []
+
+
+async def test_history_of_a_session_spans_actors(make_system) -> None:
+    system = await make_system(durable=FAST)
+    await system.tell("ledger/a", Entry(n=1), durable=True, session_id="s1")
+    await system.tell("ledger/b", Entry(n=2), durable=True, session_id="s2")
+    await system.tell("ledger/b", Entry(n=3), durable=True, session_id="s1")
+    session = [e async for e in system.history(session_id="s1")]
+    assert [(e.dst, e.content["n"]) for e in session] == [("ledger/a", 1), ("ledger/b", 3)]
+
+
+async def test_topics_are_kept_only_when_asked(make_system) -> None:
+    kept = await make_system(durable=DurableSettings(keep_topics=True))
+    live: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def listen(env: Any) -> None:
+        await live.put(env.content["n"])
+
+    await kept.subscribe("news.*", listen)
+    for n in range(3):
+        await kept.publish("news.eu", Entry(n=n))
+    # subscribers still get them live, stored or not
+    assert [await asyncio.wait_for(live.get(), WAIT) for _ in range(3)] == [0, 1, 2]
+    await kept.publish("other.x", Entry(n=9))
+    news = [e.content["n"] async for e in kept.history(topic="news.*")]
+    assert news == [0, 1, 2]
+
+
+async def test_topic_history_without_keeping_topics_is_a_clear_error(system) -> None:
+    with pytest.raises(ActorBusError, match="keep_topics"):
+        [e async for e in system.history(topic="news.*")]
+    with pytest.raises(ValueError, match="exactly one"):
+        [e async for e in system.history()]
+
+
+async def test_rerun_sends_history_to_a_new_actor_in_order(make_system) -> None:
+    system = await make_system(durable=FAST)
+    for n in range(4):
+        await system.tell("ledger/v1", Entry(n=n), durable=True, session_id="s")
+    progress = await spawn_ledger(system, "v2")
+    sent = await system.rerun(system.history(address="ledger/v1"), "ledger/v2")
+    assert sent == 4
+    await progress.reached(4)
+    assert progress.seen == [0, 1, 2, 3]

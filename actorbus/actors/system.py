@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
@@ -37,6 +38,7 @@ from actorbus.actors.dead_letters import (
     replay_dead_letter,
 )
 from actorbus.actors.durable import DurableInbox
+from actorbus.actors.history import read_history
 from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbound import Outgoing, encode_request, read_reply
 from actorbus.actors.replies import Replies
@@ -194,6 +196,8 @@ class ActorSystem:
         conn = await BusConnection.connect(options)
         system = cls(conn, server=server, **kwargs)
         await system._subscribe_system()
+        if system.durable_settings.keep_topics:
+            await system.durable_ready()  # topics are stored from the first publish on
         return system
 
     async def _subscribe_system(self) -> None:
@@ -544,22 +548,22 @@ class ActorSystem:
             address, message, intent, session_id, idempotency_key, ttl_ms, durable=True
         )
         timeout = self.default_timeout if timeout is None else timeout
+        await self._store(self.subjects.durable(addr), out, address, timeout)
+
+    async def _store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
+        """Publish into JetStream and wait for the publish-ack: stored, or an error."""
         try:
-            ack = await self.mux.request(
-                self.subjects.durable(addr), out.body, out.headers, timeout
-            )
+            ack = await self.mux.request(subject, out.body, out.headers, timeout)
         except RequestTimeout:
-            raise AskTimeoutError(address, out.intent, timeout) from None
+            raise AskTimeoutError(what, out.intent, timeout) from None
         except NoResponders:
-            raise ActorBusError(
-                f"no JetStream stream takes durable messages for {address}"
-            ) from None
+            raise ActorBusError(f"no JetStream stream stores messages for {what}") from None
         except nats.errors.Error as exc:
             raise self.conn.translate(exc) from exc
         reply = json.loads(ack.data or b"{}")
         if "error" in reply:
             raise ActorBusError(
-                f"JetStream refused the durable message to {address}: "
+                f"JetStream refused the message for {what}: "
                 f"{reply['error'].get('description', reply['error'])}"
             )
 
@@ -571,11 +575,18 @@ class ActorSystem:
         intent: str | None = None,
         session_id: str | None = None,
     ) -> None:
-        """Publish to a pub/sub topic; every subscribed actor address gets it once."""
+        """Publish to a pub/sub topic; every subscribed actor address gets it once.
+
+        When topics are kept (``DurableSettings(keep_topics=True)``), this returns
+        once JetStream stored the message, so history has it."""
         self._check_open()
         subject = self.subjects.topic(topic)
-        out = self._encode(f"topic:{topic}", message, intent, session_id, None, None)
-        await self.conn.publish(subject, out.body, out.headers)
+        keep = self.durable_settings.keep_topics
+        out = self._encode(f"topic:{topic}", message, intent, session_id, None, None, durable=keep)
+        if keep:
+            await self._store(subject, out, f"topic {topic!r}", self.default_timeout)
+        else:
+            await self.conn.publish(subject, out.body, out.headers)
 
     def stream(
         self,
@@ -612,6 +623,42 @@ class ActorSystem:
 
     async def drop_dead_letter(self, seq: int) -> None:
         await drop_dead_letter(self, seq)
+
+    def history(
+        self,
+        *,
+        address: str | None = None,
+        session_id: str | None = None,
+        topic: str | None = None,
+        since_seq: int | None = None,
+        since: datetime | None = None,
+    ) -> AsyncIterator[Envelope]:
+        """The stored messages of one actor (its durable messages), one session, or
+        one topic (when kept), oldest first, from a stream sequence or a time."""
+        return read_history(
+            self,
+            address=address,
+            session_id=session_id,
+            topic=topic,
+            since_seq=since_seq,
+            since=since,
+        )
+
+    async def rerun(self, messages: AsyncIterator[Envelope], address: str) -> int:
+        """Send stored messages again, to ``address`` (say, a new version of an agent),
+        durably and in order; returns how many were sent."""
+        sent = 0
+        async for env in messages:
+            await self.tell(
+                address,
+                env.content,
+                intent=env.intent,
+                session_id=env.context.session_id,
+                idempotency_key=env.context.idempotency_key,
+                durable=True,
+            )
+            sent += 1
+        return sent
 
     async def queue_stats(self, address: str) -> QueueStats:
         """Queue depth and consumer lag of an address's durable queue."""

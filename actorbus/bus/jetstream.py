@@ -45,6 +45,7 @@ class DurableSettings:
     ack_wait: float = 30.0  # seconds a handler may run before redelivery is assumed
     dlq_max_age: float = 7 * 24 * 3600.0
     idempotency_ttl: float = 24 * 3600.0  # how long a handled idempotency key is remembered
+    keep_topics: bool = False  # also store pub/sub topics, for history and replay
 
     @property
     def max_deliver(self) -> int:
@@ -58,6 +59,10 @@ def stream_name(ns: str) -> str:
 
 def dlq_stream_name(ns: str) -> str:
     return f"actorbus-{ns}-dlq"
+
+
+def topics_stream_name(ns: str) -> str:
+    return f"actorbus-{ns}-topics"
 
 
 def idempotency_bucket(ns: str) -> str:
@@ -98,6 +103,19 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, s: DurableSet
             storage=StorageType.FILE,
             num_replicas=s.replicas,
             max_age=s.dlq_max_age,
+        ),
+        *(
+            [
+                StreamConfig(
+                    name=topics_stream_name(subjects.ns),
+                    subjects=[subjects.topic_all()],
+                    storage=StorageType.FILE,
+                    num_replicas=s.replicas,
+                    max_age=s.max_age,
+                )
+            ]
+            if s.keep_topics
+            else []
         ),
     ):
         try:

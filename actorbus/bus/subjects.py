@@ -139,6 +139,9 @@ class Subjects:
     def topic(self, topic: str, *, wildcards: bool = False) -> str:
         return f"{self.ns}.t.{validate_topic(topic, wildcards=wildcards)}"
 
+    def topic_all(self) -> str:
+        return f"{self.ns}.t.>"
+
     def topic_of(self, subject: str) -> str:
         return subject[len(self.ns) + 3 :]
 

@@ -1,0 +1,94 @@
+"""Reading back what was stored: an actor's durable messages, a session, a topic.
+
+History is read through a throwaway JetStream consumer (no acks, removed when
+idle) from a sequence number or a point in time, up to what was stored when the
+read began, so a replay always ends. Topics are stored only when the namespace
+keeps them (``DurableSettings(keep_topics=True)``), in a stream of their own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import nats.errors
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from actorbus.bus.jetstream import stream_name, topics_stream_name
+from actorbus.bus.subjects import Address
+from actorbus.codecs.envelope import Envelope
+from actorbus.codecs.errors import ActorBusError, DecodeError
+from actorbus.codecs.inbound import decode_inbound
+
+if TYPE_CHECKING:
+    from actorbus.actors.system import ActorSystem
+
+_BATCH = 256
+
+
+async def read_history(
+    system: ActorSystem,
+    *,
+    address: str | None = None,
+    session_id: str | None = None,
+    topic: str | None = None,
+    since_seq: int | None = None,
+    since: dt.datetime | None = None,
+) -> AsyncIterator[Envelope]:
+    if sum(x is not None for x in (address, session_id, topic)) != 1:
+        raise ValueError("give exactly one of address=, session_id= or topic=")
+    await system.durable_ready()
+    ns = system.namespace
+    if topic is not None:
+        if not system.durable_settings.keep_topics:
+            raise ActorBusError(
+                "topics are not stored: use DurableSettings(keep_topics=True) to keep them"
+            )
+        stream, subject = topics_stream_name(ns), system.subjects.topic(topic, wildcards=True)
+    elif address is not None:
+        stream, subject = stream_name(ns), system.subjects.durable(Address.parse(address))
+    else:
+        stream, subject = stream_name(ns), system.subjects.durable_all()
+    async for env in _read(system, stream, subject, since_seq, since):
+        if session_id is None or env.context.session_id == session_id:
+            yield env
+
+
+async def _read(
+    system: ActorSystem,
+    stream: str,
+    subject: str,
+    since_seq: int | None,
+    since: dt.datetime | None,
+) -> AsyncIterator[Envelope]:
+    config = ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=30.0)
+    if since_seq is not None:
+        config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, since_seq
+    elif since is not None:
+        config.deliver_policy, config.opt_start_time = DeliverPolicy.BY_START_TIME, since
+    else:
+        config.deliver_policy = DeliverPolicy.ALL
+    info = await system.js.stream_info(stream)
+    last = info.state.last_seq  # read up to what is stored now, so a replay ends
+    if not info.state.messages or (since_seq is not None and since_seq > last):
+        return
+    psub = await system.js.pull_subscribe(subject, stream=stream, config=config)
+    try:
+        while True:
+            try:
+                batch = await psub.fetch(_BATCH, timeout=1.0)
+            except nats.errors.TimeoutError:
+                return  # nothing (more) matches
+            for msg in batch:
+                meta = msg.metadata
+                try:
+                    env: Envelope | None = decode_inbound(msg.data, limits=system.limits).envelope
+                except DecodeError:
+                    env = None  # not an envelope: history shows envelopes only
+                if env is not None:
+                    yield env
+                if meta.sequence.stream >= last or meta.num_pending == 0:
+                    return
+    finally:
+        await psub.unsubscribe()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING
 
 import nats.errors
@@ -20,6 +21,7 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from actorbus.bus.connection import backoff_delay
 from actorbus.bus.jetstream import (
     consumer_config,
     consumer_name,
@@ -67,12 +69,27 @@ class DurableInbox:
         system = self.system
         await system.durable_ready()
         s = system.durable_settings
-        self._psub = await system.js.pull_subscribe(
-            system.subjects.durable(self.addr),
-            durable=consumer_name(self.addr),
-            stream=stream_name(system.namespace),
-            config=consumer_config(system.subjects, self.addr, s),
-        )
+        deadline = time.monotonic() + s.start_timeout
+        attempt = 0
+        while True:
+            try:
+                self._psub = await system.js.pull_subscribe(
+                    system.subjects.durable(self.addr),
+                    durable=consumer_name(self.addr),
+                    stream=stream_name(system.namespace),
+                    config=consumer_config(system.subjects, self.addr, s),
+                )
+                break
+            except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
+                # A cluster electing a new leader (a node just died) answers late
+                # or not at all for a few seconds: try again, within bounds.
+                if time.monotonic() > deadline:
+                    raise ActorBusError(
+                        f"{self.addr}: JetStream did not set up the durable queue within "
+                        f"{s.start_timeout:g}s ({type(exc).__name__})"
+                    ) from exc
+                attempt += 1
+                await asyncio.sleep(backoff_delay(attempt, 0.1, 2.0))
         self._task = asyncio.create_task(self._run(), name=f"durable {self.addr}")
 
     async def stop(self) -> None:

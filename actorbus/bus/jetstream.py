@@ -46,6 +46,7 @@ class DurableSettings:
     dlq_max_age: float = 7 * 24 * 3600.0
     idempotency_ttl: float = 24 * 3600.0  # how long a handled idempotency key is remembered
     keep_topics: bool = False  # also store pub/sub topics, for history and replay
+    start_timeout: float = 30.0  # how long an actor retries setting up its queue (failover)
 
     @property
     def max_deliver(self) -> int:

@@ -35,6 +35,7 @@ from rich.table import Table
 import actorbus
 from actorbus.actors import Actor, ActorSystem
 from actorbus.actors.dead_letters import DeadLetter
+from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.codecs.errors import ActorBusError
 from actorbus.demo import DEFAULT_QUESTION, run_demo
@@ -189,7 +190,41 @@ def _server_failure(exc: ServerStartError) -> str:
 
 def cmd_up(args: argparse.Namespace) -> int:
     store = Path(args.store_dir).resolve() if args.store_dir else None
+    if args.cluster is not None:
+        if args.cluster < 2:
+            raise CliError("--cluster needs at least 2 nodes", EXIT_USAGE)
+        return asyncio.run(_up_cluster(args.cluster, store))
     return asyncio.run(_up(args.port, store))
+
+
+async def _up_cluster(size: int, store_dir: Path | None) -> int:
+    out = _stdout()
+    stop = asyncio.Event()
+    _install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping the cluster"))
+    cluster = EmbeddedCluster(size, store_dir=store_dir)
+    try:
+        await cluster.start()
+    except ServerStartError as exc:
+        raise CliError(f"cluster did not start: {_server_failure(exc)}") from None
+    try:
+        urls = ",".join(cluster.urls)
+        out.print(f"[bold green]NATS cluster ready[/]: {size} nodes, JetStream on")
+        for i, node in enumerate(cluster.nodes):
+            out.print(f"  node {i}  {node.url}  (pid {node.pid})")
+        out.print(f"  urls    {urls}")
+        out.print(f"  store   {escape(str(cluster.dir))}")
+        out.print("[dim]use DurableSettings(replicas=3) for streams that survive a node")
+        out.print("[dim]Ctrl-C to stop")
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await stop.wait()
+            if not cluster.running:
+                raise CliError("a cluster node exited unexpectedly")
+    finally:
+        await asyncio.to_thread(cluster.stop_sync)
+    out.print("[green]stopped")
+    return EXIT_OK
 
 
 # -- actorbus run ------------------------------------------------------------
@@ -477,6 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=-1, help="client port (default: a free one)")
     up.add_argument(
         "--store-dir", metavar="DIR", help="JetStream store (default: a temp dir removed on exit)"
+    )
+    up.add_argument(
+        "--cluster", type=int, metavar="N", help="start an N-node cluster on loopback instead"
     )
     up.set_defaults(func=cmd_up)
 

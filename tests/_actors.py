@@ -41,3 +41,19 @@ class Whoami(Actor):
     async def count(self, req: WhoCount) -> AsyncIterator[WhoReply]:
         for i in range(req.n):
             yield WhoReply(n=i, pid=os.getpid(), instance=id(self))
+
+
+class Tick(BaseModel):
+    n: int
+
+
+class Tally(Actor):
+    """A durable, idempotent actor that reports each message it handled on a plain
+    subject, so a test in another process can count handlings across kills."""
+
+    durable = True
+    idempotent = True
+
+    @handler
+    async def tick(self, t: Tick) -> None:
+        await self.system.nc.publish(f"{self.system.namespace}.test.handled", str(t.n).encode())

@@ -1,6 +1,9 @@
 """A minimal actor host for cross-process tests.
 
-Usage: python tests/_host.py module:Class url namespace key replicas
+Usage: python tests/_host.py module:Class url namespace key replicas [ack_wait]
+
+With ``ack_wait`` (seconds), durable queues use it and short retries, so a test
+that kills this process sees the in-flight message come back quickly.
 
 Spawns ``replicas`` instances of the class at ``type/key``, prints "ready" and
 serves until SIGTERM (or SIGINT), then closes the system gracefully.
@@ -14,16 +17,22 @@ import signal
 import sys
 
 from actorbus import ActorSystem
+from actorbus.bus.jetstream import DurableSettings
 
 
-async def main(target: str, url: str, namespace: str, key: str, replicas: int) -> None:
+async def main(
+    target: str, url: str, namespace: str, key: str, replicas: int, ack_wait: float | None
+) -> None:
     module_name, _, class_name = target.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    system = await ActorSystem.connect(url, namespace=namespace)
+    durable = None
+    if ack_wait is not None:
+        durable = DurableSettings(ack_wait=ack_wait, backoff=(0.1, 0.2, 0.4))
+    system = await ActorSystem.connect(url, namespace=namespace, durable=durable)
     try:
         await system.spawn(cls, key, replicas=replicas)
         print("ready", flush=True)
@@ -34,4 +43,5 @@ async def main(target: str, url: str, namespace: str, key: str, replicas: int) -
 
 if __name__ == "__main__":
     target, url, namespace, key, replicas = sys.argv[1:6]
-    asyncio.run(main(target, url, namespace, key, int(replicas)))
+    ack_wait = float(sys.argv[6]) if len(sys.argv) > 6 else None
+    asyncio.run(main(target, url, namespace, key, int(replicas), ack_wait))

@@ -82,7 +82,12 @@ class HostProcess:
 
 @contextlib.asynccontextmanager
 async def run_host(
-    target: str, url: str, namespace: str, key: str, replicas: int = 1
+    target: str,
+    url: str,
+    namespace: str,
+    key: str,
+    replicas: int = 1,
+    ack_wait: float | None = None,
 ) -> AsyncIterator[HostProcess]:
     """Start a host process serving ``target`` (``module:Class``) at ``type/key``;
     yield once it printed "ready"; SIGTERM (then SIGKILL) it on the way out."""
@@ -95,6 +100,7 @@ async def run_host(
             namespace,
             key,
             str(replicas),
+            *([str(ack_wait)] if ack_wait is not None else []),
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
             env=child_env(),

@@ -234,6 +234,25 @@ async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
     assert await asyncio.to_thread(store.is_dir)
 
 
+async def test_up_cluster_runs_a_jetstream_cluster_until_sigterm() -> None:
+    async with cli("up", "--cluster", "3") as p:
+        await p.wait_for_line("urls")
+        urls = field(p.lines, "urls").split(",")
+        assert len(urls) == 3
+        pids = [int(line.split("(pid ")[1].rstrip(")")) for line in p.lines if "(pid " in line]
+        assert len(pids) == 3
+        nc = await nats.connect(urls, allow_reconnect=False, connect_timeout=2)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="cli-r3", subjects=["cli.r3"], num_replicas=3)
+            info = await js.stream_info("cli-r3")
+            assert info.config.num_replicas == 3
+        finally:
+            await nc.close()
+        assert await p.terminate() == 0, p.stderr
+    assert not any(pid_alive(pid) for pid in pids), "a cluster node outlived `actorbus up`"
+
+
 async def test_up_on_a_busy_port_says_why_in_one_line() -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

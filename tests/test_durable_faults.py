@@ -65,3 +65,43 @@ async def test_ten_thousand_messages_sent_while_the_actor_is_down_arrive_in_orde
     progress = await spawn_ledger(system, "backlog")
     await progress.reached(10_000)
     assert progress.seen == list(range(10_000))
+
+
+async def test_an_actor_process_killed_mid_stream_handles_every_message(
+    make_system, nats_server: Any, ns: str
+) -> None:
+    """5,000 durable messages; the process hosting the actor is SIGKILLed partway and
+    started again. Every message is handled; only the one in flight at the kill may
+    run twice (at least once), everything acked or remembered as handled never does."""
+    import signal
+
+    from _actors import Tick
+    from _util import run_host
+
+    system = await make_system(durable=FAST)
+    counts: dict[int, int] = {}
+    reached: dict[int, asyncio.Event] = {1000: asyncio.Event(), 5000: asyncio.Event()}
+
+    async def handled(msg: Any) -> None:
+        n = int(msg.data)
+        counts[n] = counts.get(n, 0) + 1
+        for goal, event in reached.items():
+            if len(counts) >= goal:
+                event.set()
+
+    await system.nc.subscribe(f"{ns}.test.handled", cb=handled)
+    await system.nc.flush()
+    total = 5000
+    async with run_host("_actors:Tally", nats_server.url, ns, "k", ack_wait=1.0) as host:
+        for n in range(total):
+            await system.tell("tally/k", Tick(n=n), durable=True, idempotency_key=f"tick-{n}")
+        await asyncio.wait_for(reached[1000].wait(), WAIT)
+        host.proc.send_signal(signal.SIGKILL)
+        await host.proc.wait()
+    handled_at_kill = len(counts)
+    assert handled_at_kill < total, "the kill came too late to prove anything"
+    async with run_host("_actors:Tally", nats_server.url, ns, "k", ack_wait=1.0):
+        await asyncio.wait_for(reached[5000].wait(), WAIT)
+    assert sorted(counts) == list(range(total))
+    twice = [n for n, c in counts.items() if c > 1]
+    assert len(twice) <= 1, f"handled more than once: {twice}"

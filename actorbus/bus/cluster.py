@@ -66,9 +66,24 @@ class EmbeddedCluster:
 
     def start_sync(self, timeout: float = 30.0) -> None:
         """Start every node and wait until JetStream can place replicated streams."""
-        for node in self.nodes:
-            node.start_sync(timeout)
+        self._start_nodes(timeout)
         asyncio.run(wait_for_jetstream(self.urls, timeout))
+
+    async def start(self, timeout: float = 30.0) -> None:
+        await asyncio.to_thread(self._start_nodes, timeout)
+        await wait_for_jetstream(self.urls, timeout)
+
+    def _start_nodes(self, timeout: float) -> None:
+        try:
+            for node in self.nodes:
+                node.start_sync(timeout)
+        except BaseException:
+            self.stop_sync()
+            raise
+
+    @property
+    def running(self) -> bool:
+        return all(node.running for node in self.nodes)
 
     def kill(self, index: int) -> None:
         """SIGKILL one node; its store stays for restart(index)."""

@@ -258,3 +258,24 @@ async def test_connect_options_are_not_shared_between_systems(
             await second.close()
     finally:
         await first.close()
+
+
+async def test_close_keeps_its_timeout_when_the_server_just_died() -> None:
+    """The server is gone but the client has not noticed yet: close(timeout) must not
+    wait for nats-py's own drain timeout."""
+    import signal
+
+    from actorbus.bus.server import ServerConfig
+
+    server = EmbeddedServer(ServerConfig(jetstream=False))
+    await server.start()
+    try:
+        system = await ActorSystem.connect(server.url)
+        assert server._proc is not None
+        server._proc.send_signal(signal.SIGINT)
+        await asyncio.to_thread(server._proc.wait)
+        started = time.monotonic()
+        await system.close(timeout=1.0)
+        assert time.monotonic() - started < 4.0
+    finally:
+        await server.stop()

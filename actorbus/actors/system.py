@@ -719,7 +719,7 @@ class ActorSystem:
             await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=timeout)
-            await self.conn.close()
+            await self.conn.close(timeout)
         finally:
             if self.server is not None:
                 await self.server.stop()

@@ -203,15 +203,19 @@ class BusConnection:
         except nats.errors.Error as exc:
             raise self.translate(exc) from exc
 
-    async def close(self) -> None:
-        """Drain: flush publishes, let subscriptions finish what they hold, then close."""
+    async def close(self, timeout: float | None = None) -> None:
+        """Drain: flush publishes, let subscriptions finish what they hold, then close.
+
+        ``timeout`` (default: the drain timeout) bounds the drain, also when the
+        server died a moment ago and the client has not noticed yet."""
         if self._watchdog is not None:
             self._watchdog.cancel()
         if self.nc.is_closed:
             return
+        bound = self.options.drain_timeout if timeout is None else timeout
         try:
             if self.nc.is_connected:
-                await self.nc.drain()
+                await asyncio.wait_for(self.nc.drain(), bound)
             else:
                 await self.nc.close()
         except Exception as exc:  # drain can time out; closing is what matters now

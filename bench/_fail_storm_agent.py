@@ -1,0 +1,168 @@
+"""One shard agent of ``bench/fail_storm.py``; run by it as a separate OS process.
+
+    python bench/_fail_storm_agent.py INDEX URL NAMESPACE [--shards 8] [--questions 800]
+                                      [--seed N] [--no-skip]
+
+It hosts a :class:`Shard` actor at ``shard/INDEX`` in namespace NAMESPACE. The
+shard holds the answers of its part of a deterministic question set
+(:func:`dataset`). A :class:`Query` it cannot answer goes on to the next shard in
+the ring (``hops + 1``, at most ``shards`` hops in all, within the query's
+deadline) and its reply is returned. As in the paper (ProtocolBench D.4), a
+neighbour with no responders (a killed shard) is skipped, unless ``--no-skip``.
+
+It prints ``ready`` once the actor is subscribed, then runs until SIGTERM (or
+until its stdin is closed, so it never outlives the benchmark). SIGINT is
+ignored: on Ctrl-C the benchmark stops it.
+
+The message models and the data set live here so that both processes share them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import sys
+import time
+
+from pydantic import BaseModel
+
+from actorbus import Actor, ActorSystem, handler
+from actorbus.codecs.errors import NoRespondersError
+
+READY = "ready"
+TYPE = "shard"
+SHARDS = 8
+QUESTIONS = 800
+SEED = 20260601
+
+
+class Query(BaseModel):
+    question: str
+    hops: int = 0
+    deadline: float = 0.0  # time.time() after which the query is abandoned (0: none)
+
+
+class Reply(BaseModel):
+    answer: str | None = None  # None: not found
+    hops: int = 0
+    shard: int = -1  # the shard that answered
+    skipped: int = 0  # dead shards skipped on the way
+
+
+def dataset(seed: int = SEED, questions: int = QUESTIONS) -> dict[str, str]:
+    """Question -> answer; question ``q{i}`` has answer ``a{i}-{token}``, held by
+    shard ``i % shards``. The token comes from the seed, so every process agrees."""
+    rng = random.Random(seed)
+    return {f"q{i}": f"a{i}-{rng.getrandbits(32):08x}" for i in range(questions)}
+
+
+def holder(question: str, shards: int = SHARDS) -> int:
+    return int(question[1:]) % shards
+
+
+class Shard(Actor):
+    type_name = TYPE
+    concurrency = 256  # forwarding awaits the ring: one at a time would deadlock it
+
+    def __init__(self, index: int, shards: int, answers: dict[str, str], skip: bool) -> None:
+        super().__init__()
+        self.index = index
+        self.shards = shards
+        self.answers = answers
+        self.skip = skip
+
+    @handler
+    async def query(self, q: Query) -> Reply:
+        answer = self.answers.get(q.question)
+        if answer is not None:
+            return Reply(answer=answer, hops=q.hops, shard=self.index)
+        hops = q.hops + 1
+        skipped = 0
+        while hops < self.shards:
+            remaining = q.deadline - time.time() if q.deadline else 5.0
+            if remaining <= 0:
+                break
+            nxt = (self.index + hops - q.hops) % self.shards
+            try:
+                reply: Reply = await self.ask(
+                    f"{TYPE}/{nxt}",
+                    Query(question=q.question, hops=hops, deadline=q.deadline),
+                    timeout=remaining,
+                    returns=Reply,
+                )
+            except NoRespondersError:
+                if not self.skip:
+                    break
+                skipped += 1
+                hops += 1
+                continue
+            reply.skipped += skipped
+            return reply
+        return Reply(answer=None, hops=hops, shard=self.index, skipped=skipped)
+
+
+def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """Set ``stop`` when the benchmark closes our stdin (or dies)."""
+    fd = sys.stdin.fileno()
+
+    def on_readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            stop.set()
+
+    try:
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, on_readable)
+    except (OSError, NotImplementedError, ValueError):  # not a pipe, or no add_reader
+        pass
+
+
+async def serve(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    _watch_stdin(loop, stop)
+    data = dataset(args.seed, args.questions)
+    mine = {q: a for q, a in data.items() if holder(q, args.shards) == args.index}
+    system = await ActorSystem.connect(
+        args.url, name=f"fail-storm-shard-{args.index}", namespace=args.namespace
+    )
+    try:
+        await system.spawn(
+            Shard,
+            key=str(args.index),
+            index=args.index,
+            shards=args.shards,
+            answers=mine,
+            skip=not args.no_skip,
+        )
+        await system.nc.flush()
+        print(READY, flush=True)
+        await stop.wait()
+    finally:
+        await system.close(timeout=2.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("index", type=int, help="shard index (0..shards-1)")
+    parser.add_argument("url", help="NATS server URL")
+    parser.add_argument("namespace", help="actorbus namespace")
+    parser.add_argument("--shards", type=int, default=SHARDS)
+    parser.add_argument("--questions", type=int, default=QUESTIONS)
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--no-skip", action="store_true", help="do not skip dead neighbours")
+    args = parser.parse_args()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    asyncio.run(serve(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 import time
@@ -33,6 +32,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import nats
+from _common import stop_when_stdin_closes
 from nats.aio.msg import Msg
 from pydantic import BaseModel
 
@@ -64,35 +64,11 @@ class Echo(Actor):
         return data
 
 
-def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    """Set ``stop`` when the client closes our stdin (or dies).
-
-    A reader callback on the pipe, not a thread blocked in ``read``: such a thread
-    would still hold stdin's buffer lock at interpreter shutdown.
-    """
-    fd = sys.stdin.fileno()
-
-    def on_readable() -> None:
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            data = b""
-        if not data:
-            loop.remove_reader(fd)
-            stop.set()
-
-    try:
-        os.set_blocking(fd, False)
-        loop.add_reader(fd, on_readable)
-    except (OSError, NotImplementedError, ValueError):  # not a pipe, or no add_reader
-        pass
-
-
 async def serve(url: str) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    _watch_stdin(loop, stop)
+    stop_when_stdin_closes(loop, stop)
 
     nc = await nats.connect(url, name="bench-raw-responder")
 

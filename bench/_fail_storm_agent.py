@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import signal
-import sys
 import time
 
+from _common import stop_when_stdin_closes
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
@@ -104,31 +103,11 @@ class Shard(Actor):
         return Reply(answer=None, hops=hops, shard=self.index, skipped=skipped)
 
 
-def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    """Set ``stop`` when the benchmark closes our stdin (or dies)."""
-    fd = sys.stdin.fileno()
-
-    def on_readable() -> None:
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            data = b""
-        if not data:
-            loop.remove_reader(fd)
-            stop.set()
-
-    try:
-        os.set_blocking(fd, False)
-        loop.add_reader(fd, on_readable)
-    except (OSError, NotImplementedError, ValueError):  # not a pipe, or no add_reader
-        pass
-
-
 async def serve(args: argparse.Namespace) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    _watch_stdin(loop, stop)
+    stop_when_stdin_closes(loop, stop)
     data = dataset(args.seed, args.questions)
     mine = {q: a for q, a in data.items() if holder(q, args.shards) == args.index}
     system = await ActorSystem.connect(

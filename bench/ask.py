@@ -26,19 +26,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
-import json
-import math
 import os
 import platform
-import queue
 import random
 import statistics
 import string
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
@@ -53,9 +48,16 @@ from _ask_server import (
     ECHO_ADDRESS,
     RAW_HDR_SUBJECT,
     RAW_SUBJECT,
-    READY,
     Answer,
     Question,
+)
+from _common import (
+    nats_server_version,
+    percentile,
+    positive_int,
+    stop_processes,
+    wait_ready,
+    write_json,
 )
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -107,13 +109,6 @@ class Config:
     out: Path
     quick: bool
     uvloop: bool
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Config:
@@ -189,16 +184,6 @@ class Round:
             out[f"{variant}_p50"] = self.latency[variant].p50_us / self.latency[RAW].p50_us
             out[f"{variant}_tput"] = self.throughput[variant].rps / self.throughput[RAW].rps
         return out
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default method)."""
-    if not sorted_values:
-        raise ValueError("no samples")
-    pos = (len(sorted_values) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 # -- payloads ------------------------------------------------------------------
@@ -458,47 +443,9 @@ def start_server(url: str, use_uvloop: bool) -> subprocess.Popen[str]:
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
-def wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
-    stdout = proc.stdout
-    assert stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
-    try:
-        line = lines.get(timeout=timeout)
-    except queue.Empty:
-        raise RuntimeError(f"bench server not ready after {timeout:g}s") from None
-    if line.strip() != READY:
-        proc.poll()
-        raise RuntimeError(
-            f"bench server failed to start (exit code {proc.returncode}, said {line!r})"
-        )
-
-
 def stop_server(proc: subprocess.Popen[str]) -> None:
     """SIGTERM, wait a little, then SIGKILL; always reaps the process."""
-    try:
-        if proc.poll() is None:
-            proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-
-
-def nats_server_version(binary: str) -> str:
-    try:
-        out = subprocess.run(
-            [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown ({exc})"
-    return (out.stdout or out.stderr).strip().removeprefix("nats-server: ")
+    stop_processes([proc])
 
 
 def package_version(name: str) -> str | None:
@@ -673,12 +620,6 @@ def verdict_line(summary: dict[str, Any]) -> str:
     )
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 def plot(path: Path, rounds: list[Round], summary: dict[str, Any], title: str) -> bool:
     """Latency percentiles and throughput per variant; False if matplotlib is missing."""
     try:
@@ -751,7 +692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             proc = start_server(nats_server.url, use_uvloop)
             try:
-                wait_ready(proc, SERVER_READY_TIMEOUT)
+                wait_ready(proc, SERVER_READY_TIMEOUT, "bench server")
                 measured = run_loop(measure(cfg, nats_server.url, console), use_uvloop)
             finally:
                 stop_server(proc)

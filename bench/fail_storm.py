@@ -31,18 +31,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import math
 import os
 import platform
-import queue
 import random
 import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -50,7 +46,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _fail_storm_agent import READY, SEED, TYPE, Query, Reply, dataset, holder
+from _common import (
+    close_streams,
+    nats_server_version,
+    percentile,
+    positive_int,
+    stop_processes,
+    wait_ready,
+    write_json,
+)
+from _fail_storm_agent import SEED, TYPE, Query, Reply, dataset, holder
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -83,13 +88,6 @@ class Config:
     seed: int
     skip: bool
     out: Path
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def positive_float(text: str) -> float:
@@ -178,16 +176,6 @@ class WindowStats:
     p95_ms: float | None
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default method)."""
-    if not sorted_values:
-        raise ValueError("no samples")
-    pos = (len(sorted_values) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
 def window_stats(samples: Sequence[Sample], start: float, end: float) -> WindowStats:
     inside = [s for s in samples if start <= s.t < end]
     ok = sorted(s.latency_s * 1000 for s in inside if s.ok)
@@ -230,20 +218,7 @@ class Agents:
         return proc
 
     def wait_ready(self, index: int, timeout: float = READY_TIMEOUT) -> None:
-        proc = self.procs[index]
-        stdout = proc.stdout
-        assert stdout is not None
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
-        try:
-            line = lines.get(timeout=timeout)
-        except queue.Empty:
-            raise RuntimeError(f"shard {index} not ready after {timeout:g}s") from None
-        if line.strip() != READY:
-            proc.poll()
-            raise RuntimeError(
-                f"shard {index} failed to start (exit code {proc.returncode}, said {line!r})"
-            )
+        wait_ready(self.procs[index], timeout, f"shard {index}")
 
     def kill(self, index: int) -> None:
         """SIGKILL, as a crash; reaps the process."""
@@ -256,25 +231,7 @@ class Agents:
     def stop_all(self) -> None:
         """SIGTERM every process, wait a little, then SIGKILL what is left."""
         procs, self.procs = list(self.procs.values()), {}
-        for proc in procs:
-            if proc.poll() is None:
-                with contextlib.suppress(OSError):
-                    proc.terminate()
-        deadline = time.monotonic() + 5.0
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            close_streams(proc)
-
-
-def close_streams(proc: subprocess.Popen[str]) -> None:
-    for stream in (proc.stdin, proc.stdout):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+        stop_processes(procs)
 
 
 # -- the run -------------------------------------------------------------------
@@ -662,22 +619,6 @@ def plot(path: Path, cfg: Config, run: Run, timeline: list[dict[str, Any]], titl
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def nats_server_version(binary: str) -> str:
-    try:
-        out = subprocess.run(
-            [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown ({exc})"
-    return (out.stdout or out.stderr).strip().removeprefix("nats-server: ")
 
 
 # -- entry point -----------------------------------------------------------------

@@ -5,8 +5,9 @@ Usage: python tests/_host.py module:Class url namespace key replicas [ack_wait]
 With ``ack_wait`` (seconds), durable queues use it and short retries, so a test
 that kills this process sees the in-flight message come back quickly.
 
-Spawns ``replicas`` instances of the class at ``type/key``, prints "ready" and
-serves until SIGTERM (or SIGINT), then closes the system gracefully.
+Spawns ``replicas`` instances of the class at ``type/key`` (key ``*``: hosts the
+type lazily with ``register()``), prints "ready" and serves until SIGTERM (or
+SIGINT), then closes the system gracefully.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ async def main(
         durable = DurableSettings(ack_wait=ack_wait, backoff=(0.1, 0.2, 0.4))
     system = await ActorSystem.connect(url, namespace=namespace, durable=durable)
     try:
-        await system.spawn(cls, key, replicas=replicas)
+        if key == "*":
+            await system.register(cls)
+        else:
+            await system.spawn(cls, key, replicas=replicas)
         print("ready", flush=True)
         await stop.wait()
     finally:

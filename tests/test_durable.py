@@ -144,6 +144,18 @@ async def test_an_expired_message_is_dropped_not_delivered_late(make_system) -> 
     assert progress.seen == [2]
     inbox = next(iter(system._inboxes.values()))
     assert inbox.expired == 1
+    assert (await system.queue_stats("ledger/ttl")).expired == 1  # shared by every process
+
+
+async def test_a_message_older_than_the_default_ttl_is_dropped_and_counted(make_system) -> None:
+    system = await make_system(durable=DurableSettings(backoff=(0.05,), max_age=0.2))
+    await system.tell("ledger/old", Entry(n=1), durable=True)
+    await asyncio.sleep(0.3)  # older than max_age: the point of this test is time
+    await system.tell("ledger/old", Entry(n=2), durable=True)
+    progress = await spawn_ledger(system, "old")
+    await progress.reached(1)
+    assert progress.seen == [2]
+    assert (await system.queue_stats("ledger/old")).expired == 1
 
 
 async def test_durable_sends_need_a_keyed_address(system) -> None:

@@ -71,8 +71,9 @@ async def test_an_actor_process_killed_mid_stream_handles_every_message(
     make_system, nats_server: Any, ns: str
 ) -> None:
     """5,000 durable messages; the process hosting the actor is SIGKILLed partway and
-    started again. Every message is handled; only the one in flight at the kill may
-    run twice (at least once), everything acked or remembered as handled never does."""
+    started again. Every message is handled, and every effect it sends through
+    actorbus (a durable tell to a sink) is stored exactly once: none twice. Only the
+    handler run itself may repeat for the one message in flight at the kill."""
     import signal
 
     from _actors import Tick
@@ -105,3 +106,45 @@ async def test_an_actor_process_killed_mid_stream_handles_every_message(
     assert sorted(counts) == list(range(total))
     twice = [n for n, c in counts.items() if c > 1]
     assert len(twice) <= 1, f"handled more than once: {twice}"
+    effects = [e.content["n"] async for e in system.history(address="sink/k")]
+    assert effects == list(range(total)), "an effect was lost, repeated or reordered"
+
+
+async def test_the_reading_host_of_a_lazy_type_killed_mid_stream_loses_nothing(
+    make_system, nats_server: Any, ns: str
+) -> None:
+    """Two processes host a durable type lazily; the one reading its queue is
+    SIGKILLed partway. The other takes over within the reader lease's ttl; every
+    message is handled and every effect stored exactly once."""
+    import signal
+
+    from _actors import Tick
+    from _util import run_host
+
+    system = await make_system(durable=FAST)
+    seen: set[int] = set()
+    reached = {500: asyncio.Event(), 2000: asyncio.Event()}
+
+    async def handled(msg: Any) -> None:
+        seen.add(int(msg.data))
+        for goal, event in reached.items():
+            if len(seen) >= goal:
+                event.set()
+
+    await system.nc.subscribe(f"{ns}.test.handled", cb=handled)
+    await system.nc.flush()
+    total, keys = 2000, 4
+    async with run_host("_actors:Tally", nats_server.url, ns, "*", ack_wait=1.0) as reader:
+        # started second, so it waits for the lease the first one took at once
+        async with run_host("_actors:Tally", nats_server.url, ns, "*", ack_wait=1.0):
+            for n in range(total):
+                await system.tell(
+                    f"tally/k{n % keys}", Tick(n=n), durable=True, idempotency_key=f"t{n}"
+                )
+            await asyncio.wait_for(reached[500].wait(), WAIT)
+            reader.proc.send_signal(signal.SIGKILL)
+            await reader.proc.wait()
+            assert len(seen) < total, "the kill came too late to prove anything"
+            await asyncio.wait_for(reached[2000].wait(), WAIT + 5)
+    effects = [e.content["n"] async for e in system.history(address="sink/k")]
+    assert sorted(effects) == list(range(total)), "an effect was lost or repeated"

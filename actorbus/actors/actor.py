@@ -51,10 +51,14 @@ class Actor:
 
     - ``type_name``: the address prefix (default: class name in kebab-case)
     - ``concurrency``: messages handled at once per instance (default 1, in order)
-    - ``durable``: also read the address's JetStream queue (``tell(..., durable=True)``):
-      at least once, acked after the handler succeeds, retried, dead-lettered
+    - ``durable``: the delivery default of this type's handlers (``@handler(durable=)``
+      overrides it per intent). A type with any durable handler reads its JetStream
+      queue: at least once, acked after the handler succeeds, retried, dead-lettered.
+      Senders that know the type (it is hosted or ``learn()``-ed in their system) send
+      those intents durably unless the call says ``durable=False``.
     - ``idempotent``: a durable message whose ``idempotency_key`` was handled already
       (by any instance, before any restart) is acked without running the handler
+      (per intent with ``@handler(idempotent=)``)
     - ``max_restarts`` within ``restart_window`` seconds before the actor is stopped
     - ``restart_backoff``: (initial, maximum) seconds between restarts, with jitter
     - ``crash_on``: exception types that restart the instance (``Crash`` always does)
@@ -71,6 +75,7 @@ class Actor:
     crash_on: ClassVar[tuple[type[BaseException], ...]] = ()
     handlers: ClassVar[dict[str, HandlerSpec]] = {}
     topics: ClassVar[tuple[HandlerSpec, ...]] = ()
+    has_durable_queue: ClassVar[bool] = False  # derived: any handler is durable
 
     _system: ActorSystem
     _address: str
@@ -88,6 +93,7 @@ class Actor:
         for spec in topics:
             validate_topic(spec.topic or "", wildcards=True)
         cls.topics = topics
+        cls.has_durable_queue = cls.durable or any(s.durable for s in cls.handlers.values())
 
     # -- lifecycle hooks ---------------------------------------------------
     async def on_start(self) -> None:

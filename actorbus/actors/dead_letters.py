@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import nats.js.errors
 
-from actorbus.bus.jetstream import consumer_name, dlq_stream_name, stream_name
+from actorbus.bus.jetstream import (
+    consumer_name,
+    dlq_stream_name,
+    expired_entry,
+    stream_name,
+    type_consumer_name,
+)
 from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
@@ -47,6 +53,8 @@ class QueueStats:
     in_flight: int  # handed over, not acked yet
     redelivered: int  # handed over more than once, now in flight
     delivered: int  # consumer sequence: deliveries so far, retries included
+    expired: int = 0  # dropped unhandled because their ttl passed (all readers, ever)
+    shared: bool = False  # the queue of a lazily hosted type: every key's messages
 
 
 async def list_dead_letters(
@@ -109,20 +117,41 @@ async def drop_dead_letter(system: ActorSystem, seq: int) -> None:
 
 
 async def queue_stats(system: ActorSystem, address: str) -> QueueStats:
-    """Depth and lag of an address's durable queue (zeros if it never had a reader)."""
+    """Depth and lag of an address's durable queue (zeros if it never had a reader).
+
+    A lazily hosted type has one queue for all its keys: ``type``, ``type/*`` or
+    any ``type/key`` without a queue of its own report that one (``shared``).
+    """
     await system.durable_ready()
     addr = Address.parse(address)
+    stream = stream_name(system.namespace)
+    names = [] if addr.key in (None, "*") else [consumer_name(addr)]
+    names.append(type_consumer_name(addr.type))
+    for name in names:
+        try:
+            info = await system.js.consumer_info(stream, name)
+        except nats.js.errors.NotFoundError:
+            continue
+        shared = name == names[-1]
+        return QueueStats(
+            address=f"{addr.type}/*" if shared else address,
+            pending=info.num_pending or 0,
+            in_flight=info.num_ack_pending or 0,
+            redelivered=info.num_redelivered or 0,
+            delivered=(info.delivered.consumer_seq or 0) if info.delivered else 0,
+            expired=await _expired(system, name),
+            shared=shared,
+        )
+    return QueueStats(address, 0, 0, 0, 0)
+
+
+async def _expired(system: ActorSystem, consumer: str) -> int:
+    assert system.stats is not None
     try:
-        info = await system.js.consumer_info(stream_name(system.namespace), consumer_name(addr))
-    except nats.js.errors.NotFoundError:
-        return QueueStats(address, 0, 0, 0, 0)
-    return QueueStats(
-        address=address,
-        pending=info.num_pending or 0,
-        in_flight=info.num_ack_pending or 0,
-        redelivered=info.num_redelivered or 0,
-        delivered=(info.delivered.consumer_seq or 0) if info.delivered else 0,
-    )
+        entry = await system.stats.get(expired_entry(consumer))
+    except nats.js.errors.KeyNotFoundError:
+        return 0
+    return int(entry.value or b"0")
 
 
 _NO_MESSAGE = 10037, 10057  # JetStream error codes for "no message found"

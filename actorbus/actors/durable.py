@@ -1,11 +1,18 @@
-"""Durable delivery into an actor: JetStream pull consumer -> cell -> ack.
+"""Durable delivery into actors: JetStream pull consumer -> cell -> ack.
 
 A message is acked only after its handler succeeded. A failing handler's
-message goes out again after the configured backoff; after the last attempt it
+message is tried again after the configured backoff; after the last attempt it
 is moved to the dead-letter stream with the reason and the attempt count, and
 the messages behind it go on. A message that can never succeed (not a valid
 envelope, unknown intent, payload that fails validation) is dead-lettered at
-once; one whose ttl passed is dropped and counted, never handled late.
+once; one whose ttl (``ttl_ms``, else the default ``max_age``) passed is dropped
+and counted, never handled late.
+
+Two readers share that logic. ``DurableInbox`` serves one spawned address with
+one message in flight, so a retry (a NAK with a delay) keeps the order.
+``TypeInbox`` serves a lazily hosted type: one consumer for all its keys, many
+messages in flight, and a queue per key so each key's messages stay in order;
+its retries wait in place (keeping the message in progress) for the same reason.
 """
 
 from __future__ import annotations
@@ -14,21 +21,30 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
 
+from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release
 from actorbus.bus.connection import backoff_delay
 from actorbus.bus.jetstream import (
     consumer_config,
     consumer_name,
+    expired_entry,
     idempotency_entry,
     stream_name,
+    type_consumer_config,
+    type_consumer_name,
 )
+from actorbus.bus.leases import LeaderElection, lease_key
 from actorbus.bus.subjects import Address
+from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
     DecodeError,
@@ -41,6 +57,7 @@ from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import pack
 
 if TYPE_CHECKING:
+    from actorbus.actors.actor import Actor
     from actorbus.actors.cell import ActorCell
     from actorbus.actors.system import ActorSystem
 
@@ -49,15 +66,18 @@ log = logging.getLogger("actorbus.durable")
 # Errors no retry can fix: the message goes to the dead letters at once.
 _POISON = (DecodeError, MessageTooLargeError, UnknownIntentError, ValidationFailedError)
 _FETCH_WAIT = 0.5  # seconds a fetch waits for work; also bounds how long stop() takes
+_FETCH_MAX = 16  # messages a type reader asks for at once
 
 
-class DurableInbox:
-    """One cell's reader of its address's durable messages."""
+class _Reader:
+    """A pull consumer's life (set-up with retries, fetch loop, stop) and the steps
+    of one message that both readers share."""
 
-    def __init__(self, system: ActorSystem, cell: ActorCell) -> None:
+    def __init__(self, system: ActorSystem, cls: type[Actor], name: str, what: str) -> None:
         self.system = system
-        self.cell = cell
-        self.addr = Address(cell.cls.type_name, cell.key)
+        self.cls = cls
+        self.consumer = name
+        self.what = what  # for logs and errors: an address or 'type/*'
         self.expired = 0
         self.dead_lettered = 0
         self.skipped = 0
@@ -65,19 +85,19 @@ class DurableInbox:
         self._task: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
 
-    async def start(self) -> None:
+    async def _subscribe(self, subject: str, config: ConsumerConfig) -> None:
         system = self.system
         await system.durable_ready()
-        s = system.durable_settings
-        deadline = time.monotonic() + s.start_timeout
+        timeout = system.durable_settings.start_timeout
+        deadline = time.monotonic() + timeout
         attempt = 0
         while True:
             try:
                 self._psub = await system.js.pull_subscribe(
-                    system.subjects.durable(self.addr),
-                    durable=consumer_name(self.addr),
+                    subject,
+                    durable=self.consumer,
                     stream=stream_name(system.namespace),
-                    config=consumer_config(system.subjects, self.addr, s),
+                    config=config,
                 )
                 break
             except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
@@ -85,95 +105,157 @@ class DurableInbox:
                 # or not at all for a few seconds: try again, within bounds.
                 if time.monotonic() > deadline:
                     raise ActorBusError(
-                        f"{self.addr}: JetStream did not set up the durable queue within "
-                        f"{s.start_timeout:g}s ({type(exc).__name__})"
+                        f"{self.what}: JetStream did not set up the durable queue within "
+                        f"{timeout:g}s ({type(exc).__name__})"
                     ) from exc
                 attempt += 1
                 await asyncio.sleep(backoff_delay(attempt, 0.1, 2.0))
-        self._task = asyncio.create_task(self._run(), name=f"durable {self.addr}")
+        self._task = asyncio.create_task(self._run(), name=f"durable {self.what}")
 
     async def stop(self) -> None:
-        """Finish the message in hand, then stop fetching (the consumer stays on the
-        server, so nothing queued is lost)."""
+        """Finish the message(s) in hand, then stop fetching (the consumer stays on
+        the server, so nothing queued is lost)."""
         self._stopping = True
         if self._task is not None:
             await asyncio.wait({self._task})
+        await self._drained()
         if self._psub is not None:
             with contextlib.suppress(Exception):
                 await self._psub.unsubscribe()
 
-    async def _run(self) -> None:
-        assert self._psub is not None
-        while not self._stopping:
-            try:
-                batch = await self._psub.fetch(1, timeout=_FETCH_WAIT)
-            except nats.errors.TimeoutError:
-                continue
-            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
-                return
-            except Exception as exc:  # a broker hiccup must not end the inbox
-                log.warning("%s: durable fetch failed: %r", self.addr, exc)
-                await asyncio.sleep(_FETCH_WAIT)
-                continue
-            for msg in batch:
-                await self._one(msg)
+    async def _drained(self) -> None:
+        """Wait for work handed out by the fetch loop (none for a one-at-a-time reader)."""
 
-    async def _one(self, msg: Msg) -> None:
-        system, address = self.system, str(self.addr)
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    async def _fetch(self, batch: int) -> list[Msg] | None:
+        """The next messages ([] when none came), or None when the connection ended."""
+        assert self._psub is not None
+        try:
+            return await self._psub.fetch(batch, timeout=_FETCH_WAIT)
+        except nats.errors.TimeoutError:
+            return []
+        except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
+            return None
+        except Exception as exc:  # a broker hiccup must not end the reader
+            log.warning("%s: durable fetch failed: %r", self.what, exc)
+            await asyncio.sleep(_FETCH_WAIT)
+            return []
+
+    # -- the steps of one message -----------------------------------------
+    async def _open(self, msg: Msg, address: str) -> tuple[Msg, Inbound] | None:
+        """Decode a stored message; None when it was settled here already (expired,
+        undecodable, or handled before under its idempotency key)."""
+        system = self.system
         # Handled without a reply subject: a JetStream message's reply is its ack subject.
         plain = Msg(_client=system.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
-        attempt = msg.metadata.num_delivered
         try:
             env = system.replies.decode(plain, address)
+            if env.context.ttl_ms is None:
+                _check_default_ttl(env, address, system.durable_settings.max_age)
         except ExpiredError as err:
-            self.expired += 1
-            log.info("%s: %s; dropped", address, err)
+            await self._count_expired(err, address)
             await msg.term()
-            return
-        except ActorBusError as err:
-            await self._dead_letter(msg, None, err, attempt)
-            return
-        entry = self._idempotency_entry(env)
-        if entry is not None and await self._already_handled(entry):
-            self.skipped += 1
-            log.info("%s: %s already handled (idempotency key); acked", address, env.id)
-            await msg.ack()
-            return
-        failed = await self.cell.deliver_durable(plain, env)
-        if failed is None:
-            if entry is not None:
-                # Remembered before the ack: a crash in between re-runs the
-                # handler once more (at least once), never loses the message.
-                assert system.handled is not None
-                await system.handled.put(entry, env.id.encode())
-            await msg.ack()
-            return
-        s = system.durable_settings
-        if isinstance(failed, _POISON) or attempt >= s.max_deliver:
-            await self._dead_letter(msg, env, failed, attempt)
-        else:
-            await msg.nak(delay=s.backoff[min(attempt, len(s.backoff)) - 1])
-
-    def _idempotency_entry(self, env: Inbound) -> str | None:
-        key = env.context.idempotency_key
-        if key is None or not self.cell.cls.idempotent:
             return None
-        return idempotency_entry(self.addr, key)
+        except ActorBusError as err:
+            await self._dead_letter(msg, address, None, err, msg.metadata.num_delivered)
+            return None
+        entry = self._idempotency_entry(address, env)
+        if entry is not None:
+            handled = await self._handled_before(entry)
+            if handled is not None:
+                # A crash may have come between recording and sending: send again
+                # (the stream drops what it has by id), then settle.
+                await release(system, recorded_sends(handled))
+                self.skipped += 1
+                log.info("%s: %s already handled (idempotency key); acked", address, env.id)
+                await msg.ack()
+                return None
+        return plain, env
 
-    async def _already_handled(self, entry: str) -> bool:
+    async def _attempt(self, cell: ActorCell, msg: Msg, env: Inbound) -> Outbox | Exception:
+        """Run the handler once; an idempotent one's durable sends are held in an
+        outbox and handed back for ``_succeeded`` to record and release."""
+        box = Outbox()
+        token = current_outbox.set(box)
+        try:
+            failed = await cell.deliver_durable(msg, env)
+        finally:
+            current_outbox.reset(token)
+            box.open = False
+        return box if failed is None else failed
+
+    async def _succeeded(self, msg: Msg, address: str, env: Inbound, box: Outbox) -> None:
+        entry = self._idempotency_entry(address, env)
+        if entry is None:
+            await release(self.system, box.held)  # at least once: nothing to record
+        else:
+            handled = self.system.handled
+            assert handled is not None
+            record = box.record(env.id)
+            if record is None:  # too large to keep with the key: sent first
+                await release(self.system, box.held)
+                await handled.put(entry, pack({"id": env.id, "out": []}))
+            else:
+                await handled.put(entry, record)
+                await release(self.system, box.held)
+        await msg.ack()
+
+    def _gives_up(self, failed: Exception, attempt: int) -> bool:
+        return isinstance(failed, _POISON) or attempt >= self.system.durable_settings.max_deliver
+
+    def _delay(self, attempt: int) -> float:
+        backoff = self.system.durable_settings.backoff
+        return backoff[min(attempt, len(backoff)) - 1]
+
+    def _idempotency_entry(self, address: str, env: Inbound) -> str | None:
+        key = env.context.idempotency_key
+        if key is None:
+            return None
+        spec = self.cls.handlers.get(env.intent)
+        if not (spec.idempotent if spec is not None else self.cls.idempotent):
+            return None
+        return idempotency_entry(Address.parse(address), key)
+
+    async def _handled_before(self, entry: str) -> bytes | None:
+        """The key's record if it was handled already, else None."""
         assert self.system.handled is not None
         try:
-            await self.system.handled.get(entry)
+            found = await self.system.handled.get(entry)
         except nats.js.errors.KeyNotFoundError:
-            return False
-        return True
+            return None
+        return found.value or b""
+
+    async def _count_expired(self, err: ExpiredError, address: str) -> None:
+        """Count in the namespace's stats bucket, so every process sees the total."""
+        self.expired += 1
+        log.info("%s: %s; dropped", address, err)
+        stats = self.system.stats
+        assert stats is not None
+        entry = expired_entry(self.consumer)
+        for _ in range(10):  # compare-and-set: readers of one queue may count at once
+            try:
+                try:
+                    current = await stats.get(entry)
+                except nats.js.errors.KeyNotFoundError:
+                    await stats.create(entry, b"1")
+                    return
+                count = int(current.value or b"0") + 1
+                await stats.update(entry, str(count).encode(), last=current.revision)
+                return
+            except nats.js.errors.KeyWrongLastSequenceError:
+                continue
+            except Exception as exc:
+                log.warning("%s: could not count an expired message: %r", address, exc)
+                return
 
     async def _dead_letter(
-        self, msg: Msg, env: Inbound | None, err: BaseException, attempt: int
+        self, msg: Msg, address: str, env: Inbound | None, err: BaseException, attempt: int
     ) -> None:
         code = err.code if isinstance(err, ActorBusError) else "E_HANDLER"
         record = {
-            "address": str(self.addr),
+            "address": address,
             "reason": f"{type(err).__name__}: {err}",
             "code": code,
             "attempts": attempt,
@@ -181,14 +263,223 @@ class DurableInbox:
             "original": msg.data,
             "original_headers": dict(msg.headers or {}),
         }
-        subject = self.system.subjects.dead_letter(self.addr)
+        subject = self.system.subjects.dead_letter(Address.parse(address))
         await self.system.js.publish(subject, pack(record))
         await msg.term()
         self.dead_lettered += 1
         log.warning(
             "%s: message %s dead-lettered after %d attempt(s): %s",
-            self.addr,
+            address,
             env.id if env else "?",
             attempt,
             record["reason"],
         )
+
+
+def _check_default_ttl(env: Inbound, address: str, max_age: float) -> None:
+    if now_ms() > env.ts + max_age * 1000:
+        raise ExpiredError(
+            f"message {env.id} to {address} expired (default ttl {max_age:g} s, no ttl_ms)"
+        )
+
+
+class DurableInbox(_Reader):
+    """One spawned cell's reader of its address's durable messages."""
+
+    def __init__(self, system: ActorSystem, cell: ActorCell) -> None:
+        self.cell = cell
+        self.addr = Address(cell.cls.type_name, cell.key)
+        super().__init__(system, cell.cls, consumer_name(self.addr), cell.address)
+
+    async def start(self) -> None:
+        system = self.system
+        await system.durable_ready()
+        await _refuse_if_exists(
+            system,
+            type_consumer_name(self.cls.type_name),
+            f"{self.cls.type_name!r} is hosted lazily (register()) elsewhere in this "
+            f"namespace; spawning {self.what} too would deliver its durable messages twice",
+        )
+        s = system.durable_settings
+        await self._subscribe(
+            system.subjects.durable(self.addr), consumer_config(system.subjects, self.addr, s)
+        )
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            batch = await self._fetch(1)
+            if batch is None:
+                return
+            for msg in batch:
+                await self._one(msg)
+
+    async def _one(self, msg: Msg) -> None:
+        opened = await self._open(msg, self.what)
+        if opened is None:
+            return
+        plain, env = opened
+        attempt = msg.metadata.num_delivered
+        failed = await self._attempt(self.cell, plain, env)
+        if isinstance(failed, Outbox):
+            await self._succeeded(msg, self.what, env, failed)
+        elif self._gives_up(failed, attempt):
+            await self._dead_letter(msg, self.what, env, failed, attempt)
+        else:
+            await msg.nak(delay=self._delay(attempt))
+
+
+class TypeInbox(_Reader):
+    """The durable messages of a lazily hosted type, for every key, in order per key.
+
+    The host processes of the type take turns: one of them (the holder of the
+    type's reader lease) reads the queue, so that a key's messages are never
+    handled in two processes at once, and another takes over within the lease's
+    ttl when it dies. Each message activates its key's actor in the reading
+    process (``cell_for``) the way a direct message does.
+    """
+
+    def __init__(
+        self, system: ActorSystem, cls: type[Actor], cell_for: Callable[[str], ActorCell]
+    ) -> None:
+        super().__init__(system, cls, type_consumer_name(cls.type_name), f"{cls.type_name}/*")
+        self.cell_for = cell_for
+        self._slots = asyncio.Semaphore(system.durable_settings.type_window)
+        self._keys: dict[str, deque[Msg]] = {}
+        self._workers: set[asyncio.Task[None]] = set()
+        self._election: LeaderElection | None = None
+
+    async def start(self) -> None:
+        system = self.system
+        await system.durable_ready()
+        mine = system.subjects.durable_type(self.cls.type_name)[:-1]  # '{ns}.d.{type}.'
+        infos = await system.js.consumers_info(stream_name(system.namespace))
+        spawned = [
+            i.name
+            for i in infos
+            if i.name != self.consumer and (i.config.filter_subject or "").startswith(mine)
+        ]
+        if spawned:
+            raise ActorBusError(
+                f"{self.cls.type_name!r} has spawned durable instances in this namespace "
+                f"(consumers {', '.join(spawned[:3])}); hosting it lazily too would deliver "
+                "their durable messages twice (delete those consumers or keep to spawn())"
+            )
+        self._election = LeaderElection(
+            await system.reader_leases(),
+            lease_key("durable-reader", self.cls.type_name),
+            system.system_id,
+            on_elected=self._begin,
+            on_lost=self._halt,
+        )
+        await self._election.start()
+
+    async def stop(self) -> None:
+        if self._election is not None:
+            await self._election.stop()  # a reader halts (on_lost) and lets go
+
+    @property
+    def reading(self) -> bool:
+        return self._election is not None and self._election.is_leader
+
+    async def _begin(self) -> None:
+        self._stopping = False
+        s = self.system.durable_settings
+        await self._subscribe(
+            self.system.subjects.durable_type(self.cls.type_name),
+            type_consumer_config(self.system.subjects, self.cls.type_name, s),
+        )
+
+    async def _halt(self) -> None:
+        await super().stop()
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            await self._slots.acquire()
+            taken = 1
+            while taken < _FETCH_MAX and not self._slots.locked():
+                await self._slots.acquire()  # free: returns at once
+                taken += 1
+            batch = await self._fetch(taken)
+            for _ in range(taken - len(batch or ())):
+                self._slots.release()
+            if batch is None:
+                return
+            for msg in batch:
+                self._enqueue(msg)
+
+    def _enqueue(self, msg: Msg) -> None:
+        key = self.system.subjects.key_of(msg.subject)
+        queued = self._keys.get(key)
+        if queued is not None:
+            queued.append(msg)  # its worker is running and takes it in order
+            return
+        self._keys[key] = deque([msg])
+        worker = asyncio.create_task(self._work(key), name=f"durable {self.cls.type_name}/{key}")
+        self._workers.add(worker)
+        worker.add_done_callback(self._workers.discard)
+
+    async def _work(self, key: str) -> None:
+        queued = self._keys[key]
+        try:
+            while queued:
+                msg = queued[0]
+                if self._stopping:  # hand the rest back at once: another host takes them
+                    await _settle(msg.nak)
+                else:
+                    await self._one(msg, key)
+                queued.popleft()
+                self._slots.release()
+        finally:
+            del self._keys[key]
+
+    async def _drained(self) -> None:
+        if self._workers:
+            await asyncio.wait(set(self._workers))
+
+    async def _one(self, msg: Msg, key: str) -> None:
+        address = f"{self.cls.type_name}/{key}"
+        try:
+            opened = await self._open(msg, address)
+            if opened is None:
+                return
+            plain, env = opened
+            attempt = msg.metadata.num_delivered
+            while True:
+                failed = await self._attempt(self.cell_for(key), plain, env)
+                if isinstance(failed, Outbox):
+                    await self._succeeded(msg, address, env, failed)
+                    return
+                if self._gives_up(failed, attempt):
+                    await self._dead_letter(msg, address, env, failed, attempt)
+                    return
+                if self._stopping:  # redelivered later, to this or another host
+                    await msg.nak(delay=self._delay(attempt))
+                    return
+                await self._hold(msg, self._delay(attempt))
+                if self._stopping:
+                    await msg.nak()
+                    return
+                attempt += 1
+        except Exception as exc:  # the broker went away mid-message: it is redelivered
+            log.warning("%s: durable message not settled: %r", address, exc)
+
+    async def _hold(self, msg: Msg, delay: float) -> None:
+        """Wait before a retry, telling JetStream the message is still being worked on."""
+        beat = max(0.5, self.system.durable_settings.ack_wait / 3)
+        deadline = time.monotonic() + delay
+        while (left := deadline - time.monotonic()) > 0 and not self._stopping:
+            await msg.in_progress()
+            await asyncio.sleep(min(beat, left))
+
+
+async def _settle(action: Callable[[], Awaitable[None]]) -> None:
+    with contextlib.suppress(Exception):
+        await action()
+
+
+async def _refuse_if_exists(system: ActorSystem, consumer: str, why: str) -> None:
+    try:
+        await system.js.consumer_info(stream_name(system.namespace), consumer)
+    except nats.js.errors.NotFoundError:
+        return
+    raise ActorBusError(why)

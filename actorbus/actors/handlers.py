@@ -5,6 +5,9 @@ pydantic model (dispatched by the model's intent), ``bytes`` or ``dict`` (raw
 payloads, intents ``bytes``/``dict`` unless ``intent=`` says otherwise). An
 ``async def`` returns the reply; an ``async def`` that ``yield``s streams it.
 ``topic=`` additionally subscribes the handler to a pub/sub topic pattern.
+``durable=``/``idempotent=`` override the class's delivery defaults for this
+handler's intent (see ``Actor.durable``): a sender that knows the type sends that
+intent durably without being told, and the handler's queue skips keys already handled.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ _MARK = "__actorbus_handler__"
 class HandlerOptions:
     intent: str | None = None
     topic: str | None = None
+    durable: bool | None = None  # None: the class's default
+    idempotent: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,16 +46,29 @@ class HandlerSpec:
     model: type[BaseModel] | None
     streaming: bool
     topic: str | None
+    durable: bool = False
+    idempotent: bool = False
 
 
 @overload
 def handler(fn: F) -> F: ...
 @overload
-def handler(*, intent: str | None = None, topic: str | None = None) -> Callable[[F], F]: ...
+def handler(
+    *,
+    intent: str | None = None,
+    topic: str | None = None,
+    durable: bool | None = None,
+    idempotent: bool | None = None,
+) -> Callable[[F], F]: ...
 
 
 def handler(
-    fn: F | None = None, *, intent: str | None = None, topic: str | None = None
+    fn: F | None = None,
+    *,
+    intent: str | None = None,
+    topic: str | None = None,
+    durable: bool | None = None,
+    idempotent: bool | None = None,
 ) -> F | Callable[[F], F]:
     """Mark an ``async def`` method as a message handler."""
 
@@ -59,7 +77,8 @@ def handler(
             raise TypeError(f"@handler {f.__qualname__} must be 'async def'")
         if intent is not None and (not intent or intent.startswith("$")):
             raise ValueError(f"@handler {f.__qualname__}: intent {intent!r} is reserved or empty")
-        setattr(f, _MARK, HandlerOptions(intent=intent, topic=topic))
+        opts = HandlerOptions(intent=intent, topic=topic, durable=durable, idempotent=idempotent)
+        setattr(f, _MARK, opts)
         return f
 
     return mark(fn) if fn is not None else mark
@@ -118,4 +137,8 @@ def _spec_for(cls: type, name: str, fn: Callable[..., Any], opts: HandlerOptions
         ret = typing.get_args(ret)[0]  # AsyncIterator[Item] -> Item
     if isinstance(ret, type) and issubclass(ret, BaseModel):
         remember(ret)
-    return HandlerSpec(name, intent, kind, model, streaming, opts.topic)
+    durable = opts.durable if opts.durable is not None else bool(getattr(cls, "durable", False))
+    idempotent = opts.idempotent
+    if idempotent is None:
+        idempotent = bool(getattr(cls, "idempotent", False))
+    return HandlerSpec(name, intent, kind, model, streaming, opts.topic, durable, idempotent)

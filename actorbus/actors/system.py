@@ -37,14 +37,17 @@ from actorbus.actors.dead_letters import (
     queue_stats,
     replay_dead_letter,
 )
-from actorbus.actors.durable import DurableInbox
+from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
+from actorbus.actors.durable import DurableInbox, TypeInbox
 from actorbus.actors.history import read_history
 from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbound import Outgoing, encode_request, read_reply
+from actorbus.actors.outbox import current_outbox
 from actorbus.actors.replies import Replies
 from actorbus.actors.streaming import StreamProducers, consume_stream
 from actorbus.bus.connection import BusConnection, ConnectOptions
-from actorbus.bus.jetstream import DurableSettings, ensure_streams
+from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket
+from actorbus.bus.leases import LeaseBucket
 from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, Subjects, validate_key, validate_topic
@@ -100,6 +103,7 @@ class _TypeHost:
         self.kwargs = kwargs
         self.subs: list[Subscription] = []
         self.rr = itertools.count()
+        self.inbox: TypeInbox | None = None  # its durable messages, when it has any
 
 
 class ActorSystem:
@@ -137,7 +141,10 @@ class ActorSystem:
         self._durable_lock = asyncio.Lock()
         self._durable_ok = False
         self._inboxes: dict[ActorCell, DurableInbox] = {}
+        self.delivery = DeliveryDefaults()
         self.handled: KeyValue | None = None  # idempotency keys already handled
+        self.stats: KeyValue | None = None  # counters shared by every reader
+        self._reader_leases: LeaseBucket | None = None
         self.server = server
         self.system_id = new_id()
         self.client_address = f"client/{self.system_id}"
@@ -230,6 +237,7 @@ class ActorSystem:
             raise ValueError("replicas must be >= 1")
         address = f"{cls.type_name}/{key}"
         hosted = self._hosts.get(cls.type_name)
+        self.learn(cls)
         for _ in range(replicas):
             cell = ActorCell(self, cls, key, kwargs)
             self._cells.setdefault(address, []).append(cell)
@@ -239,7 +247,7 @@ class ActorSystem:
                 await self._subscribe_cell(cell)
             else:
                 await self._subscribe_topics(cell)
-            if cls.durable:
+            if cls.has_durable_queue and hosted is None:  # else the type's reader has it
                 inbox = DurableInbox(self, cell)
                 await inbox.start()
                 self._inboxes[cell] = inbox
@@ -253,15 +261,23 @@ class ActorSystem:
         async with self._durable_lock:
             if not self._durable_ok:
                 try:
-                    self.handled = await ensure_streams(
-                        self.js, self.subjects, self.durable_settings
-                    )
+                    stores = await ensure_streams(self.js, self.subjects, self.durable_settings)
+                    self.handled, self.stats = stores.handled, stores.stats
                 except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
                     raise ActorBusError(
                         "durable delivery needs JetStream, which this NATS server does not "
                         "offer (start it with -js, or use ActorSystem.start())"
                     ) from None
                 self._durable_ok = True
+
+    async def reader_leases(self) -> LeaseBucket:
+        """The leases that pick one reader process per lazily hosted durable type."""
+        if self._reader_leases is None:
+            s = self.durable_settings
+            self._reader_leases = await LeaseBucket.open(
+                self.js, readers_bucket(self.namespace), s.reader_lease_ttl, replicas=s.replicas
+            )
+        return self._reader_leases
 
     async def _confirm_subscriptions(self) -> None:
         """A round trip to the server, so that once spawn()/register() return, any
@@ -283,6 +299,7 @@ class ActorSystem:
                 raise ValueError(f"register {type_name!r} before spawning instances of it")
         host = _TypeHost(cls, kwargs)
         self._hosts[type_name] = host
+        self.learn(cls)
         s = self.subjects
 
         async def on_direct(msg: Msg) -> None:
@@ -303,22 +320,28 @@ class ActorSystem:
                 s.anycast(type_name), queue=s.queue(Address(type_name)), cb=on_anycast
             )
         )
+        if cls.has_durable_queue:
+            host.inbox = TypeInbox(self, cls, lambda key: self._lazy_cell(host, key))
+            await host.inbox.start()
         await self._confirm_subscriptions()
 
     async def _route_lazy(self, host: _TypeHost, key: str, msg: Msg) -> None:
         env = await self.replies.decode_or_answer(msg, f"{host.cls.type_name}/{key}")
         if env is None:
             return
+        self._lazy_cell(host, key).deliver_later(msg, env)
+
+    def _lazy_cell(self, host: _TypeHost, key: str) -> ActorCell:
+        """The local instance of ``type/key``, activated now if there is none."""
         address = f"{host.cls.type_name}/{key}"
         cells = self._cells.get(address)
         if not cells:
             cell = ActorCell(self, host.cls, key, host.kwargs)
             self._cells[address] = [cell]
             self._spawn_task(self._activate(cell))
-            cells = self._cells[address]
+            return cell
         # Replicas of one address in this process: the least busy one takes it.
-        cell = cells[0] if len(cells) == 1 else min(cells, key=ActorCell.load)
-        cell.deliver_later(msg, env)
+        return cells[0] if len(cells) == 1 else min(cells, key=ActorCell.load)
 
     async def _activate(self, cell: ActorCell) -> None:
         if await cell.start():
@@ -514,13 +537,16 @@ class ActorSystem:
         session_id: str | None = None,
         idempotency_key: str | None = None,
         ttl_ms: int | None = None,
-        durable: bool = False,
+        durable: bool | None = None,
         timeout: float | None = None,
     ) -> None:
         """Fire and forget: at most once over core NATS; with ``durable=True``, stored
         in JetStream before this returns and delivered at least once, also to an
-        actor that is not running yet (see ``Actor.durable``)."""
+        actor that is not running yet. ``None`` follows the target type's defaults
+        when this system knows them (``Actor.durable``, ``learn()``)."""
         self._check_open()
+        if durable is None:
+            durable = self.delivery.durable_for(address, message, intent)
         if durable:
             await self._send_durable(
                 address, message, intent, session_id, idempotency_key, ttl_ms, timeout
@@ -548,10 +574,17 @@ class ActorSystem:
             address, message, intent, session_id, idempotency_key, ttl_ms, durable=True
         )
         timeout = self.default_timeout if timeout is None else timeout
-        await self._store(self.subjects.durable(addr), out, address, timeout)
+        await self.store(self.subjects.durable(addr), out, address, timeout)
 
-    async def _store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
-        """Publish into JetStream and wait for the publish-ack: stored, or an error."""
+    async def store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
+        """Publish into JetStream and wait for the publish-ack: stored, or an error.
+
+        Inside an idempotent durable handler the message is held instead, and sent
+        once the handler succeeded (see ``actors/outbox.py``)."""
+        box = current_outbox.get()
+        if box is not None and box.open:
+            box.hold(subject, out, what)
+            return
         try:
             ack = await self.mux.request(subject, out.body, out.headers, timeout)
         except RequestTimeout:
@@ -584,7 +617,7 @@ class ActorSystem:
         keep = self.durable_settings.keep_topics
         out = self._encode(f"topic:{topic}", message, intent, session_id, None, None, durable=keep)
         if keep:
-            await self._store(subject, out, f"topic {topic!r}", self.default_timeout)
+            await self.store(subject, out, f"topic {topic!r}", self.default_timeout)
         else:
             await self.conn.publish(subject, out.body, out.headers)
 
@@ -664,6 +697,12 @@ class ActorSystem:
         """Queue depth and consumer lag of an address's durable queue."""
         return await queue_stats(self, address)
 
+    def learn(self, *types: type[Actor]) -> None:
+        """Know these actor types' delivery defaults when sending to them (types
+        hosted by this system are known already)."""
+        for cls in types:
+            self.delivery.learn(cls.type_name, DeliveryPolicy.of(cls))
+
     def ref(self, address: str) -> ActorRef:
         Address.parse(address)
         return ActorRef(self, address)
@@ -714,6 +753,8 @@ class ActorSystem:
         self._closing = True
         try:
             await _drain([sub for host in self._hosts.values() for sub in host.subs], timeout)
+            inboxes = [host.inbox for host in self._hosts.values() if host.inbox is not None]
+            await asyncio.gather(*(inbox.stop() for inbox in inboxes))
             cells = [c for cs in self._cells.values() for c in cs]
             self._cells.clear()
             await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))

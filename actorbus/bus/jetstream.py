@@ -4,10 +4,17 @@ One stream per namespace holds every durable message (``{ns}.d.{type}.{key}``):
 file storage, a duplicate window keyed by ``Nats-Msg-Id`` (the envelope id),
 ``max_age`` as the default time to live, R1 locally and R3 on a cluster. A second
 stream holds dead letters (``{ns}.dlq.{type}.{key}``) with the reason and the
-attempt count. Each actor address reads its messages through one durable pull
-consumer: explicit acks after the handler succeeded, one message in flight
+attempt count. Each spawned actor address reads its messages through one durable
+pull consumer: explicit acks after the handler succeeded, one message in flight
 (``max_ack_pending``) so order per actor holds, and ``ack_wait`` as the time a
-handler may take before a crash is assumed and the message goes out again.
+handler may take before a crash is assumed and the message goes out again. A
+lazily hosted type (``register()``) reads ``{ns}.d.{type}.*`` through one
+consumer shared by its host processes, ``type_window`` messages in flight, kept in
+order per key by the reader.
+
+Expiry is enforced by the readers (``ttl_ms``, else ``max_age``) so that every
+expired message is counted (bucket ``actorbus-{ns}-stats``); the stream keeps
+messages ``retention_grace`` longer as a storage backstop.
 
 Everything is created idempotently: a second start with the same settings
 changes nothing, a start with new settings updates the streams.
@@ -39,7 +46,8 @@ class DurableSettings:
     """How durable delivery behaves; the defaults follow the delivery semantics."""
 
     replicas: int = 1  # 3 on a cluster
-    max_age: float = 24 * 3600.0  # seconds an undelivered message is kept (default TTL)
+    max_age: float = 24 * 3600.0  # default TTL: older undelivered messages are dropped
+    retention_grace: float = 3600.0  # the stream keeps messages this much longer
     duplicate_window: float = 120.0  # seconds within which a repeated id is dropped
     backoff: tuple[float, ...] = (2.0, 4.0, 8.0)  # delays before each retry
     ack_wait: float = 30.0  # seconds a handler may run before redelivery is assumed
@@ -47,6 +55,8 @@ class DurableSettings:
     idempotency_ttl: float = 24 * 3600.0  # how long a handled idempotency key is remembered
     keep_topics: bool = False  # also store pub/sub topics, for history and replay
     start_timeout: float = 30.0  # how long an actor retries setting up its queue (failover)
+    type_window: int = 64  # messages in flight for a lazily hosted type (all its keys)
+    reader_lease_ttl: float = 3.0  # a lazily hosted type's reader is replaced this fast
 
     @property
     def max_deliver(self) -> int:
@@ -78,6 +88,23 @@ def idempotency_entry(addr: Address, key: str) -> str:
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
+def readers_bucket(ns: str) -> str:
+    return f"actorbus-{ns}-readers"
+
+
+def stats_bucket(ns: str) -> str:
+    return f"actorbus-{ns}-stats"
+
+
+def expired_entry(consumer: str) -> str:
+    return f"expired.{consumer}"
+
+
+def type_consumer_name(type_: str) -> str:
+    """The consumer a lazily hosted type's processes share ('*' marks it as such)."""
+    return consumer_name(Address(type_, "*"))
+
+
 def consumer_name(addr: Address) -> str:
     """A durable consumer name for an address (names allow no '.', '/', wildcards)."""
     readable = _UNSAFE.sub("_", f"{addr.type}__{addr.key}")[:64]
@@ -85,16 +112,23 @@ def consumer_name(addr: Address) -> str:
     return f"{readable}-{digest}"
 
 
-async def ensure_streams(js: JetStreamContext, subjects: Subjects, s: DurableSettings) -> KeyValue:
-    """Create or update the durable and dead-letter streams and the bucket of handled
-    idempotency keys (which outlives any actor process)."""
+@dataclass(frozen=True)
+class DurableStores:
+    handled: KeyValue  # idempotency keys already handled (outlives any actor process)
+    stats: KeyValue  # counters every reader adds to (expired messages)
+
+
+async def ensure_streams(
+    js: JetStreamContext, subjects: Subjects, s: DurableSettings
+) -> DurableStores:
+    """Create or update the durable and dead-letter streams and the buckets."""
     for config in (
         StreamConfig(
             name=stream_name(subjects.ns),
             subjects=[subjects.durable_all()],
             storage=StorageType.FILE,
             num_replicas=s.replicas,
-            max_age=s.max_age,
+            max_age=s.max_age + s.retention_grace,
             duplicate_window=s.duplicate_window,
             discard=DiscardPolicy.OLD,
         ),
@@ -123,7 +157,7 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, s: DurableSet
             await js.add_stream(config)
         except nats.js.errors.BadRequestError:
             await js.update_stream(config)  # exists with other settings
-    return await js.create_key_value(
+    handled = await js.create_key_value(
         KeyValueConfig(
             bucket=idempotency_bucket(subjects.ns),
             ttl=s.idempotency_ttl,
@@ -131,6 +165,12 @@ async def ensure_streams(js: JetStreamContext, subjects: Subjects, s: DurableSet
             replicas=s.replicas,
         )
     )
+    stats = await js.create_key_value(
+        KeyValueConfig(
+            bucket=stats_bucket(subjects.ns), storage=StorageType.FILE, replicas=s.replicas
+        )
+    )
+    return DurableStores(handled, stats)
 
 
 def consumer_config(subjects: Subjects, addr: Address, s: DurableSettings) -> ConsumerConfig:
@@ -141,4 +181,15 @@ def consumer_config(subjects: Subjects, addr: Address, s: DurableSettings) -> Co
         ack_wait=s.ack_wait,
         max_deliver=s.max_deliver,
         max_ack_pending=1,
+    )
+
+
+def type_consumer_config(subjects: Subjects, type_: str, s: DurableSettings) -> ConsumerConfig:
+    return ConsumerConfig(
+        durable_name=type_consumer_name(type_),
+        filter_subject=subjects.durable_type(type_),
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=s.ack_wait,
+        max_deliver=s.max_deliver,
+        max_ack_pending=s.type_window,
     )

@@ -120,6 +120,9 @@ class Subjects:
         """Where durable messages to one address are stored (JetStream)."""
         return f"{self.ns}.d.{addr.type}.{addr.key}"
 
+    def durable_type(self, type_: str) -> str:
+        return f"{self.ns}.d.{type_}.*"
+
     def durable_all(self) -> str:
         return f"{self.ns}.d.>"
 

@@ -1,0 +1,89 @@
+"""The sends of an idempotent durable handler, held until it has succeeded.
+
+A durable message may be redelivered after a crash, and a handler with an
+idempotency key then must not act twice. For effects that go through actorbus
+(durable ``tell``s, kept ``publish``es) that is made exact here, the way Kafka
+makes consume-transform-produce exact: while the handler runs, those sends are
+collected instead of sent; after it returns, they are recorded together with the
+handled key in one key-value write, then sent, then the message is acked. A
+crash before the write loses the collected sends with the attempt that made them
+(the rerun makes them again); a crash after it finds the key on redelivery and
+sends the recorded messages again, which the stream drops as duplicates by
+their ids. Effects outside actorbus (a database write) stay the handler's to make
+idempotent; the key is in ``self.envelope.context.idempotency_key``.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from actorbus.actors.outbound import Outgoing
+from actorbus.bus.client import EncodedHeaders
+from actorbus.codecs.wire import pack, unpack
+
+if TYPE_CHECKING:
+    from actorbus.actors.system import ActorSystem
+
+log = logging.getLogger("actorbus.durable")
+
+# A record larger than this is not kept with the key (a key-value entry must fit
+# in one NATS message); its sends then go out before the key is written.
+_MAX_RECORD = 512 * 1024
+
+
+class Held(NamedTuple):
+    subject: str
+    out: Outgoing
+    what: str  # the destination, for errors
+
+
+class Outbox:
+    """Collects one handler attempt's durable sends."""
+
+    def __init__(self) -> None:
+        self.held: list[Held] = []
+        self.open = True  # a task the handler left running sends directly afterwards
+
+    def hold(self, subject: str, out: Outgoing, what: str) -> None:
+        self.held.append(Held(subject, out, what))
+
+    def record(self, envelope_id: str) -> bytes | None:
+        """The key's value: the handled id and the sends; None when too large to keep."""
+        self.open = False
+        rows = [
+            [h.subject, h.out.body, _raw(h.out.headers), h.out.intent, h.out.id, h.what]
+            for h in self.held
+        ]
+        data = pack({"id": envelope_id, "out": rows})
+        return data if len(data) <= _MAX_RECORD else None
+
+
+def _raw(headers: EncodedHeaders) -> bytes:
+    return headers if type(headers) is bytes else bytes(headers)
+
+
+def recorded_sends(value: bytes | None) -> list[Held]:
+    """The sends recorded with a handled key (none for keys written without them)."""
+    if not value:
+        return []
+    try:
+        data: Any = unpack(value)
+        rows = data["out"] if isinstance(data, dict) else []
+        return [
+            Held(str(s), Outgoing(bytes(b), EncodedHeaders(bytes(h)), str(i), str(n)), str(w))
+            for s, b, h, i, n, w in rows
+        ]
+    except Exception as exc:
+        log.warning("a handled key's record is unreadable (%r); nothing resent", exc)
+        return []
+
+
+async def release(system: ActorSystem, held: list[Held]) -> None:
+    """Send held messages, each stored before the next (repeats are dropped by id)."""
+    for h in held:
+        await system.store(h.subject, h.out, h.what, system.default_timeout)
+
+
+current_outbox: ContextVar[Outbox | None] = ContextVar("actorbus_outbox", default=None)

@@ -322,3 +322,45 @@ async def test_rerun_sends_history_to_a_new_actor_in_order(make_system) -> None:
     assert sent == 4
     await progress.reached(4)
     assert progress.seen == [0, 1, 2, 3]
+
+
+class WideLedger(Ledger):
+    """Opts out of strict order: up to 4 durable messages at once."""
+
+    type_name = "wide-ledger"
+    concurrency = 4
+
+    @handler
+    async def add(self, e: Entry) -> None:
+        self.progress.add(e.n)
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.wait_for(self.gate.wait(), WAIT)
+        finally:
+            self.running -= 1
+
+    async def on_start(self) -> None:
+        self.running = self.peak = 0
+        self.gate = asyncio.Event()
+        WIDE.append(self)
+
+
+WIDE: list[WideLedger] = []
+
+
+async def test_an_actor_with_concurrency_takes_that_many_durable_messages_at_once(
+    make_system,
+) -> None:
+    system = await make_system(durable=FAST)
+    for n in range(8):
+        await system.tell("wide-ledger/w", Entry(n=n), durable=True)
+    progress = await spawn_ledger(system, "w", cls=WideLedger)
+    await progress.reached(4)  # four are running, held at the gate
+    actor = WIDE[-1]
+    stats = await system.queue_stats("wide-ledger/w")
+    assert (actor.running, stats.in_flight) == (4, 4)
+    actor.gate.set()
+    await progress.reached(8)
+    assert sorted(progress.seen) == list(range(8))
+    assert actor.peak == 4

@@ -143,6 +143,19 @@ class _Reader:
             await asyncio.sleep(_FETCH_WAIT)
             return []
 
+    async def _fetch_free(self, slots: asyncio.Semaphore) -> list[Msg] | None:
+        """Wait for a free slot, then fetch as many messages as slots are free; each
+        message returned holds one slot, released by whoever settles it."""
+        await slots.acquire()
+        taken = 1
+        while taken < _FETCH_MAX and not slots.locked():
+            await slots.acquire()  # free: returns at once
+            taken += 1
+        batch = await self._fetch(taken)
+        for _ in range(taken - len(batch or ())):
+            slots.release()
+        return batch
+
     # -- the steps of one message -----------------------------------------
     async def _open(self, msg: Msg, address: str) -> tuple[Msg, Inbound] | None:
         """Decode a stored message; None when it was settled here already (expired,
@@ -300,18 +313,47 @@ class DurableInbox(_Reader):
             f"{self.cls.type_name!r} is hosted lazily (register()) elsewhere in this "
             f"namespace; spawning {self.what} too would deliver its durable messages twice",
         )
-        s = system.durable_settings
-        await self._subscribe(
-            system.subjects.durable(self.addr), consumer_config(system.subjects, self.addr, s)
+        config = consumer_config(
+            system.subjects, self.addr, system.durable_settings, self.cls.concurrency
         )
+        await self._subscribe(system.subjects.durable(self.addr), config)
 
     async def _run(self) -> None:
+        if self.cls.concurrency > 1:
+            await self._run_concurrently(self.cls.concurrency)
+            return
         while not self._stopping:
             batch = await self._fetch(1)
             if batch is None:
                 return
             for msg in batch:
                 await self._one(msg)
+
+    async def _run_concurrently(self, width: int) -> None:
+        """Up to ``width`` messages at once (the actor opted out of strict order)."""
+        slots = asyncio.Semaphore(width)
+        running: set[asyncio.Task[None]] = set()
+
+        async def one(msg: Msg) -> None:
+            try:
+                await self._one(msg)
+            except Exception as exc:  # unsettled: JetStream redelivers it after ack_wait
+                log.warning("%s: durable message not settled: %r", self.what, exc)
+            finally:
+                slots.release()
+
+        try:
+            while not self._stopping:
+                batch = await self._fetch_free(slots)
+                if batch is None:
+                    return
+                for msg in batch:
+                    task = asyncio.create_task(one(msg))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+        finally:
+            if running:
+                await asyncio.wait(set(running))
 
     async def _one(self, msg: Msg) -> None:
         opened = await self._open(msg, self.what)
@@ -394,14 +436,7 @@ class TypeInbox(_Reader):
 
     async def _run(self) -> None:
         while not self._stopping:
-            await self._slots.acquire()
-            taken = 1
-            while taken < _FETCH_MAX and not self._slots.locked():
-                await self._slots.acquire()  # free: returns at once
-                taken += 1
-            batch = await self._fetch(taken)
-            for _ in range(taken - len(batch or ())):
-                self._slots.release()
+            batch = await self._fetch_free(self._slots)
             if batch is None:
                 return
             for msg in batch:

@@ -173,14 +173,17 @@ async def ensure_streams(
     return DurableStores(handled, stats)
 
 
-def consumer_config(subjects: Subjects, addr: Address, s: DurableSettings) -> ConsumerConfig:
+def consumer_config(
+    subjects: Subjects, addr: Address, s: DurableSettings, in_flight: int = 1
+) -> ConsumerConfig:
+    """One message in flight keeps order; an actor with ``concurrency`` N takes N."""
     return ConsumerConfig(
         durable_name=consumer_name(addr),
         filter_subject=subjects.durable(addr),
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=s.ack_wait,
         max_deliver=s.max_deliver,
-        max_ack_pending=1,
+        max_ack_pending=in_flight,
     )
 
 

@@ -60,3 +60,28 @@ class Tally(Actor):
         # exactly once); the plain publish is only a progress signal for the test.
         await self.tell("sink/k", t, durable=True)
         await self.system.nc.publish(f"{self.system.namespace}.test.handled", str(t.n).encode())
+
+
+class Bump(BaseModel):
+    by: int = 1
+
+
+class Bumped(BaseModel):
+    total: int
+    pid: int
+    system: str
+
+
+class VCounter(Actor):
+    """A keyed (virtual) actor: one live instance per key across every process."""
+
+    keyed = True
+    durable = True
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    @handler
+    async def bump(self, b: Bump) -> Bumped:
+        self.total += b.by
+        return Bumped(total=self.total, pid=os.getpid(), system=self.system.system_id)

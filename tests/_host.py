@@ -33,7 +33,9 @@ async def main(
     durable = None
     if ack_wait is not None:
         durable = DurableSettings(ack_wait=ack_wait, backoff=(0.1, 0.2, 0.4))
-    system = await ActorSystem.connect(url, namespace=namespace, durable=durable)
+    system = await ActorSystem.connect(
+        url, namespace=namespace, durable=durable, activation_ttl=1.5
+    )
     try:
         if key == "*":
             await system.register(cls)

@@ -62,7 +62,10 @@ class Actor:
     - ``max_restarts`` within ``restart_window`` seconds before the actor is stopped
     - ``restart_backoff``: (initial, maximum) seconds between restarts, with jitter
     - ``crash_on``: exception types that restart the instance (``Crash`` always does)
-    - ``idle_timeout``: reserved for passivation of lazily activated actors
+    - ``keyed``: a virtual actor: at most one live instance of each ``type/key`` in the
+      whole namespace (an activation lease); other processes forward to it
+    - ``idle_timeout``: seconds without a message after which a lazily activated
+      instance is passivated (stopped; the next message activates it again)
     """
 
     type_name: ClassVar[str]
@@ -73,6 +76,8 @@ class Actor:
     restart_window: ClassVar[float] = 60.0
     restart_backoff: ClassVar[tuple[float, float]] = (0.1, 5.0)
     crash_on: ClassVar[tuple[type[BaseException], ...]] = ()
+    keyed: ClassVar[bool] = False
+    idle_timeout: ClassVar[float | None] = None
     handlers: ClassVar[dict[str, HandlerSpec]] = {}
     topics: ClassVar[tuple[HandlerSpec, ...]] = ()
     has_durable_queue: ClassVar[bool] = False  # derived: any handler is durable
@@ -88,6 +93,8 @@ class Actor:
         validate_type(cls.type_name)
         if cls.concurrency < 1:
             raise TypeError(f"{cls.__qualname__}.concurrency must be >= 1")
+        if cls.idle_timeout is not None and cls.idle_timeout <= 0:
+            raise TypeError(f"{cls.__qualname__}.idle_timeout must be > 0 (or None)")
         cls.handlers = resolve_handlers(cls)
         topics = tuple(s for s in cls.handlers.values() if s.topic)
         for spec in topics:

@@ -61,6 +61,11 @@ class ActorCell:
         self.subscriptions: list[Any] = []
         self.restart_count = 0
         self.failure: BaseException | None = None
+        self.last_active = time.monotonic()  # when it last finished a message
+
+    def idle_for(self, now: float) -> float:
+        """Seconds without a message in hand (0 while one is)."""
+        return 0.0 if self._busy else now - self.last_active
 
     def load(self) -> int:
         """Messages admitted and not yet finished."""
@@ -221,6 +226,7 @@ class ActorCell:
 
     def _done(self) -> None:
         self._busy -= 1
+        self.last_active = time.monotonic()
         if self._busy == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 

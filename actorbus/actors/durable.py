@@ -23,7 +23,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
 
 log = logging.getLogger("actorbus.durable")
+T = TypeVar("T")
 
 # Errors no retry can fix: the message goes to the dead letters at once.
 _POISON = (DecodeError, MessageTooLargeError, UnknownIntentError, ValidationFailedError)
@@ -87,22 +88,28 @@ class _Reader:
 
     async def _subscribe(self, subject: str, config: ConsumerConfig) -> None:
         system = self.system
+
+        async def pull_subscribe() -> JetStreamContext.PullSubscription:
+            return await system.js.pull_subscribe(
+                subject, durable=self.consumer, stream=stream_name(system.namespace), config=config
+            )
+
+        self._psub = await self._patiently(pull_subscribe)
+        self._task = asyncio.create_task(self._run(), name=f"durable {self.what}")
+
+    async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A JetStream call at start-up, tried again while a cluster elects a new
+        leader (a node just died: answers come late or not at all for a few
+        seconds), within ``start_timeout``."""
+        system = self.system
         await system.durable_ready()
         timeout = system.durable_settings.start_timeout
         deadline = time.monotonic() + timeout
         attempt = 0
         while True:
             try:
-                self._psub = await system.js.pull_subscribe(
-                    subject,
-                    durable=self.consumer,
-                    stream=stream_name(system.namespace),
-                    config=config,
-                )
-                break
+                return await call()
             except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
-                # A cluster electing a new leader (a node just died) answers late
-                # or not at all for a few seconds: try again, within bounds.
                 if time.monotonic() > deadline:
                     raise ActorBusError(
                         f"{self.what}: JetStream did not set up the durable queue within "
@@ -110,7 +117,6 @@ class _Reader:
                     ) from exc
                 attempt += 1
                 await asyncio.sleep(backoff_delay(attempt, 0.1, 2.0))
-        self._task = asyncio.create_task(self._run(), name=f"durable {self.what}")
 
     async def stop(self) -> None:
         """Finish the message(s) in hand, then stop fetching (the consumer stays on
@@ -307,12 +313,12 @@ class DurableInbox(_Reader):
     async def start(self) -> None:
         system = self.system
         await system.durable_ready()
-        await _refuse_if_exists(
-            system,
-            type_consumer_name(self.cls.type_name),
-            f"{self.cls.type_name!r} is hosted lazily (register()) elsewhere in this "
-            f"namespace; spawning {self.what} too would deliver its durable messages twice",
-        )
+        lazy = await self._patiently(lambda: _consumer_exists(system, self.cls.type_name))
+        if lazy:
+            raise ActorBusError(
+                f"{self.cls.type_name!r} is hosted lazily (register()) elsewhere in this "
+                f"namespace; spawning {self.what} too would deliver its durable messages twice"
+            )
         config = consumer_config(
             system.subjects, self.addr, system.durable_settings, self.cls.concurrency
         )
@@ -381,10 +387,13 @@ class TypeInbox(_Reader):
     """
 
     def __init__(
-        self, system: ActorSystem, cls: type[Actor], cell_for: Callable[[str], ActorCell]
+        self,
+        system: ActorSystem,
+        cls: type[Actor],
+        place: Callable[[str], Awaitable[ActorCell | str]],
     ) -> None:
         super().__init__(system, cls, type_consumer_name(cls.type_name), f"{cls.type_name}/*")
-        self.cell_for = cell_for
+        self.place = place  # a key's local instance, or the system hosting it elsewhere
         self._slots = asyncio.Semaphore(system.durable_settings.type_window)
         self._keys: dict[str, deque[Msg]] = {}
         self._workers: set[asyncio.Task[None]] = set()
@@ -394,7 +403,9 @@ class TypeInbox(_Reader):
         system = self.system
         await system.durable_ready()
         mine = system.subjects.durable_type(self.cls.type_name)[:-1]  # '{ns}.d.{type}.'
-        infos = await system.js.consumers_info(stream_name(system.namespace))
+        infos = await self._patiently(
+            lambda: system.js.consumers_info(stream_name(system.namespace))
+        )
         spawned = [
             i.name
             for i in infos
@@ -480,7 +491,7 @@ class TypeInbox(_Reader):
             plain, env = opened
             attempt = msg.metadata.num_delivered
             while True:
-                failed = await self._attempt(self.cell_for(key), plain, env)
+                failed = await self._attempt_at(key, address, plain, env)
                 if isinstance(failed, Outbox):
                     await self._succeeded(msg, address, env, failed)
                     return
@@ -498,6 +509,22 @@ class TypeInbox(_Reader):
         except Exception as exc:  # the broker went away mid-message: it is redelivered
             log.warning("%s: durable message not settled: %r", address, exc)
 
+    async def _attempt_at(
+        self, key: str, address: str, msg: Msg, env: Inbound
+    ) -> Outbox | Exception:
+        """Run the handler where the key lives: here, or (a keyed actor hosted by
+        another process) there, with the outcome brought back."""
+        while True:
+            where = await self.place(key)
+            if not isinstance(where, str):
+                return await self._attempt(where, msg, env)
+            try:
+                outcome = await self.system.virtual.forward_durable(where, address, msg, env)
+            except ActorBusError as err:
+                return err
+            if outcome is not None:
+                return outcome
+
     async def _hold(self, msg: Msg, delay: float) -> None:
         """Wait before a retry, telling JetStream the message is still being worked on."""
         beat = max(0.5, self.system.durable_settings.ack_wait / 3)
@@ -512,9 +539,10 @@ async def _settle(action: Callable[[], Awaitable[None]]) -> None:
         await action()
 
 
-async def _refuse_if_exists(system: ActorSystem, consumer: str, why: str) -> None:
+async def _consumer_exists(system: ActorSystem, type_: str) -> bool:
+    """Does the lazily hosted type's shared consumer exist?"""
     try:
-        await system.js.consumer_info(stream_name(system.namespace), consumer)
+        await system.js.consumer_info(stream_name(system.namespace), type_consumer_name(type_))
     except nats.js.errors.NotFoundError:
-        return
-    raise ActorBusError(why)
+        return False
+    return True

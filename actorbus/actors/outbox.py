@@ -49,14 +49,28 @@ class Outbox:
     def hold(self, subject: str, out: Outgoing, what: str) -> None:
         self.held.append(Held(subject, out, what))
 
-    def record(self, envelope_id: str) -> bytes | None:
-        """The key's value: the handled id and the sends; None when too large to keep."""
-        self.open = False
-        rows = [
+    def rows(self) -> list[list[Any]]:
+        """The held sends as plain data (for the record, or to travel back to the
+        reader when a forwarded durable message was handled in another process)."""
+        return [
             [h.subject, h.out.body, _raw(h.out.headers), h.out.intent, h.out.id, h.what]
             for h in self.held
         ]
-        data = pack({"id": envelope_id, "out": rows})
+
+    @classmethod
+    def of_rows(cls, rows: Any) -> Outbox:
+        box = cls()
+        box.open = False
+        box.held = [
+            Held(str(s), Outgoing(bytes(b), EncodedHeaders(bytes(h)), str(i), str(n)), str(w))
+            for s, b, h, i, n, w in rows
+        ]
+        return box
+
+    def record(self, envelope_id: str) -> bytes | None:
+        """The key's value: the handled id and the sends; None when too large to keep."""
+        self.open = False
+        data = pack({"id": envelope_id, "out": self.rows()})
         return data if len(data) <= _MAX_RECORD else None
 
 
@@ -70,11 +84,7 @@ def recorded_sends(value: bytes | None) -> list[Held]:
         return []
     try:
         data: Any = unpack(value)
-        rows = data["out"] if isinstance(data, dict) else []
-        return [
-            Held(str(s), Outgoing(bytes(b), EncodedHeaders(bytes(h)), str(i), str(n)), str(w))
-            for s, b, h, i, n, w in rows
-        ]
+        return Outbox.of_rows(data["out"] if isinstance(data, dict) else []).held
     except Exception as exc:
         log.warning("a handled key's record is unreadable (%r); nothing resent", exc)
         return []

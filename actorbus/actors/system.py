@@ -43,8 +43,10 @@ from actorbus.actors.history import read_history
 from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbound import Outgoing, encode_request, read_reply
 from actorbus.actors.outbox import current_outbox
+from actorbus.actors.placement import Placement
 from actorbus.actors.replies import Replies
 from actorbus.actors.streaming import StreamProducers, consume_stream
+from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket
 from actorbus.bus.leases import LeaseBucket
@@ -122,6 +124,7 @@ class ActorSystem:
         stream_window: int = 64,
         stream_credit_timeout: float = 300.0,
         durable: DurableSettings | None = None,
+        activation_ttl: float = 5.0,
         server: EmbeddedServer | None = None,
     ) -> None:
         self.conn = conn
@@ -148,6 +151,15 @@ class ActorSystem:
         self.server = server
         self.system_id = new_id()
         self.client_address = f"client/{self.system_id}"
+        self.placement = Placement(
+            self.js,
+            namespace,
+            self.system_id,
+            activation_ttl,
+            replicas=self.durable_settings.replicas,
+            on_lost=self.stop_actor,
+        )
+        self.virtual = VirtualActors(self)
         self.streams = StreamProducers(self)
         self.replies = Replies(conn, limits, debug)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
@@ -211,6 +223,10 @@ class ActorSystem:
         await self.mux.start()
         sub = await self.nc.subscribe(self.streams.control_subject, cb=self.streams.on_control)
         self._system_subs.append(sub)
+        sub = await self.nc.subscribe(
+            self.subjects.host_all(self.system_id), cb=self.virtual.on_forwarded
+        )
+        self._system_subs.append(sub)
 
     @property
     def url(self) -> str:
@@ -238,6 +254,13 @@ class ActorSystem:
         address = f"{cls.type_name}/{key}"
         hosted = self._hosts.get(cls.type_name)
         self.learn(cls)
+        if cls.keyed:
+            owner = await self.placement.owner(address)
+            if owner is not None:
+                raise ActorBusError(
+                    f"{address} is keyed and already active in system {owner}; "
+                    "send to it instead (register() hosts a keyed type on demand)"
+                )
         for _ in range(replicas):
             cell = ActorCell(self, cls, key, kwargs)
             self._cells.setdefault(address, []).append(cell)
@@ -320,14 +343,20 @@ class ActorSystem:
                 s.anycast(type_name), queue=s.queue(Address(type_name)), cb=on_anycast
             )
         )
+        if cls.idle_timeout is not None:
+            self.virtual.watch_idle()
         if cls.has_durable_queue:
-            host.inbox = TypeInbox(self, cls, lambda key: self._lazy_cell(host, key))
+            host.inbox = TypeInbox(self, cls, lambda key: self.virtual.place(host, key))
             await host.inbox.start()
         await self._confirm_subscriptions()
 
     async def _route_lazy(self, host: _TypeHost, key: str, msg: Msg) -> None:
-        env = await self.replies.decode_or_answer(msg, f"{host.cls.type_name}/{key}")
+        address = f"{host.cls.type_name}/{key}"
+        env = await self.replies.decode_or_answer(msg, address)
         if env is None:
+            return
+        if host.cls.keyed and not self.placement.holds(address):
+            self.virtual.route(host, key, msg, env)  # claim, or forward to the holder
             return
         self._lazy_cell(host, key).deliver_later(msg, env)
 
@@ -388,9 +417,11 @@ class ActorSystem:
             )
 
     async def stop_actor(self, address: str, timeout: float = 10.0) -> None:
-        """Stop every local replica of ``address`` (they finish what they are doing)."""
+        """Stop every local replica of ``address`` (they finish what they are doing);
+        a keyed actor's activation lease is given back."""
         for cell in self._cells.pop(address, []):
             await self._stop_cell(cell, timeout)
+        await self.placement.release(address)
 
     async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
         inbox = self._inboxes.pop(cell, None)
@@ -757,7 +788,9 @@ class ActorSystem:
             await asyncio.gather(*(inbox.stop() for inbox in inboxes))
             cells = [c for cs in self._cells.values() for c in cs]
             self._cells.clear()
+            await self.virtual.close()
             await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
+            await self.placement.close()
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=timeout)
             await self.conn.close(timeout)

@@ -213,12 +213,14 @@ class BusConnection:
         if self.nc.is_closed:
             return
         bound = self.options.drain_timeout if timeout is None else timeout
+        deadline = time.monotonic() + bound
         try:
             if self.nc.is_connected:
                 await asyncio.wait_for(self.nc.drain(), bound)
             else:
-                await self.nc.close()
+                await asyncio.wait_for(self.nc.close(), bound)
         except Exception as exc:  # drain can time out; closing is what matters now
             log.debug("drain: %s", exc)
+            # A reconnect attempt in progress can hold close() up: bounded too.
             with contextlib.suppress(Exception):
-                await self.nc.close()
+                await asyncio.wait_for(self.nc.close(), max(0.5, deadline - time.monotonic()))

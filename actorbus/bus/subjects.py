@@ -154,6 +154,13 @@ class Subjects:
     def control(self, name: str) -> str:
         return f"{self.ns}.ctl.{name}"
 
+    def host(self, system_id: str, addr: Address) -> str:
+        """Where a process takes messages forwarded to the keyed actors it hosts."""
+        return f"{self.ns}.h.{system_id}.{addr.type}.{addr.key}"
+
+    def host_all(self, system_id: str) -> str:
+        return f"{self.ns}.h.{system_id}.*.*"
+
     def key_of(self, subject: str) -> str:
         """The key token of a direct subject."""
         return subject.rsplit(".", 1)[1]

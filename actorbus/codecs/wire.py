@@ -30,6 +30,8 @@ H_ENC = "Ab-Enc"
 H_KIND = "Ab-Kind"
 H_SEQ = "Ab-Seq"
 H_CREDIT = "Ab-Credit"
+H_FWD = "Ab-Fwd"  # forwarded to the process hosting a keyed actor: ask | tell | durable
+H_MOVED = "Ab-Moved"  # that process no longer hosts it: the holder now (or empty)
 H_MSG_ID = "Nats-Msg-Id"  # JetStream deduplication
 
 

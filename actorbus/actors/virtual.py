@@ -1,0 +1,237 @@
+"""Keyed (virtual) actors: route each message to the one process hosting its key.
+
+A process that gets a message for ``type/key`` of a keyed type hosts the actor
+itself if it holds (or can take) the activation lease; otherwise it forwards the
+message to the holder's host subject (``{ns}.h.{system_id}.{type}.{key}``):
+
+- an ask goes as a request and the holder's answer is relayed to the caller;
+- a tell goes as a request too, answered as soon as the holder has it, so a
+  holder that died (no responders) is noticed and the message is not lost to it;
+- a durable message goes as a request answered with the handler's outcome and
+  its held sends, so the reader acks, retries or dead-letters as if it had run
+  the handler itself (and records the sends with the idempotency key);
+- a stream request is forwarded as is (its items go straight to the caller).
+
+A holder that passivated the actor meanwhile answers "moved"; a dead holder's
+lease runs out within the activation ttl, after which the message activates
+the actor where it is. Idle instances of types with ``idle_timeout`` are
+passivated by a sweep, which also gives their lease back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from nats.aio.msg import Msg
+
+from actorbus.actors.outbox import Outbox, current_outbox
+from actorbus.bus.requests import NoResponders, RequestTimeout
+from actorbus.bus.subjects import Address
+from actorbus.codecs.errors import ActorNotFoundError, AskTimeoutError, error_from_wire
+from actorbus.codecs.inbound import Inbound
+from actorbus.codecs.wire import H_FWD, H_MOVED, pack, unpack
+
+if TYPE_CHECKING:
+    from actorbus.actors.cell import ActorCell
+    from actorbus.actors.system import ActorSystem, _TypeHost
+
+log = logging.getLogger("actorbus.placement")
+
+
+class VirtualActors:
+    """The keyed-actor side of one ActorSystem."""
+
+    def __init__(self, system: ActorSystem) -> None:
+        self.system = system
+        self._sweeper: asyncio.Task[None] | None = None
+        # Messages waiting for their key's placement or forward, in arrival order.
+        self._queues: dict[str, deque[tuple[_TypeHost, str, Msg, Inbound]]] = {}
+
+    # -- where a key lives -------------------------------------------------
+    async def place(self, host: _TypeHost, key: str) -> ActorCell | str:
+        """The local instance of ``type/key`` (activated if need be), or the id of the
+        system hosting it elsewhere."""
+        system = self.system
+        address = f"{host.cls.type_name}/{key}"
+        if host.cls.keyed:
+            owner = await system.placement.owner(address)
+            if owner is not None and owner != system.system_id:
+                return owner
+        return system._lazy_cell(host, key)
+
+    def route(self, host: _TypeHost, key: str, msg: Msg, env: Inbound) -> None:
+        """A message that arrived here for a key this process does not hold: placed
+        (claimed, or forwarded to the holder) one at a time per key, so the messages
+        of a key that reach this process keep their order."""
+        address = f"{host.cls.type_name}/{key}"
+        queued = self._queues.get(address)
+        if queued is not None:
+            queued.append((host, key, msg, env))
+            return
+        self._queues[address] = deque([(host, key, msg, env)])
+        self.system._spawn_task(self._drain(address))
+
+    async def _drain(self, address: str) -> None:
+        queued = self._queues[address]
+        try:
+            while queued:
+                host, key, msg, env = queued[0]
+                try:
+                    where = await self.place(host, key)
+                    if isinstance(where, str):
+                        await self.forward(where, address, msg, env)
+                    else:
+                        where.deliver_later(msg, env)
+                except Exception as exc:  # NATS trouble: this message is lost, not the rest
+                    log.warning("%s: could not place a message: %r", address, exc)
+                queued.popleft()
+        finally:
+            del self._queues[address]
+
+    # -- sending to the holder ---------------------------------------------
+    async def forward(self, owner: str, address: str, msg: Msg, env: Inbound) -> None:
+        system = self.system
+        addr = Address.parse(address)
+        headers = dict(msg.headers or {})
+        if env.context.stream:  # items flow from the holder to the caller directly
+            await system.nc.publish(
+                system.subjects.host(owner, addr), msg.data, reply=msg.reply, headers=headers
+            )
+            return
+        mode = "ask" if msg.reply else "tell"
+        headers[H_FWD] = mode
+        reply = await self._to_holder(owner, address, msg, env, headers)
+        if reply is None:
+            return  # hosted here after all, or answered with an error
+        if mode == "ask":
+            await system.nc.publish(msg.reply, reply.data, headers=dict(reply.headers or {}))
+
+    async def forward_durable(
+        self, owner: str, address: str, msg: Msg, env: Inbound
+    ) -> Outbox | Exception | None:
+        """Run a durable message's handler in the holder's process: its outcome (held
+        sends, or the error), or None when it turned out to be hosted here."""
+        headers = dict(msg.headers or {})
+        headers[H_FWD] = "durable"
+        reply = await self._to_holder(owner, address, msg, env, headers, durable=True)
+        if reply is None:
+            return None
+        outcome: dict[str, Any] = unpack(reply.data)
+        if outcome.get("ok"):
+            return Outbox.of_rows(outcome.get("held") or [])
+        return error_from_wire(outcome.get("error") or {}, address)
+
+    async def _to_holder(
+        self,
+        owner: str,
+        address: str,
+        msg: Msg,
+        env: Inbound,
+        headers: dict[str, str],
+        durable: bool = False,
+    ) -> Msg | None:
+        """Request the holder; follow moves and wait out a dead holder's lease.
+        None: the key is hosted here now (the message was delivered locally)."""
+        system = self.system
+        addr = Address.parse(address)
+        deadline = time.monotonic() + system.default_timeout + system.placement.ttl
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                err = AskTimeoutError(address, env.intent, system.default_timeout)
+                if durable:
+                    raise err
+                await system.replies.error(msg, err, env, address)
+                return None
+            try:
+                reply = await system.mux.request(
+                    system.subjects.host(owner, addr), msg.data, headers, left
+                )
+            except NoResponders:  # the holder is gone: its lease runs out within ttl
+                await asyncio.sleep(min(left, system.placement.ttl / 3))
+                reply = None
+            except RequestTimeout:
+                continue  # the deadline check above answers
+            if reply is not None and not (reply.headers and H_MOVED in reply.headers):
+                return reply
+            system.placement.forget(address)
+            host = system._hosts[addr.type]
+            where = await self.place(host, addr.key or "")
+            if not isinstance(where, str):
+                if not durable:  # (a durable reader runs it here itself)
+                    where.deliver_later(msg, env)
+                return None
+            owner = where
+
+    # -- taking forwarded messages -------------------------------------------
+    async def on_forwarded(self, msg: Msg) -> None:
+        system = self.system
+        _, _, _, type_, key = msg.subject.split(".", 4)
+        address = f"{type_}/{key}"
+        host = system._hosts.get(type_)
+        env = await system.replies.decode_or_answer(msg, address)
+        if env is None:
+            return
+        mode = msg.headers.get(H_FWD) if msg.headers else None
+        owner = await system.placement.owner(address) if host is not None else ""
+        if host is None or owner is not None:  # not (any more) ours: say who has it
+            if mode is None:  # a stream request: its caller waits for items, not moves
+                gone = ActorNotFoundError(f"{address} moved while its stream was forwarded")
+                await system.replies.error(msg, gone, env, address)
+            elif msg.reply:
+                await system.nc.publish(msg.reply, b"", headers={H_MOVED: owner or ""})
+            return
+        cell = system._lazy_cell(host, key)
+        if mode in (None, "ask") or not msg.reply:
+            cell.deliver_later(msg, env)
+            return
+        # Handled without a reply subject; the forwarder gets its own answer.
+        plain = Msg(_client=system.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
+        if mode == "durable":
+            system._spawn_task(self._handle_durable(cell, plain, env, msg.reply))
+            return
+        await system.nc.publish(msg.reply, b"")  # a tell: received, the holder is alive
+        cell.deliver_later(plain, env)
+
+    async def _handle_durable(self, cell: ActorCell, msg: Msg, env: Inbound, inbox: str) -> None:
+        box = Outbox()
+        token = current_outbox.set(box)
+        try:
+            failed = await cell.deliver_durable(msg, env)
+        finally:
+            current_outbox.reset(token)
+            box.open = False
+        if failed is None:
+            outcome: dict[str, Any] = {"ok": True, "held": box.rows()}
+        else:
+            outcome = {"ok": False, "error": cell.error_for(failed).to_wire()}
+        await self.system.nc.publish(inbox, pack(outcome))
+
+    # -- passivation -------------------------------------------------------
+    def watch_idle(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep_forever(), name="passivation")
+
+    async def _sweep_forever(self) -> None:
+        system = self.system
+        while True:
+            timeouts = [h.cls.idle_timeout for h in system._hosts.values() if h.cls.idle_timeout]
+            if not timeouts:
+                return
+            await asyncio.sleep(max(0.05, min(timeouts) / 4))
+            now = time.monotonic()
+            for address, cells in list(system._cells.items()):
+                host = system._hosts.get(address.split("/", 1)[0])
+                limit = host.cls.idle_timeout if host is not None else None
+                if limit and cells and all(c.idle_for(now) > limit for c in cells):
+                    log.debug("%s: idle for %gs; passivating", address, limit)
+                    await system.stop_actor(address)
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)

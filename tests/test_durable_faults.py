@@ -134,17 +134,19 @@ async def test_the_reading_host_of_a_lazy_type_killed_mid_stream_loses_nothing(
     await system.nc.subscribe(f"{ns}.test.handled", cb=handled)
     await system.nc.flush()
     total, keys = 2000, 4
-    async with run_host("_actors:Tally", nats_server.url, ns, "*", ack_wait=1.0) as reader:
-        # started second, so it waits for the lease the first one took at once
-        async with run_host("_actors:Tally", nats_server.url, ns, "*", ack_wait=1.0):
-            for n in range(total):
-                await system.tell(
-                    f"tally/k{n % keys}", Tick(n=n), durable=True, idempotency_key=f"t{n}"
-                )
-            await asyncio.wait_for(reached[500].wait(), WAIT)
-            reader.proc.send_signal(signal.SIGKILL)
-            await reader.proc.wait()
-            assert len(seen) < total, "the kill came too late to prove anything"
-            await asyncio.wait_for(reached[2000].wait(), WAIT + 5)
+    # The second host starts after the first took the reader lease, so it waits.
+    async with (
+        run_host("_actors:Tally", nats_server.url, ns, "*", ack_wait=1.0) as reader,
+        run_host("_actors:Tally", nats_server.url, ns, "*", ack_wait=1.0),
+    ):
+        for n in range(total):
+            await system.tell(
+                f"tally/k{n % keys}", Tick(n=n), durable=True, idempotency_key=f"t{n}"
+            )
+        await asyncio.wait_for(reached[500].wait(), WAIT)
+        reader.proc.send_signal(signal.SIGKILL)
+        await reader.proc.wait()
+        assert len(seen) < total, "the kill came too late to prove anything"
+        await asyncio.wait_for(reached[2000].wait(), WAIT + 5)
     effects = [e.content["n"] async for e in system.history(address="sink/k")]
     assert sorted(effects) == list(range(total)), "an effect was lost or repeated"

@@ -1,0 +1,637 @@
+"""The UAP registry's state, in JetStream key-value buckets every instance shares.
+
+Two buckets per namespace (file storage, history 1, R1 locally, R3 on a cluster):
+
+- ``actorbus-{ns}-registry``: the records. ``svc.<id>`` holds a service,
+  ``route.<name>`` a route, each as JSON with the UAP schema's field names.
+  Ids and names pass through :mod:`actorbus.bus.kvkeys`, so any UAP name is a
+  legal key. Every change is a new revision of the bucket's stream, and a
+  record's ``index`` is its revision: this is the blocking-query index.
+- ``actorbus-{ns}-registry-renewals``: ``svc.<id>`` rewritten on every renewal of
+  an ephemeral service. Renewals arrive every 15 s per service and change
+  nothing a reader cares about, so they live apart: they never move the index
+  nor wake a blocking query. The time of a renewal is the server's timestamp
+  of the write, so registrants' clocks do not matter. Renewal state is kept
+  for a day (``RENEWAL_RETENTION``), so no renewal timeout may be longer.
+
+Each :class:`RegistryStore` keeps an in-memory mirror of both buckets, fed by
+KV watchers (the spec's "cache layer"): lookups never leave the process, and a
+blocking query waits on an event the watcher sets when a revision arrives, not
+on a poll. Writes go to the bucket with optimistic concurrency (``expect_index``)
+and return once the local mirror has seen them (read your writes). Instances
+converge within milliseconds (the spec's AP model).
+
+This module knows the UAP records (``actorbus.codecs.uap``) but nothing of actors
+or services, so an ActorSystem can use it to register its own actor types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Literal, TypeVar
+
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from pydantic import ValidationError
+
+from actorbus.bus.kvkeys import decode_token, encode_token
+from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.uap import (
+    HEALTHY,
+    MAX_RENEWAL_TIMEOUT,
+    EphemeralCheck,
+    RouteResponse,
+    ServiceResponse,
+    UapConflictError,
+    UapNotFoundError,
+)
+
+log = logging.getLogger("actorbus.registry.store")
+
+SERVICE = "svc"
+ROUTE = "route"
+RENEWAL_RETENTION = MAX_RENEWAL_TIMEOUT
+WRITE_ATTEMPTS = 8  # read-modify-write retries when another writer got there first
+
+Kind = Literal["services", "routes", "all"]
+M = TypeVar("M", ServiceResponse, RouteResponse)
+
+
+def registry_bucket(ns: str) -> str:
+    return f"actorbus-{ns}-registry"
+
+
+def renewals_bucket(ns: str) -> str:
+    return f"actorbus-{ns}-registry-renewals"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def open_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
+    """Create a bucket, or bind to it when it exists with other settings (the first
+    creator's settings win; a warning says so)."""
+    try:
+        return await js.create_key_value(config)
+    except nats.js.errors.BadRequestError as exc:
+        log.warning("bucket %s exists with other settings (%s); using it", config.bucket, exc)
+        return await js.key_value(config.bucket)
+    except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+        raise ActorBusError(
+            f"bucket {config.bucket} needs JetStream, which this NATS server does not offer"
+        ) from None
+
+
+class BucketMirror:
+    """An in-memory copy of a KV bucket, kept current by a watcher.
+
+    ``apply(key, value_or_None, revision, created_ms)`` is called for every
+    entry (None: deleted). ``changed`` is awaited by whoever waits for news.
+    """
+
+    def __init__(
+        self, kv: KeyValue, apply: Callable[[str, bytes | None, int, int], None], name: str
+    ) -> None:
+        self._kv = kv
+        self._apply = apply
+        self._name = name
+        self.last_seq = 0
+        self._changed = asyncio.Event()
+        self._loaded = asyncio.Event()
+        self._watcher: KeyValue.KeyWatcher | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, timeout: float) -> None:
+        self._watcher = await self._kv.watchall()
+        self._task = asyncio.create_task(self._run(), name=f"mirror {self._name}")
+        await asyncio.wait_for(self._loaded.wait(), timeout)
+
+    async def _run(self) -> None:
+        assert self._watcher is not None
+        async for entry in self._watcher:
+            if entry is None:  # the initial values are all in
+                self._loaded.set()
+                continue
+            rev = entry.revision or 0
+            deleted = entry.operation in (KV_DEL, KV_PURGE)
+            created = int(entry.created.timestamp() * 1000) if entry.created else now_ms()
+            try:
+                self._apply(entry.key, None if deleted else entry.value, rev, created)
+            except Exception:  # one bad record must not stop the mirror
+                log.exception("%s: cannot apply %s@%d", self._name, entry.key, rev)
+            self.last_seq = max(self.last_seq, rev)
+            self._notify()
+            if entry.delta == 0:
+                self._loaded.set()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def next_change(self, timeout: float) -> bool:
+        """Wait for the next entry (True) or the timeout (False)."""
+        event = self._changed
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def wait_seen(self, seq: int, timeout: float = 5.0) -> bool:
+        """Until the mirror has applied revision ``seq`` (False after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while self.last_seq < seq:
+            left = deadline - time.monotonic()
+            if left <= 0 or not await self.next_change(left):
+                return self.last_seq >= seq
+        return True
+
+    async def stop(self) -> None:
+        if self._watcher is not None:
+            with contextlib.suppress(Exception):
+                await self._watcher.stop()  # type: ignore[no-untyped-call]
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _parse(model: type[M], value: bytes, revision: int) -> M | None:
+    try:
+        record = model.model_validate_json(value)
+    except ValidationError as exc:
+        log.warning("ignoring a malformed %s record @%d: %s", model.__name__, revision, exc)
+        return None
+    record.index = revision
+    return record
+
+
+class RegistryStore:
+    """Services and routes of one namespace; see the module docstring for the layout.
+
+    Reads (``get_service``, ``list_services``, ``get_route`` ...) answer from the
+    mirror and are plain methods. Writes are coroutines that raise
+    :class:`UapConflictError` when ``expect_index`` (0: "must not exist") does
+    not match the stored revision.
+    """
+
+    def __init__(self, js: JetStreamContext, kv: KeyValue, renewals: KeyValue, ns: str) -> None:
+        self.js = js
+        self.kv = kv
+        self.renewals_kv = renewals
+        self.namespace = ns
+        self._services: dict[str, ServiceResponse] = {}
+        self._by_name: dict[str, dict[str, ServiceResponse]] = {}
+        # Sorted views for discovery reads, rebuilt on the first read after a change.
+        self._ordered: list[ServiceResponse] | None = None
+        self._ordered_by_name: dict[str, list[ServiceResponse]] = {}
+        self._routes: dict[str, RouteResponse] = {}
+        self._renewed: dict[str, int] = {}  # service id -> ms of its last renewal
+        self.services_index = 0
+        self.routes_index = 0
+        self._mirror = BucketMirror(kv, self._apply_record, registry_bucket(ns))
+        self._renewals_mirror = BucketMirror(renewals, self._apply_renewal, renewals_bucket(ns))
+
+    @classmethod
+    async def open(
+        cls, js: JetStreamContext, ns: str, *, replicas: int = 1, timeout: float = 10.0
+    ) -> RegistryStore:
+        """Create (or bind to) the namespace's buckets and load the mirror."""
+        kv = await open_bucket(
+            js,
+            KeyValueConfig(
+                bucket=registry_bucket(ns),
+                history=1,
+                storage=StorageType.FILE,
+                replicas=replicas,
+                description="actorbus UAP registry: services and routes",
+            ),
+        )
+        renewals = await open_bucket(
+            js,
+            KeyValueConfig(
+                bucket=renewals_bucket(ns),
+                history=1,
+                storage=StorageType.FILE,
+                replicas=replicas,
+                ttl=RENEWAL_RETENTION,
+                description="actorbus UAP registry: renewals of ephemeral services",
+            ),
+        )
+        store = cls(js, kv, renewals, ns)
+        try:
+            await store._mirror.start(timeout)
+            await store._renewals_mirror.start(timeout)
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        await self._mirror.stop()
+        await self._renewals_mirror.stop()
+
+    # -- the mirror ----------------------------------------------------------
+    def _apply_record(self, key: str, value: bytes | None, revision: int, _created: int) -> None:
+        family, _, token = key.partition(".")
+        name = decode_token(token)
+        if family == SERVICE:
+            self.services_index = max(self.services_index, revision)
+            self._ordered = None
+            self._ordered_by_name.clear()
+            self._drop_service(name)
+            svc = _parse(ServiceResponse, value, revision) if value is not None else None
+            if svc is not None:
+                self._services[name] = svc
+                self._by_name.setdefault(svc.name, {})[name] = svc
+        elif family == ROUTE:
+            self.routes_index = max(self.routes_index, revision)
+            route = _parse(RouteResponse, value, revision) if value is not None else None
+            if route is None:
+                self._routes.pop(name, None)
+            else:
+                self._routes[name] = route
+
+    def _drop_service(self, sid: str) -> None:
+        old = self._services.pop(sid, None)
+        if old is not None:
+            same = self._by_name.get(old.name)
+            if same is not None:
+                same.pop(sid, None)
+                if not same:
+                    del self._by_name[old.name]
+
+    def _apply_renewal(self, key: str, value: bytes | None, _revision: int, created: int) -> None:
+        sid = decode_token(key.partition(".")[2])
+        if value is None:
+            self._renewed.pop(sid, None)
+        else:
+            self._renewed[sid] = created
+
+    # -- indexes and blocking ------------------------------------------------
+    @property
+    def index(self) -> int:
+        """The highest revision seen of any service or route (0 when none ever existed)."""
+        return max(self.services_index, self.routes_index)
+
+    def index_of(self, kind: Kind) -> int:
+        if kind == "services":
+            return self.services_index
+        if kind == "routes":
+            return self.routes_index
+        return self.index
+
+    async def revision(self) -> int:
+        """The bucket's last sequence, asked of the server (the mirror may trail it)."""
+        status = await self.kv.status()
+        return int(status.stream_info.state.last_seq or 0)
+
+    async def wait_for_change(self, after_index: int, timeout: float, kind: Kind = "all") -> int:
+        """Return the index of ``kind`` once it is above ``after_index``, or when
+        ``timeout`` seconds pass (then it is the unchanged index).
+
+        Woken by the watcher as soon as a revision arrives, never by polling. An
+        ``after_index`` beyond anything the bucket ever held (a bucket created
+        anew) returns at once, so a client cannot hang on a stale index.
+        """
+        deadline = time.monotonic() + timeout
+        if after_index > self._mirror.last_seq:
+            with contextlib.suppress(Exception):
+                if after_index > await self.revision():
+                    return self.index_of(kind)
+        while self.index_of(kind) <= after_index:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await self._mirror.next_change(left)
+        return self.index_of(kind)
+
+    async def sync(self, timeout: float = 5.0) -> None:
+        """Until the mirror has everything the bucket held when this was called."""
+        await self._mirror.wait_seen(await self.revision(), timeout)
+
+    # -- services --------------------------------------------------------------
+    def get_service(self, service_id: str) -> ServiceResponse | None:
+        return self._services.get(service_id)
+
+    def services_named(self, name: str) -> list[ServiceResponse]:
+        """Every instance registered under ``name`` (oldest first)."""
+        return list(self._named(name))
+
+    def _named(self, name: str) -> list[ServiceResponse]:
+        ordered = self._ordered_by_name.get(name)
+        if ordered is None:
+            found = self._by_name.get(name)
+            if not found:
+                return []
+            ordered = self._ordered_by_name[name] = sorted(found.values(), key=_service_order)
+        return ordered
+
+    def list_services(
+        self,
+        *,
+        name: str | None = None,
+        tags: Iterable[str] = (),
+        agent_protocol: str | None = None,
+        health_status: str | None = None,
+        ephemeral: bool | None = None,
+    ) -> list[ServiceResponse]:
+        """Services matching every given filter (a service must carry all ``tags``),
+        ordered by name, then age."""
+        if name is not None:
+            pool = self._named(name)
+        else:
+            if self._ordered is None:
+                self._ordered = sorted(self._services.values(), key=_service_order)
+            pool = self._ordered
+        want = set(tags)
+        if not want and agent_protocol is None and health_status is None and ephemeral is None:
+            return list(pool)
+        return [
+            s
+            for s in pool
+            if (agent_protocol is None or s.agent_protocol == agent_protocol)
+            and (health_status is None or s.health_status == health_status)
+            and (ephemeral is None or s.ephemeral == ephemeral)
+            and (not want or want.issubset(s.tags))
+        ]
+
+    async def fetch_service(self, service_id: str) -> ServiceResponse | None:
+        """The service as the bucket holds it now (a server round trip)."""
+        try:
+            entry = await self.kv.get(_service_key(service_id))
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        if entry.value is None or entry.revision is None:
+            return None
+        return _parse(ServiceResponse, entry.value, entry.revision)
+
+    async def put_service(
+        self, service: ServiceResponse, *, expect_index: int | None = None
+    ) -> ServiceResponse:
+        """Store ``service``; returns it with its new ``index``.
+
+        ``expect_index``: None writes unconditionally (a registration: an
+        ephemeral service counts as renewed), 0 only if the id is free, N only if
+        the stored record is still at revision N. ``updated_at`` is stamped
+        now, ``created_at`` too when it is zero.
+        """
+        stamp = now_ms()
+        svc = service.model_copy(
+            update={
+                "created_at": service.created_at or stamp,
+                "updated_at": stamp,
+                "index": 0,
+            }
+        )
+        payload = svc.model_dump_json(exclude_none=True, exclude={"index"}).encode()
+        seq = await self._write(_service_key(svc.id), payload, expect_index, f"service {svc.id}")
+        if svc.ephemeral and not expect_index:
+            await self._beat(svc.id)
+        svc.index = seq
+        await self._mirror.wait_seen(seq)
+        return svc
+
+    async def modify_service(
+        self,
+        service_id: str,
+        change: Callable[[ServiceResponse], ServiceResponse | None],
+        *,
+        attempts: int = WRITE_ATTEMPTS,
+    ) -> ServiceResponse | None:
+        """Read, ``change``, write back if nobody wrote meanwhile; retried with a
+        fresh read on a conflict. Returns the record as stored afterwards (as it
+        was, when ``change`` returns None), or None if the service does not exist.
+        Exceptions from ``change`` propagate."""
+        current = self.get_service(service_id)
+        for _ in range(attempts):
+            if current is None:
+                current = await self.fetch_service(service_id)
+                if current is None:
+                    return None
+            new = change(current)
+            if new is None:
+                return current
+            try:
+                return await self.put_service(new, expect_index=current.index)
+            except UapConflictError:
+                current = await self.fetch_service(service_id)
+        raise UapConflictError(f"service {service_id} kept changing; try again")
+
+    async def delete_service(self, service_id: str, *, expect_index: int | None = None) -> bool:
+        """Delete a service (and its renewal state); False if there was none.
+        With ``expect_index``, only if it is still at that revision (else
+        UapConflictError)."""
+        current = self.get_service(service_id) or await self.fetch_service(service_id)
+        if current is None:
+            return False
+        key = _service_key(service_id)
+        try:
+            if expect_index:
+                await self._delete_at(key, expect_index)
+            else:
+                await self.kv.delete(key)
+        except nats.js.errors.KeyWrongLastSequenceError:
+            raise UapConflictError(f"service {service_id} changed; not deleted") from None
+        with contextlib.suppress(Exception):
+            await self.renewals_kv.delete(_service_key(service_id))
+        await self._mirror.wait_seen(await self.revision())
+        return True
+
+    async def _delete_at(self, key: str, revision: int) -> None:
+        try:
+            await self.kv.delete(key, last=revision)
+        except nats.js.errors.APIError as err:
+            if err.err_code in (10071, 10164):  # wrong last sequence
+                raise nats.js.errors.KeyWrongLastSequenceError(description=err.description) from err
+            raise
+
+    # -- renewals ----------------------------------------------------------------
+    async def renew(self, service_id: str) -> ServiceResponse:
+        """Record a renewal of an ephemeral service; an unhealthy one becomes healthy.
+
+        UapNotFoundError if the service is unknown (deleted: register it again),
+        UapConflictError if it is persistent (the registry checks those itself).
+        """
+        svc = self.get_service(service_id) or await self.fetch_service(service_id)
+        if svc is None:
+            raise UapNotFoundError(f"no service with id {service_id!r}; register it again")
+        if not svc.ephemeral:
+            raise UapConflictError(
+                f"service {service_id} is persistent: the registry checks its health, "
+                "renewals are for ephemeral services"
+            )
+        await self._beat(service_id)
+        if svc.healthy:
+            return svc
+
+        def heal(cur: ServiceResponse) -> ServiceResponse | None:
+            if cur.healthy:
+                return None
+            return cur.model_copy(update={"health_status": HEALTHY, "health_output": "renewed"})
+
+        return await self.modify_service(service_id, heal) or svc
+
+    async def _beat(self, service_id: str) -> None:
+        await self.renewals_kv.put(_service_key(service_id), str(now_ms()).encode())
+
+    def renewed_at(self, service_id: str) -> int | None:
+        """Unix ms of the service's last renewal (or registration), as the server
+        stamped it; None if none is known."""
+        return self._renewed.get(service_id)
+
+    def forget_renewals(self, keep: Callable[[str], bool]) -> None:
+        """Drop mirrored renewal times of services ``keep`` rejects (expired
+        renewal entries leave no marker behind, so the mirror is pruned here)."""
+        for sid in [s for s in self._renewed if not keep(s)]:
+            del self._renewed[sid]
+
+    # -- routes ------------------------------------------------------------------
+    def get_route(self, name: str) -> RouteResponse | None:
+        return self._routes.get(name)
+
+    def list_routes(
+        self, *, service: str | None = None, gateway_id: str | None = None
+    ) -> list[RouteResponse]:
+        out = [
+            r
+            for r in self._routes.values()
+            if (service is None or r.service == service)
+            and (gateway_id is None or r.gateway_id == gateway_id)
+        ]
+        out.sort(key=lambda r: r.name)
+        return out
+
+    async def fetch_route(self, name: str) -> RouteResponse | None:
+        try:
+            entry = await self.kv.get(_route_key(name))
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        if entry.value is None or entry.revision is None:
+            return None
+        return _parse(RouteResponse, entry.value, entry.revision)
+
+    async def put_route(
+        self, route: RouteResponse, *, expect_index: int | None = None
+    ) -> RouteResponse:
+        """Store ``route`` under its name; ``expect_index`` as for :meth:`put_service`."""
+        stamp = now_ms()
+        r = route.model_copy(
+            update={
+                "created_at": route.created_at or stamp,
+                "updated_at": stamp,
+                "index": 0,
+            }
+        )
+        payload = r.model_dump_json(exclude_none=True, exclude={"index"}).encode()
+        r.index = await self._write(_route_key(r.name), payload, expect_index, f"route {r.name!r}")
+        await self._mirror.wait_seen(r.index)
+        return r
+
+    async def delete_route(self, name: str, *, expect_index: int | None = None) -> bool:
+        current = self.get_route(name) or await self.fetch_route(name)
+        if current is None:
+            return False
+        try:
+            if expect_index:
+                await self._delete_at(_route_key(name), expect_index)
+            else:
+                await self.kv.delete(_route_key(name))
+        except nats.js.errors.KeyWrongLastSequenceError:
+            raise UapConflictError(f"route {name!r} changed; not deleted") from None
+        await self._mirror.wait_seen(await self.revision())
+        return True
+
+    # -- writing -----------------------------------------------------------------
+    async def _write(self, key: str, payload: bytes, expect: int | None, what: str) -> int:
+        try:
+            if expect is None:
+                return await self.kv.put(key, payload)
+            if expect == 0:
+                return await self.kv.create(key, payload)
+            return await self.kv.update(key, payload, last=expect)
+        except nats.js.errors.KeyWrongLastSequenceError:
+            if expect == 0:
+                raise UapConflictError(f"{what} exists already") from None
+            raise UapConflictError(f"{what} changed since revision {expect}") from None
+
+
+class Registration:
+    """Keeps one ephemeral service registered, the way a registrant should.
+
+    :meth:`start` puts the record; a background task then renews it every
+    ``renewal_interval`` of its ``ephemeral_check`` and, if the registry deleted
+    it meanwhile (the registrant was cut off for longer than the delete
+    timeout), registers it again. Failed renewals (NATS unreachable) are logged
+    and retried at the next interval. :meth:`stop` deletes the record, so
+    discovery stops offering it at once rather than after the timeouts::
+
+        reg = Registration(store, ephemeral_service("echo", service_id=f"{sid}-echo"))
+        await reg.start()
+        ...
+        await reg.stop()
+    """
+
+    def __init__(self, store: RegistryStore, service: ServiceResponse) -> None:
+        if not service.ephemeral:
+            raise ValueError("only ephemeral services are renewed by their registrant")
+        self.store = store
+        self.record = service
+        self.service = service  # as last stored
+        self.registrations = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def interval(self) -> float:
+        return (self.record.ephemeral_check or EphemeralCheck()).interval
+
+    async def start(self) -> ServiceResponse:
+        await self._register()
+        self._task = asyncio.create_task(self._renew_forever(), name=f"renew {self.record.id}")
+        return self.service
+
+    async def _register(self) -> None:
+        self.registrations += 1  # counted first: readers may see the record before we return
+        self.service = await self.store.put_service(self.record)
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                try:
+                    self.service = await self.store.renew(self.record.id)
+                except UapNotFoundError:
+                    log.info("service %s was deleted; registering it again", self.record.id)
+                    await self._register()
+            except Exception as exc:  # NATS unreachable and the like: next interval
+                log.warning("renewing service %s failed: %r", self.record.id, exc)
+
+    async def stop(self, *, deregister: bool = True) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if deregister:
+            with contextlib.suppress(Exception):
+                await self.store.delete_service(self.record.id)
+
+
+def _service_key(service_id: str) -> str:
+    return f"{SERVICE}.{encode_token(service_id)}"
+
+
+def _route_key(name: str) -> str:
+    return f"{ROUTE}.{encode_token(name)}"
+
+
+def _service_order(s: ServiceResponse) -> tuple[str, int, str]:
+    return (s.name, s.created_at, s.id)

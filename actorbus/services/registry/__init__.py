@@ -1,0 +1,44 @@
+"""The UAP registry: services and gateway routes on JetStream, with an HTTP API and an actor.
+
+- :class:`RegistryService`: one instance (store, leader election, lifecycles,
+  HTTP API, actor); run several for high availability.
+- :class:`RegistryActor` and its messages: the registry over the bus.
+- ``python -m actorbus.services.registry``: an instance from the shell.
+
+The storage layer (``actorbus.bus.registry_store``) and the record models
+(``actorbus.codecs.uap``) are usable without any of this, e.g. by an
+ActorSystem announcing its actor types.
+"""
+
+from actorbus.services.registry.actor import (
+    DeregisterService,
+    Done,
+    GetService,
+    ListRoutes,
+    ListServices,
+    RegisterService,
+    RegistryActor,
+    RenewService,
+    RouteList,
+    ServiceList,
+    UpdateService,
+)
+from actorbus.services.registry.core import Registry
+from actorbus.services.registry.service import RegistryService, RegistrySettings
+
+__all__ = [
+    "DeregisterService",
+    "Done",
+    "GetService",
+    "ListRoutes",
+    "ListServices",
+    "RegisterService",
+    "Registry",
+    "RegistryActor",
+    "RegistryService",
+    "RegistrySettings",
+    "RenewService",
+    "RouteList",
+    "ServiceList",
+    "UpdateService",
+]

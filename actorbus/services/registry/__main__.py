@@ -1,0 +1,119 @@
+"""``python -m actorbus.services.registry``: run one registry instance.
+
+    python -m actorbus.services.registry --nats nats://127.0.0.1:4222 \\
+        --namespace ab --http 127.0.0.1:8470
+
+Prints ``registry <url> instance <id> namespace <ns>`` and then ``ready`` once
+it serves (port 0 picks a free port; the line says which), and stops
+gracefully on SIGTERM or Ctrl-C (stepping down as leader, so another instance
+takes over at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from actorbus.services.registry.service import RegistryService, RegistrySettings
+
+
+def host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m actorbus.services.registry",
+        description="Run a UAP registry instance (HTTP API + registry actor) on NATS.",
+    )
+    p.add_argument(
+        "--nats", default="nats://127.0.0.1:4222", help="NATS URL (comma-separated for several)"
+    )
+    p.add_argument("--namespace", default="ab", help="actorbus namespace (default: ab)")
+    p.add_argument(
+        "--http",
+        type=host_port,
+        default=("127.0.0.1", 8470),
+        metavar="HOST:PORT",
+        help="where the HTTP API listens (default 127.0.0.1:8470; port 0: any free port)",
+    )
+    p.add_argument("--no-http", action="store_true", help="serve only the registry actor")
+    p.add_argument("--no-actor", action="store_true", help="serve only the HTTP API")
+    p.add_argument("--replicas", type=int, default=1, help="bucket replicas (3 on a cluster)")
+    p.add_argument("--leader-ttl", type=positive, default=3.0, help="leader lease seconds (3)")
+    p.add_argument(
+        "--sweep-interval",
+        type=positive,
+        default=1.0,
+        help="seconds between the leader's lifecycle sweeps (1)",
+    )
+    p.add_argument(
+        "--card-timeout", type=positive, default=5.0, help="agent card fetch timeout (5)"
+    )
+    p.add_argument(
+        "--card-retry",
+        type=positive,
+        default=30.0,
+        help="seconds between retries of a failed agent card fetch (30)",
+    )
+    p.add_argument("--instance-id", default=None, help="this instance's name (default: generated)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+async def run(args: argparse.Namespace) -> None:
+    host, port = args.http
+    settings = RegistrySettings(
+        replicas=args.replicas,
+        leader_ttl=args.leader_ttl,
+        sweep_interval=args.sweep_interval,
+        card_timeout=args.card_timeout,
+        card_retry_interval=args.card_retry,
+        http_host=host,
+        http_port=None if args.no_http else port,
+        actor_key=None if args.no_actor else "main",
+        instance_id=args.instance_id,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    urls = [u.strip() for u in args.nats.split(",") if u.strip()]
+    async with RegistryService(nats_url=urls, namespace=args.namespace, settings=settings) as reg:
+        print(
+            f"registry {reg.http_url or '-'} instance {reg.instance_id} namespace {reg.namespace}",
+            flush=True,
+        )
+        print("ready", flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        asyncio.run(run(args))
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:
+        print(f"registry: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -35,6 +35,7 @@ from rich.table import Table
 import actorbus
 from actorbus.actors import Actor, ActorSystem
 from actorbus.actors.dead_letters import DeadLetter
+from actorbus.actors.directory import Listing
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.codecs.errors import ActorBusError
@@ -455,6 +456,83 @@ async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
     _stdout().print(table)
 
 
+# -- registry: what the namespace offers ---------------------------------------
+
+
+def cmd_registry(args: argparse.Namespace) -> int:
+    return asyncio.run(_with_system(args, _registry))
+
+
+async def _registry(system: ActorSystem, args: argparse.Namespace) -> None:
+    if args.action == "ls":
+        _print_listings(await _listings(system, args), args.json)
+    elif args.action == "show":
+        if not args.name:
+            raise CliError("registry show needs a NAME (an actor type or service name)")
+        store = await system.directory.store()
+        records = [svc.to_json() for svc in store.services_named(args.name)]
+        if not records:
+            raise CliError(f"nothing is registered as {args.name!r}")
+        _stdout().print_json(data=records if len(records) > 1 else records[0])
+    else:  # watch: print the list again at every change, until Ctrl-C (or --changes)
+        store = await system.directory.store()
+        index, shown = store.services_index, 0
+        _print_listings(await _listings(system, args), args.json)
+        while args.changes is None or shown < args.changes:
+            moved = await store.wait_for_change(index, 300.0, "services")
+            if moved == index:
+                continue
+            index, shown = moved, shown + 1
+            if not args.json:
+                _stdout().rule(f"index {index}")
+            _print_listings(await _listings(system, args), args.json)
+
+
+async def _listings(system: ActorSystem, args: argparse.Namespace) -> list[Listing]:
+    return await system.discover(
+        skill=args.skill,
+        tags=args.tag or (),
+        protocol=args.protocol,
+        name=args.name,
+        healthy=not args.all,
+    )
+
+
+def _print_listings(found: list[Listing], as_json: bool) -> None:
+    if as_json:
+        _stdout().print_json(
+            data=[
+                {
+                    "name": x.name,
+                    "service_id": x.service_id,
+                    "address": x.address,
+                    "url": x.url,
+                    "agent_protocol": x.agent_protocol,
+                    "protocols": sorted(x.protocols),
+                    "skills": sorted(x.skills),
+                    "tags": sorted(x.tags),
+                    "healthy": x.healthy,
+                }
+                for x in found
+            ]
+        )
+        return
+    table = Table(title=f"{len(found)} agent(s)")
+    for col in ("name", "address / url", "skills", "tags", "protocols", "health"):
+        table.add_column(col)
+    for x in found:
+        health = "[green]healthy[/]" if x.healthy else "[red]unhealthy[/]"
+        table.add_row(
+            escape(x.name),
+            escape(x.address or x.url or "-"),
+            escape(", ".join(sorted(x.skills))),
+            escape(", ".join(sorted(x.tags))),
+            escape(", ".join(sorted(x.protocols))),
+            health,
+        )
+    _stdout().print(table)
+
+
 def _bus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", required=True, help="NATS server URL, e.g. nats://127.0.0.1:4222")
     p.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
@@ -565,6 +643,27 @@ def build_parser() -> argparse.ArgumentParser:
     queue.add_argument("address", help="the actor address, type/key")
     _bus_options(queue)
     queue.set_defaults(func=cmd_queue)
+
+    registry = sub.add_parser(
+        "registry",
+        parents=[common],
+        help="list, show or watch what the namespace's agents offer",
+        description="`ls` lists healthy agents (filter by NAME, --skill, --tag, --protocol; "
+        "--all includes unhealthy ones), `show NAME` prints the records, `watch` prints the "
+        "list at every change. The registry service itself (HTTP API, health checks) runs "
+        "with `python -m actorbus.services.registry`.",
+    )
+    registry.add_argument("action", choices=("ls", "show", "watch"))
+    registry.add_argument("name", nargs="?", help="an actor type or service name")
+    registry.add_argument("--skill", help="only agents offering this skill")
+    registry.add_argument("--tag", action="append", help="only agents with this tag (repeat)")
+    registry.add_argument("--protocol", help="only agents speaking this protocol (a2a, ...)")
+    registry.add_argument("--all", action="store_true", help="include unhealthy agents")
+    registry.add_argument(
+        "--changes", type=int, default=None, help=argparse.SUPPRESS
+    )  # watch: stop after N changes (tests)
+    _bus_options(registry)
+    registry.set_defaults(func=cmd_registry)
     return parser
 
 

@@ -66,6 +66,9 @@ class Actor:
       whole namespace (an activation lease); other processes forward to it
     - ``idle_timeout``: seconds without a message after which a lazily activated
       instance is passivated (stopped; the next message activates it again)
+    - ``skills``, ``tags``, ``description``, ``protocols``: what the registry says
+      about the type (skills default to the intents it handles; the description to
+      the docstring's first line); ``advertise = False`` keeps it out of the registry
     """
 
     type_name: ClassVar[str]
@@ -78,6 +81,11 @@ class Actor:
     crash_on: ClassVar[tuple[type[BaseException], ...]] = ()
     keyed: ClassVar[bool] = False
     idle_timeout: ClassVar[float | None] = None
+    skills: ClassVar[tuple[str, ...]] = ()
+    tags: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = ""
+    protocols: ClassVar[tuple[str, ...]] = ("actorbus",)
+    advertise: ClassVar[bool] = True
     handlers: ClassVar[dict[str, HandlerSpec]] = {}
     topics: ClassVar[tuple[HandlerSpec, ...]] = ()
     has_durable_queue: ClassVar[bool] = False  # derived: any handler is durable

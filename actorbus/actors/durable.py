@@ -67,7 +67,6 @@ T = TypeVar("T")
 # Errors no retry can fix: the message goes to the dead letters at once.
 _POISON = (DecodeError, MessageTooLargeError, UnknownIntentError, ValidationFailedError)
 _FETCH_WAIT = 0.5  # seconds a fetch waits for work; also bounds how long stop() takes
-_FETCH_MAX = 16  # messages a type reader asks for at once
 
 
 class _Reader:
@@ -140,7 +139,7 @@ class _Reader:
         assert self._psub is not None
         try:
             return await self._psub.fetch(batch, timeout=_FETCH_WAIT)
-        except nats.errors.TimeoutError:
+        except TimeoutError:  # nats' own, or asyncio's when a pull expires at its deadline
             return []
         except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
             return None
@@ -150,11 +149,12 @@ class _Reader:
             return []
 
     async def _fetch_free(self, slots: asyncio.Semaphore) -> list[Msg] | None:
-        """Wait for a free slot, then fetch as many messages as slots are free; each
-        message returned holds one slot, released by whoever settles it."""
+        """Wait for a free slot, then fetch as many messages as slots are free (one
+        pull request for them all); each message returned holds one slot, released
+        by whoever settles it."""
         await slots.acquire()
         taken = 1
-        while taken < _FETCH_MAX and not slots.locked():
+        while not slots.locked():
             await slots.acquire()  # free: returns at once
             taken += 1
         batch = await self._fetch(taken)
@@ -366,11 +366,12 @@ class DurableInbox(_Reader):
         if opened is None:
             return
         plain, env = opened
-        attempt = msg.metadata.num_delivered
         failed = await self._attempt(self.cell, plain, env)
         if isinstance(failed, Outbox):
             await self._succeeded(msg, self.what, env, failed)
-        elif self._gives_up(failed, attempt):
+            return
+        attempt = msg.metadata.num_delivered  # parsed from the ack subject: only when needed
+        if self._gives_up(failed, attempt):
             await self._dead_letter(msg, self.what, env, failed, attempt)
         else:
             await msg.nak(delay=self._delay(attempt))
@@ -489,12 +490,13 @@ class TypeInbox(_Reader):
             if opened is None:
                 return
             plain, env = opened
-            attempt = msg.metadata.num_delivered
+            attempt = 0
             while True:
                 failed = await self._attempt_at(key, address, plain, env)
                 if isinstance(failed, Outbox):
                     await self._succeeded(msg, address, env, failed)
                     return
+                attempt = attempt or msg.metadata.num_delivered  # parsed only when needed
                 if self._gives_up(failed, attempt):
                     await self._dead_letter(msg, address, env, failed, attempt)
                     return

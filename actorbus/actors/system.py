@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +38,7 @@ from actorbus.actors.dead_letters import (
     replay_dead_letter,
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
+from actorbus.actors.directory import Directory, Listing
 from actorbus.actors.durable import DurableInbox, TypeInbox
 from actorbus.actors.history import read_history
 from actorbus.actors.messages import INTENT_ERROR, from_content
@@ -125,6 +126,7 @@ class ActorSystem:
         stream_credit_timeout: float = 300.0,
         durable: DurableSettings | None = None,
         activation_ttl: float = 5.0,
+        registry: bool = True,
         server: EmbeddedServer | None = None,
     ) -> None:
         self.conn = conn
@@ -160,6 +162,7 @@ class ActorSystem:
             on_lost=self.stop_actor,
         )
         self.virtual = VirtualActors(self)
+        self.directory = Directory(self, registry)
         self.streams = StreamProducers(self)
         self.replies = Replies(conn, limits, debug)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
@@ -254,6 +257,7 @@ class ActorSystem:
         address = f"{cls.type_name}/{key}"
         hosted = self._hosts.get(cls.type_name)
         self.learn(cls)
+        self.directory.announce(cls)
         if cls.keyed:
             owner = await self.placement.owner(address)
             if owner is not None:
@@ -323,6 +327,7 @@ class ActorSystem:
         host = _TypeHost(cls, kwargs)
         self._hosts[type_name] = host
         self.learn(cls)
+        self.directory.announce(cls)
         s = self.subjects
 
         async def on_direct(msg: Msg) -> None:
@@ -503,9 +508,10 @@ class ActorSystem:
     @overload
     async def ask(
         self,
-        address: str,
-        message: Any,
+        address: str | None = None,
+        message: Any = None,
         *,
+        skill: str | None = None,
         timeout: float | None = None,
         returns: type[R],
         intent: str | None = None,
@@ -516,9 +522,10 @@ class ActorSystem:
     @overload
     async def ask(
         self,
-        address: str,
-        message: Any,
+        address: str | None = None,
+        message: Any = None,
         *,
+        skill: str | None = None,
         timeout: float | None = None,
         returns: None = None,
         intent: str | None = None,
@@ -528,9 +535,10 @@ class ActorSystem:
     ) -> Any: ...
     async def ask(
         self,
-        address: str,
-        message: Any,
+        address: str | None = None,
+        message: Any = None,
         *,
+        skill: str | None = None,
         timeout: float | None = None,
         returns: type[R] | None = None,
         intent: str | None = None,
@@ -540,9 +548,12 @@ class ActorSystem:
     ) -> Any:
         """Send and wait for the reply (typed as ``returns`` when given).
 
-        Raises AskTimeoutError (naming the address and intent), NoRespondersError,
-        or the typed error the actor replied with."""
+        ``skill=`` instead of an address asks a healthy actor type offering that
+        skill (from the registry). Raises AskTimeoutError (naming the address and
+        intent), NoRespondersError, or the typed error the actor replied with."""
         self._check_open()
+        if skill is not None or address is None:
+            address = await self._skill_address(address, skill)
         timeout = self.default_timeout if timeout is None else timeout
         subject = self._subject(address)
         out = self._encode(address, message, intent, session_id, idempotency_key, ttl_ms)
@@ -561,9 +572,10 @@ class ActorSystem:
 
     async def tell(
         self,
-        address: str,
-        message: Any,
+        address: str | None = None,
+        message: Any = None,
         *,
+        skill: str | None = None,
         intent: str | None = None,
         session_id: str | None = None,
         idempotency_key: str | None = None,
@@ -574,8 +586,11 @@ class ActorSystem:
         """Fire and forget: at most once over core NATS; with ``durable=True``, stored
         in JetStream before this returns and delivered at least once, also to an
         actor that is not running yet. ``None`` follows the target type's defaults
-        when this system knows them (``Actor.durable``, ``learn()``)."""
+        when this system knows them (``Actor.durable``, ``learn()``). ``skill=``
+        picks an address from the registry, as for ``ask``."""
         self._check_open()
+        if skill is not None or address is None:
+            address = await self._skill_address(address, skill)
         if durable is None:
             durable = self.delivery.durable_for(address, message, intent)
         if durable:
@@ -728,6 +743,29 @@ class ActorSystem:
         """Queue depth and consumer lag of an address's durable queue."""
         return await queue_stats(self, address)
 
+    # -- discovery ---------------------------------------------------------
+    async def discover(
+        self,
+        *,
+        skill: str | None = None,
+        tags: Iterable[str] = (),
+        protocol: str | None = None,
+        name: str | None = None,
+        healthy: bool = True,
+    ) -> list[Listing]:
+        """Agents in the registry offering a skill, carrying every tag, speaking a
+        protocol (``"actorbus"``, ``"a2a"``...), by name; healthy ones unless told."""
+        self._check_open()
+        return await self.directory.discover(
+            skill=skill, tags=tags, protocol=protocol, name=name, healthy=healthy
+        )
+
+    async def _skill_address(self, address: str | None, skill: str | None) -> str:
+        if (address is None) == (skill is None):
+            raise TypeError("give an address or skill=, not both or neither")
+        assert skill is not None
+        return await self.directory.address_for(skill)
+
     def learn(self, *types: type[Actor]) -> None:
         """Know these actor types' delivery defaults when sending to them (types
         hosted by this system are known already)."""
@@ -783,6 +821,7 @@ class ActorSystem:
             return
         self._closing = True
         try:
+            await self.directory.close(timeout)  # discovery stops offering us at once
             await _drain([sub for host in self._hosts.values() for sub in host.subs], timeout)
             inboxes = [host.inbox for host in self._hosts.values() if host.inbox is not None]
             await asyncio.gather(*(inbox.stop() for inbox in inboxes))

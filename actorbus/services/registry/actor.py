@@ -105,6 +105,7 @@ class RegistryActor(Actor):
 
     type_name: ClassVar[str] = "registry"
     concurrency: ClassVar[int] = 64  # blocking lists wait side by side
+    advertise: ClassVar[bool] = False  # infrastructure, not an agent: not in its own lists
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry

@@ -1,0 +1,240 @@
+"""Every ActorSystem in the registry: its actor types announced, others discovered.
+
+Each actor type a system hosts (``spawn`` or ``register``) is announced as an
+ephemeral UAP service in the namespace's registry bucket: its name, skills,
+tags, the JSON schema of every message it takes, the protocols it speaks, its
+delivery defaults. The record is renewed every 15 s and deleted on a clean
+shutdown; a registry service (if one runs) marks it unhealthy and deletes it
+when renewals stop. Discovery reads an in-memory mirror of the bucket, kept
+current by a watcher, so ``discover()`` and ``ask(skill=...)`` cost no round trip.
+Health is judged here too (the last renewal's age), so discovery stays right
+when no registry service runs at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from actorbus.actors.delivery import DeliveryPolicy
+from actorbus.bus.registry_store import Registration, RegistryStore
+from actorbus.codecs.errors import ActorNotFoundError
+from actorbus.codecs.uap import (
+    EphemeralCheck,
+    ServiceResponse,
+    actor_agent_info,
+    ephemeral_service,
+    skill,
+)
+
+if TYPE_CHECKING:
+    from actorbus.actors.actor import Actor
+    from actorbus.actors.system import ActorSystem
+
+log = logging.getLogger("actorbus.registry")
+
+AGENT_PROTOCOL = "actorbus"
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One discovered agent (a service record, read for use)."""
+
+    name: str
+    service_id: str
+    agent_protocol: str | None
+    address: str | None  # where actorbus sends to it (actor types on the bus)
+    skills: frozenset[str]
+    tags: frozenset[str]
+    protocols: frozenset[str]
+    healthy: bool
+    url: str | None = None  # for services reached over HTTP
+    service: ServiceResponse | None = field(default=None, repr=False, compare=False)
+
+
+class Directory:
+    """The registry side of one ActorSystem."""
+
+    def __init__(self, system: ActorSystem, enabled: bool) -> None:
+        self.system = system
+        self.enabled = enabled
+        self._store: RegistryStore | None = None
+        self._opening = asyncio.Lock()
+        self._registrations: dict[str, Registration] = {}
+        self._announcing: set[asyncio.Task[None]] = set()
+        self._rr = itertools.count()
+
+    async def store(self) -> RegistryStore:
+        if self._store is None:
+            async with self._opening:
+                if self._store is None:
+                    system = self.system
+                    self._store = await RegistryStore.open(
+                        system.js, system.namespace, replicas=system.durable_settings.replicas
+                    )
+        return self._store
+
+    # -- announcing --------------------------------------------------------
+    def announce(self, cls: type[Actor]) -> None:
+        """Register ``cls`` in the background (spawn must not wait for it)."""
+        if not self.enabled or not cls.advertise or cls.type_name in self._registrations:
+            return
+        task = asyncio.create_task(self._announce(cls), name=f"announce {cls.type_name}")
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+
+    async def _announce(self, cls: type[Actor]) -> None:
+        try:
+            store = await self.store()
+            record = service_record(cls, self.system.system_id)
+            if cls.type_name in self._registrations:
+                return
+            registration = Registration(store, record)
+            self._registrations[cls.type_name] = registration
+            await registration.start()
+        except Exception as exc:  # no JetStream, say: the actors work without it
+            log.warning("could not register %s in the registry: %r", cls.type_name, exc)
+
+    async def announced(self, timeout: float = 5.0) -> None:
+        """Wait until every announcement started so far has been stored."""
+        if self._announcing:
+            await asyncio.wait(set(self._announcing), timeout=timeout)
+
+    async def close(self, timeout: float) -> None:
+        """Deregister (bounded by ``timeout``) and stop watching."""
+        for task in list(self._announcing):
+            task.cancel()
+        registrations = list(self._registrations.values())
+        self._registrations.clear()
+        if registrations:
+            await asyncio.wait(
+                {asyncio.ensure_future(r.stop()) for r in registrations}, timeout=timeout
+            )
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                await self._store.close()
+
+    # -- discovering -------------------------------------------------------
+    async def discover(
+        self,
+        *,
+        skill: str | None = None,
+        tags: Iterable[str] = (),
+        protocol: str | None = None,
+        name: str | None = None,
+        healthy: bool = True,
+    ) -> list[Listing]:
+        await self.announced()  # our own types are there before we look
+        store = await self.store()
+        now_ms = time.time() * 1000
+        found = []
+        for svc in store.list_services(name=name, tags=tags):
+            listing = read_listing(svc, store.renewed_at(svc.id), now_ms)
+            if healthy and not listing.healthy:
+                continue
+            if skill is not None and skill not in listing.skills:
+                continue
+            if protocol is not None and protocol not in listing.protocols:
+                continue
+            found.append(listing)
+        return found
+
+    async def address_for(self, skill: str) -> str:
+        """An address offering ``skill`` (AgentAnycast's skill addressing): one of the
+        healthy actor types that do, in turn; NATS picks the instance."""
+        addresses = sorted(
+            {
+                listing.address
+                for listing in await self.discover(skill=skill)
+                if listing.address is not None
+            }
+        )
+        if not addresses:
+            raise ActorNotFoundError(f"no healthy actor offers skill {skill!r}")
+        return addresses[next(self._rr) % len(addresses)]
+
+
+def service_record(cls: type[Actor], system_id: str) -> ServiceResponse:
+    """The ephemeral service announcing actor type ``cls`` hosted by ``system_id``."""
+    intents: dict[str, dict[str, Any] | None] = {
+        intent: spec.model.model_json_schema() if spec.model is not None else None
+        for intent, spec in cls.handlers.items()
+    }
+    info = actor_agent_info(
+        cls.type_name,
+        description=cls.description or (cls.__doc__ or "").strip().split("\n")[0],
+        skills=[skill(s, s) for s in skills_of_class(cls)],
+        intents=intents,
+    )
+    info[AGENT_PROTOCOL].update(
+        {
+            "protocols": list(cls.protocols),
+            "keyed": cls.keyed,
+            "delivery": DeliveryPolicy.of(cls).to_json(),
+            "system": system_id,
+        }
+    )
+    return ephemeral_service(
+        cls.type_name,
+        agent_protocol=AGENT_PROTOCOL,
+        agent_info=info,
+        tags=list(cls.tags),
+        protocol="nats",
+        path=cls.type_name,
+        service_id=f"{system_id}-{cls.type_name}",
+    )
+
+
+def skills_of_class(cls: type[Actor]) -> tuple[str, ...]:
+    """Declared skills, else the intents it handles (what it can be asked to do)."""
+    return tuple(cls.skills) or tuple(sorted(cls.handlers))
+
+
+def read_listing(svc: ServiceResponse, renewed_ms: int | None, now_ms: float) -> Listing:
+    info = svc.agent_info or {}
+    native = info.get(AGENT_PROTOCOL) if svc.agent_protocol == AGENT_PROTOCOL else None
+    healthy = svc.healthy
+    check = svc.ephemeral_check
+    if svc.ephemeral and healthy:  # judged here too: no registry service may be running
+        last = renewed_ms if renewed_ms is not None else svc.updated_at
+        limit = (check or EphemeralCheck()).unhealthy_after * 1000
+        healthy = now_ms - last < limit
+    url = None
+    if svc.host:
+        port = f":{svc.port}" if svc.port else ""
+        url = f"{svc.protocol}://{svc.host}{port}{svc.path or ''}"
+    protocols = set(native.get("protocols", ())) if isinstance(native, dict) else set()
+    if svc.agent_protocol:
+        protocols.add(svc.agent_protocol)
+    return Listing(
+        name=svc.name,
+        service_id=svc.id,
+        agent_protocol=svc.agent_protocol,
+        address=str(native["address"]) if isinstance(native, dict) else None,
+        skills=frozenset(_skill_names(info)),
+        tags=frozenset(svc.tags),
+        protocols=frozenset(protocols),
+        healthy=healthy,
+        url=url,
+        service=svc,
+    )
+
+
+def _skill_names(info: dict[str, Any]) -> set[str]:
+    """Skill ids and names from any protocol's description (actorbus, an A2A card...)."""
+    names: set[str] = set()
+    for doc in info.values():
+        if not isinstance(doc, dict):
+            continue
+        for s in doc.get("skills") or ():
+            if isinstance(s, dict):
+                names.update(str(s[k]) for k in ("id", "name") if s.get(k))
+            elif isinstance(s, str):
+                names.add(s)
+    return names

@@ -1,4 +1,5 @@
-"""Registry benchmark: discovery lookups per second and blocking-query wake-up latency.
+"""Registry benchmark: discovery lookups per second, blocking-query wake-up latency,
+and the activation latency of a keyed (virtual) actor on its first message.
 
 One embedded nats-server (loopback, JetStream, ``sync_interval: always``), one
 registry instance in its own OS process (``python -m actorbus.services.registry``,
@@ -17,6 +18,12 @@ Measurements, each run in every round (the order alternates between rounds):
   and a ``store.wait_for_change(I)`` are parked, then the writer updates a
   service; the latency is from the start of that write to each waiter's wake-up
   (it includes the write itself: publish, fsync, ack). p50/p95/p99 in ms.
+
+- ``activation``: ``--wakeups`` times, an ask to a new key of a keyed actor type
+  (the host takes the activation lease, then creates the instance), to a new
+  key of a lazily hosted type without single activation (the baseline), and to
+  an already active key; p50/p95/p99 in ms. Host and caller are two
+  ActorSystems in this process.
 
 More measurements are added by appending a :class:`Measurement` to
 ``MEASUREMENTS``: each round runs every entry with the shared :class:`Context`,
@@ -57,6 +64,7 @@ from _common import nats_server_version, percentile, positive_int, stop_processe
 from rich.console import Console
 from rich.table import Table
 
+from actorbus import Actor, ActorSystem, handler
 from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.codecs.uap import ServiceResponse
@@ -234,6 +242,59 @@ async def fetch(http: aiohttp.ClientSession, url: str) -> None:
             raise RuntimeError(f"GET {url}: HTTP {resp.status}")
 
 
+class BenchKeyed(Actor):
+    """A keyed (virtual) actor: its first message takes the activation lease."""
+
+    keyed = True
+    advertise = False
+
+    @handler
+    async def ping(self, n: str) -> str:
+        return n
+
+
+class BenchLazy(Actor):
+    """The same without single activation (lazy, no lease): the baseline."""
+
+    advertise = False
+
+    @handler
+    async def ping(self, n: str) -> str:
+        return n
+
+
+async def measure_activation(ctx: Context, cfg: Config) -> Metrics:
+    """First message to a new key of a keyed type (lease + activation) against a
+    lazily hosted type without leases, and against an already active key."""
+    ns = f"act{uuid.uuid4().hex[:8]}"
+    host = await ActorSystem.connect(ctx.nats_url, namespace=ns, registry=False)
+    caller = await ActorSystem.connect(ctx.nats_url, namespace=ns, registry=False)
+    try:
+        await host.register(BenchKeyed)
+        await host.register(BenchLazy)
+        await caller.ask("bench-keyed/warmup", "0")  # opens the lease bucket
+        await caller.ask("bench-lazy/warmup", "0")
+        series: dict[str, list[float]] = {"keyed_first": [], "lazy_first": [], "keyed_warm": []}
+        for i in range(cfg.wakeups):
+            for name, address in (
+                ("keyed_first", f"bench-keyed/k{i}"),
+                ("lazy_first", f"bench-lazy/k{i}"),
+                ("keyed_warm", "bench-keyed/warmup"),
+            ):
+                t0 = time.perf_counter()
+                await caller.ask(address, str(i))
+                series[name].append((time.perf_counter() - t0) * 1000)
+    finally:
+        await caller.close()
+        await host.close()
+    out: Metrics = {}
+    for name, values in series.items():
+        values.sort()
+        for q in (50, 95, 99):
+            out[f"{name}_p{q}_ms"] = percentile(values, q / 100)
+    return out
+
+
 # Every round runs each of these, in this order (reversed every other round).
 MEASUREMENTS: list[Measurement] = [
     Measurement(
@@ -245,6 +306,12 @@ MEASUREMENTS: list[Measurement] = [
         "wakeup",
         "blocking query wake-up after a write (HTTP and in-process watcher), from write start",
         measure_wakeup,
+    ),
+    Measurement(
+        "activation",
+        "ask latency: first message to a new key of a keyed actor (lease + activation), "
+        "of a lazily hosted type without lease, and to an active key",
+        measure_activation,
     ),
 ]
 

@@ -85,3 +85,12 @@ class VCounter(Actor):
     async def bump(self, b: Bump) -> Bumped:
         self.total += b.by
         return Bumped(total=self.total, pid=os.getpid(), system=self.system.system_id)
+
+
+class Forward(Actor):
+    """Passes a question on to whoami/w: the middle hop of a 3-process flow."""
+
+    @handler
+    async def who(self, q: WhoAsk) -> WhoReply:
+        reply: WhoReply = await self.ask("whoami/w", q, returns=WhoReply)
+        return reply

@@ -88,9 +88,11 @@ async def run_host(
     key: str,
     replicas: int = 1,
     ack_wait: float | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[HostProcess]:
-    """Start a host process serving ``target`` (``module:Class``) at ``type/key``;
-    yield once it printed "ready"; SIGTERM (then SIGKILL) it on the way out."""
+    """Start a host process serving ``target`` (``module:Class``) at ``type/key``
+    (``env`` added to its environment); yield once it printed "ready"; SIGTERM
+    (then SIGKILL) it on the way out."""
     with tempfile.TemporaryFile() as stderr:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -103,7 +105,7 @@ async def run_host(
             *([str(ack_wait)] if ack_wait is not None else []),
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
-            env=child_env(),
+            env={**child_env(), **(env or {})},
         )
         host = HostProcess(proc, stderr)
         try:

@@ -31,6 +31,8 @@ from actorbus.codecs.errors import (
     ValidationFailedError,
 )
 from actorbus.codecs.inbound import Inbound
+from actorbus.telemetry import STATE, spans
+from actorbus.telemetry import metrics as meters
 
 if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
@@ -101,6 +103,8 @@ class ActorCell:
             return False
         self._restarts.append(now)
         self.restart_count += 1
+        if STATE.metrics:
+            meters.restarts.add(1, {"actorbus.destination.type": self.cls.type_name})
         initial, maximum = self.cls.restart_backoff
         delay = backoff_delay(len(self._restarts) - 1, initial, maximum)
         log.info("%s: restarting in %.2fs after %s failed", self.address, delay, where)
@@ -185,15 +189,16 @@ class ActorCell:
         """Handle one message, keeping the concurrency promise; returns when admitted
         (concurrency > 1) or done (concurrency 1, which keeps arrival order)."""
         self._busy += 1
+        arrived = spans.now_ns() if STATE.tracing else 0
         if self.cls.concurrency == 1:
             try:
                 async with self._lock:
-                    await self._handle(msg, env)
+                    await self._handle(msg, env, arrived)
             finally:
                 self._done()
             return
         await self._gate.acquire()
-        task = asyncio.create_task(self._handle_then_release(msg, env))
+        task = asyncio.create_task(self._handle_then_release(msg, env, arrived))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -204,10 +209,11 @@ class ActorCell:
         ack subject, which a reply would ack by accident).
         """
         self._busy += 1
+        arrived = spans.now_ns() if STATE.tracing else 0
         gate = self._lock if self.cls.concurrency == 1 else self._gate
         try:
             async with gate:
-                return await self._handle(msg, env)
+                return await self._handle(msg, env, arrived)
         finally:
             self._done()
 
@@ -217,9 +223,9 @@ class ActorCell:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle_then_release(self, msg: Msg, env: Inbound) -> None:
+    async def _handle_then_release(self, msg: Msg, env: Inbound, arrived: int) -> None:
         try:
-            await self._handle(msg, env)
+            await self._handle(msg, env, arrived)
         finally:
             self._gate.release()
             self._done()
@@ -230,9 +236,20 @@ class ActorCell:
         if self._busy == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 
-    async def _handle(self, msg: Msg, env: Inbound) -> Exception | None:
+    async def _handle(self, msg: Msg, env: Inbound, arrived: int = 0) -> Exception | None:
         """Handle one message and answer it; returns what went wrong, if anything
         (the durable path acks, retries or dead-letters by it)."""
+        if STATE.tracing:
+            with spans.processing(
+                self.address, msg.subject, msg.headers, env, len(msg.data), arrived, bool(msg.reply)
+            ) as span:
+                failed = await self._handle_now(msg, env)
+                if failed is not None:
+                    spans.failed(span, failed)
+                return failed
+        return await self._handle_now(msg, env)
+
+    async def _handle_now(self, msg: Msg, env: Inbound) -> Exception | None:
         inst = self.instance
         if inst is None and not self._ready.is_set():
             await self._ready.wait()  # starting or restarting: hold the message
@@ -290,6 +307,10 @@ class ActorCell:
         self, msg: Msg, env: Inbound, spec: HandlerSpec, exc: Exception
     ) -> None:
         err = self.error_for(exc)
+        if STATE.metrics:
+            labels = meters.labels(env.src, self.address)
+            where = {"error.type": err.code, "messaging.operation.type": "process"}
+            meters.failures.add(1, {**labels, **where})
         if msg.reply:
             await self.system.replies.error(msg, err, env, self.address)
         else:

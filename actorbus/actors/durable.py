@@ -55,6 +55,8 @@ from actorbus.codecs.errors import (
 )
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import pack
+from actorbus.telemetry import STATE, spans
+from actorbus.telemetry import metrics as meters
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
@@ -67,6 +69,7 @@ T = TypeVar("T")
 # Errors no retry can fix: the message goes to the dead letters at once.
 _POISON = (DecodeError, MessageTooLargeError, UnknownIntentError, ValidationFailedError)
 _FETCH_WAIT = 0.5  # seconds a fetch waits for work; also bounds how long stop() takes
+_DEPTH_EVERY = 10.0  # seconds between queue depth refreshes for the metrics
 
 
 class _Reader:
@@ -83,6 +86,7 @@ class _Reader:
         self.skipped = 0
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
+        self._gauge: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
 
     async def _subscribe(self, subject: str, config: ConsumerConfig) -> None:
@@ -95,6 +99,21 @@ class _Reader:
 
         self._psub = await self._patiently(pull_subscribe)
         self._task = asyncio.create_task(self._run(), name=f"durable {self.what}")
+        if STATE.metrics and self._gauge is None:
+            self._gauge = asyncio.create_task(self._report_depth(), name=f"depth {self.what}")
+
+    async def _report_depth(self) -> None:
+        """Refresh the queue depth and lag the metrics gauges read (they cannot ask
+        the server themselves: their callbacks are synchronous)."""
+        stream = stream_name(self.system.namespace)
+        while True:
+            try:
+                info = await self.system.js.consumer_info(stream, self.consumer)
+                pending, in_flight = info.num_pending or 0, info.num_ack_pending or 0
+                meters.queue_state[self.what] = (pending + in_flight, pending)
+            except Exception as exc:  # the broker away: keep the last figures
+                log.debug("%s: queue depth: %r", self.what, exc)
+            await asyncio.sleep(_DEPTH_EVERY)
 
     async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
         """A JetStream call at start-up, tried again while a cluster elects a new
@@ -121,6 +140,9 @@ class _Reader:
         """Finish the message(s) in hand, then stop fetching (the consumer stays on
         the server, so nothing queued is lost)."""
         self._stopping = True
+        if self._gauge is not None:
+            self._gauge.cancel()
+            self._gauge = None
         if self._task is not None:
             await asyncio.wait({self._task})
         await self._drained()
@@ -193,15 +215,21 @@ class _Reader:
                 return None
         return plain, env
 
-    async def _attempt(self, cell: ActorCell, msg: Msg, env: Inbound) -> Outbox | Exception:
+    async def _attempt(
+        self, cell: ActorCell, msg: Msg, env: Inbound, attempt: int = 0
+    ) -> Outbox | Exception:
         """Run the handler once; an idempotent one's durable sends are held in an
-        outbox and handed back for ``_succeeded`` to record and release."""
+        outbox and handed back for ``_succeeded`` to record and release.
+        ``attempt`` (known when tracing) goes on the spans."""
         box = Outbox()
         token = current_outbox.set(box)
+        delivered = spans.current_delivery.set(("durable", attempt)) if attempt else None
         try:
             failed = await cell.deliver_durable(msg, env)
         finally:
             current_outbox.reset(token)
+            if delivered is not None:
+                spans.current_delivery.reset(delivered)
             box.open = False
         return box if failed is None else failed
 
@@ -366,7 +394,8 @@ class DurableInbox(_Reader):
         if opened is None:
             return
         plain, env = opened
-        failed = await self._attempt(self.cell, plain, env)
+        traced = msg.metadata.num_delivered if STATE.tracing else 0
+        failed = await self._attempt(self.cell, plain, env, traced)
         if isinstance(failed, Outbox):
             await self._succeeded(msg, self.what, env, failed)
             return
@@ -490,9 +519,9 @@ class TypeInbox(_Reader):
             if opened is None:
                 return
             plain, env = opened
-            attempt = 0
+            attempt = msg.metadata.num_delivered if STATE.tracing else 0
             while True:
-                failed = await self._attempt_at(key, address, plain, env)
+                failed = await self._attempt_at(key, address, plain, env, attempt)
                 if isinstance(failed, Outbox):
                     await self._succeeded(msg, address, env, failed)
                     return
@@ -512,14 +541,14 @@ class TypeInbox(_Reader):
             log.warning("%s: durable message not settled: %r", address, exc)
 
     async def _attempt_at(
-        self, key: str, address: str, msg: Msg, env: Inbound
+        self, key: str, address: str, msg: Msg, env: Inbound, attempt: int
     ) -> Outbox | Exception:
         """Run the handler where the key lives: here, or (a keyed actor hosted by
         another process) there, with the outcome brought back."""
         while True:
             where = await self.place(key)
             if not isinstance(where, str):
-                return await self._attempt(where, msg, env)
+                return await self._attempt(where, msg, env, attempt)
             try:
                 outcome = await self.system.virtual.forward_durable(where, address, msg, env)
             except ActorBusError as err:

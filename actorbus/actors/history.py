@@ -20,6 +20,7 @@ from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, DecodeError
 from actorbus.codecs.inbound import decode_inbound
+from actorbus.telemetry.spans import TRACEPARENT
 
 if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
@@ -87,6 +88,11 @@ async def _read(
                 except DecodeError:
                     env = None  # not an envelope: history shows envelopes only
                 if env is not None:
+                    parent = msg.headers.get(TRACEPARENT) if msg.headers else None
+                    if parent:  # kept, so a replay's spans can link to the original
+                        env = env.model_copy(
+                            update={"meta": env.meta.model_copy(update={"traceparent": parent})}
+                        )
                     yield env
                 if meta.sequence.stream >= last or meta.num_pending == 0:
                     return

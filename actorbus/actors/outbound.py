@@ -33,6 +33,7 @@ from actorbus.codecs.wire import (
     encode_body,
     encoding_from_header,
 )
+from actorbus.telemetry.spans import TRACEPARENT
 
 
 class Outgoing(NamedTuple):
@@ -55,18 +56,23 @@ def encode_request(
     ttl_ms: int | None = None,
     stream: bool = False,
     durable: bool = False,
+    trace: tuple[str, str] | None = None,
 ) -> Outgoing:
-    """Build and encode an outgoing envelope with its routing headers."""
+    """Build and encode an outgoing envelope with its routing headers.
+
+    ``trace`` (trace id, W3C traceparent) comes from the send's span when tracing
+    is on: the envelope's ``trace_id`` is then the OpenTelemetry trace's."""
     intent, content = to_content(message, intent)
     inc = current_incoming.get()
     ctx: dict[str, Any]
     if inc is None:
         src = client_address
-        ctx = {"trace_id": new_trace_id()}
+        ctx = {"trace_id": trace[0] if trace else new_trace_id()}
     else:
         parent = inc.message
         src = inc.address
-        ctx = {"trace_id": parent.context.trace_id or new_trace_id(), "parent_id": parent.id}
+        trace_id = trace[0] if trace else parent.context.trace_id or new_trace_id()
+        ctx = {"trace_id": trace_id, "parent_id": parent.id}
         session_id = session_id or parent.context.session_id
     if session_id is not None:
         ctx["session_id"] = session_id
@@ -95,6 +101,8 @@ def encode_request(
         headers[H_ENC] = encoding.value
     if durable:  # JetStream drops a repeat of this id within its duplicate window
         headers[H_MSG_ID] = msg_id
+    if trace:
+        headers[TRACEPARENT] = trace[1]
     return Outgoing(body, encode_headers(headers), intent, msg_id)
 
 

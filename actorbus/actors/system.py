@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -25,8 +26,9 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
+from opentelemetry.trace import Span
 
-from actorbus.actors.actor import Actor
+from actorbus.actors.actor import Actor, current_incoming
 from actorbus.actors.cell import ActorCell
 from actorbus.actors.dead_letters import (
     DeadLetter,
@@ -69,11 +71,14 @@ from actorbus.codecs.wire import (
     decode_envelope,
     encode_body,
 )
+from actorbus.telemetry import STATE, configure, flush, spans
+from actorbus.telemetry import metrics as meters
 
 log = logging.getLogger("actorbus.system")
 
 A = TypeVar("A", bound=Actor)
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class ActorRef:
@@ -212,8 +217,10 @@ class ActorSystem:
         name: str = "actorbus",
         connect_options: ConnectOptions | None = None,
         server: EmbeddedServer | None = None,
+        tracing: bool | None = None,
         **kwargs: Any,
     ) -> ActorSystem:
+        configure(tracing)  # once per process: OTEL_* variables, or tracing=True
         options = dataclasses.replace(connect_options or ConnectOptions(name=name), servers=urls)
         conn = await BusConnection.connect(options)
         system = cls(conn, server=server, **kwargs)
@@ -490,8 +497,9 @@ class ActorSystem:
         ttl_ms: int | None,
         stream: bool = False,
         durable: bool = False,
+        span: Span | None = None,
     ) -> Outgoing:
-        return encode_request(
+        out = encode_request(
             dst,
             message,
             client_address=self.client_address,
@@ -503,7 +511,44 @@ class ActorSystem:
             ttl_ms=ttl_ms,
             stream=stream,
             durable=durable,
+            trace=spans.traceparent(span) if span is not None else None,
         )
+        if STATE.metrics:
+            src = current_incoming.get()
+            meters.message_size.record(
+                len(out.body), meters.labels(src.address if src else "client", dst)
+            )
+        if span is not None:
+            inc = current_incoming.get()
+            spans.sent(
+                span,
+                message_id=out.id,
+                intent=out.intent,
+                body=out.body,
+                source=inc.address if inc is not None else self.client_address,
+                session_id=session_id or (inc.message.context.session_id if inc else None),
+                durable=durable,
+                content=message,
+            )
+        return out
+
+    async def _traced(
+        self,
+        operation: str,
+        destination: str,
+        subject: str,
+        expects_reply: bool,
+        send: Callable[[Span], Awaitable[T]],
+    ) -> T:
+        """Run a send inside its span (tracing is on): errors recorded, always ended."""
+        span = spans.start_send(operation, destination, subject, expects_reply=expects_reply)
+        try:
+            return await send(span)
+        except BaseException as exc:
+            spans.failed(span, exc)
+            raise
+        finally:
+            span.end()
 
     @overload
     async def ask(
@@ -556,7 +601,42 @@ class ActorSystem:
             address = await self._skill_address(address, skill)
         timeout = self.default_timeout if timeout is None else timeout
         subject = self._subject(address)
+        if STATE.tracing:
+            dst = address
+
+            async def traced(span: Span) -> Any:
+                out = self._encode(
+                    dst, message, intent, session_id, idempotency_key, ttl_ms, span=span
+                )
+                if STATE.metrics:
+                    return await self._ask_measured(dst, subject, out, timeout, returns)
+                return await self._ask(dst, subject, out, timeout, returns)
+
+            return await self._traced("ask", address, subject, True, traced)
         out = self._encode(address, message, intent, session_id, idempotency_key, ttl_ms)
+        if STATE.metrics:
+            return await self._ask_measured(address, subject, out, timeout, returns)
+        return await self._ask(address, subject, out, timeout, returns)
+
+    async def _ask_measured(
+        self, address: str, subject: str, out: Outgoing, timeout: float, returns: type[R] | None
+    ) -> Any:
+        inc = current_incoming.get()
+        labels = meters.labels(inc.address if inc else "client", address)
+        started = time.perf_counter()
+        try:
+            return await self._ask(address, subject, out, timeout, returns)
+        except ActorBusError as err:
+            meters.failures.add(
+                1, {**labels, "error.type": err.code, "messaging.operation.type": "send"}
+            )
+            raise
+        finally:
+            meters.request_duration.record(time.perf_counter() - started, labels)
+
+    async def _ask(
+        self, address: str, subject: str, out: Outgoing, timeout: float, returns: type[R] | None
+    ) -> Any:
         try:
             msg = await self.mux.request(subject, out.body, out.headers, timeout)
         except RequestTimeout:
@@ -599,6 +679,17 @@ class ActorSystem:
             )
             return
         subject = self._subject(address)
+        if STATE.tracing:
+            dst = address
+
+            async def traced(span: Span) -> None:
+                out = self._encode(
+                    dst, message, intent, session_id, idempotency_key, ttl_ms, span=span
+                )
+                await self.conn.publish(subject, out.body, out.headers)
+
+            await self._traced("tell", address, subject, False, traced)
+            return
         out = self._encode(address, message, intent, session_id, idempotency_key, ttl_ms)
         await self.conn.publish(subject, out.body, out.headers)
 
@@ -616,11 +707,19 @@ class ActorSystem:
         if addr.key is None:
             raise InvalidAddressError(f"durable sends need a 'type/key' address, not {address!r}")
         await self.durable_ready()
-        out = self._encode(
-            address, message, intent, session_id, idempotency_key, ttl_ms, durable=True
-        )
-        timeout = self.default_timeout if timeout is None else timeout
-        await self.store(self.subjects.durable(addr), out, address, timeout)
+        subject = self.subjects.durable(addr)
+        wait = self.default_timeout if timeout is None else timeout
+
+        async def send(span: Span | None) -> None:
+            out = self._encode(
+                address, message, intent, session_id, idempotency_key, ttl_ms, True, True, span
+            )
+            await self.store(subject, out, address, wait)
+
+        if STATE.tracing:
+            await self._traced("tell", address, subject, False, send)
+        else:
+            await send(None)
 
     async def store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
         """Publish into JetStream and wait for the publish-ack: stored, or an error.
@@ -661,11 +760,21 @@ class ActorSystem:
         self._check_open()
         subject = self.subjects.topic(topic)
         keep = self.durable_settings.keep_topics
-        out = self._encode(f"topic:{topic}", message, intent, session_id, None, None, durable=keep)
-        if keep:
-            await self.store(subject, out, f"topic {topic!r}", self.default_timeout)
+        destination = f"topic:{topic}"
+
+        async def send(span: Span | None) -> None:
+            out = self._encode(
+                destination, message, intent, session_id, None, None, False, keep, span
+            )
+            if keep:
+                await self.store(subject, out, f"topic {topic!r}", self.default_timeout)
+            else:
+                await self.conn.publish(subject, out.body, out.headers)
+
+        if STATE.tracing:
+            await self._traced("publish", destination, subject, False, send)
         else:
-            await self.conn.publish(subject, out.body, out.headers)
+            await send(None)
 
     def stream(
         self,
@@ -684,7 +793,14 @@ class ActorSystem:
         """
         self._check_open()
         subject = self._subject(address)
-        out = self._encode(address, message, intent, session_id, None, None, stream=True)
+        span = None
+        if STATE.tracing:  # the span of the request; items are children of the producer's
+            span = spans.start_send("stream", address, subject, expects_reply=True)
+        try:
+            out = self._encode(address, message, intent, session_id, None, None, True, False, span)
+        finally:
+            if span is not None:
+                span.end()
         timeout = self.default_timeout if timeout is None else timeout
         return consume_stream(self, address, subject, out, timeout, returns)
 
@@ -728,14 +844,20 @@ class ActorSystem:
         durably and in order; returns how many were sent."""
         sent = 0
         async for env in messages:
-            await self.tell(
-                address,
-                env.content,
-                intent=env.intent,
-                session_id=env.context.session_id,
-                idempotency_key=env.context.idempotency_key,
-                durable=True,
-            )
+            extra = env.meta.model_extra or {}
+            token = spans.replay_of.set(extra.get("traceparent")) if STATE.tracing else None
+            try:
+                await self.tell(
+                    address,
+                    env.content,
+                    intent=env.intent,
+                    session_id=env.context.session_id,
+                    idempotency_key=env.context.idempotency_key,
+                    durable=True,
+                )
+            finally:
+                if token is not None:
+                    spans.replay_of.reset(token)
             sent += 1
         return sent
 
@@ -833,6 +955,8 @@ class ActorSystem:
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=timeout)
             await self.conn.close(timeout)
+            if STATE.tracing:
+                await asyncio.to_thread(flush, timeout)  # this process may end now
         finally:
             if self.server is not None:
                 await self.server.stop()

@@ -1,0 +1,167 @@
+"""Turning tracing and metrics on from the standard ``OTEL_*`` variables.
+
+- ``OTEL_SDK_DISABLED=true`` keeps everything off.
+- ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (or
+  ``OTEL_TRACES_EXPORTER=otlp|console``) export spans over OTLP/HTTP (Jaeger,
+  Phoenix, any collector); ``OTEL_SERVICE_NAME`` names the process;
+  ``OTEL_TRACES_SAMPLER`` and its argument pick the sampler (the SDK reads them).
+- ``OTEL_METRICS_EXPORTER=otlp|console`` (or an OTLP metrics endpoint) exports
+  metrics the same way, every ``OTEL_METRIC_EXPORT_INTERVAL`` ms.
+- ``ACTORBUS_TRACE_DIR`` also records finished spans there as JSON lines, for
+  ``actorbus trace <trace_id>`` when no tracing UI is at hand.
+- ``ACTORBUS_TRACE_PREVIEW=N`` adds a redacted preview (N characters) of each
+  message's content to its spans; off by default (size and hash only).
+
+An application that installed an SDK tracer provider itself keeps it: actorbus
+only adds its spans to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+)
+
+from actorbus.telemetry.state import STATE
+
+log = logging.getLogger("actorbus.telemetry")
+
+_lock = threading.Lock()
+_configured = False
+_providers: list[object] = []
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def _wanted_exporter(kind: str) -> str | None:
+    """'otlp', 'console' or None for traces/metrics, by the standard variables."""
+    explicit = _env(f"OTEL_{kind.upper()}_EXPORTER").lower()
+    if explicit:
+        return None if explicit == "none" else explicit.split(",")[0]
+    if _env("OTEL_EXPORTER_OTLP_ENDPOINT") or _env(f"OTEL_EXPORTER_OTLP_{kind.upper()}_ENDPOINT"):
+        return "otlp"
+    return None
+
+
+def configure(force: bool | None = None) -> bool:
+    """Set tracing (and metrics) up once per process; returns whether tracing is on.
+
+    ``force=True`` turns tracing on even without variables (spans then go to the
+    exporters the variables name, the local recorder, or nowhere but the
+    metrics); ``False`` keeps it off for this process.
+    """
+    global _configured
+    with _lock:
+        if force is False:
+            STATE.tracing = False
+            return False
+        if _configured and not force:
+            return STATE.tracing
+        _configured = True
+        if _env("OTEL_SDK_DISABLED").lower() == "true":
+            return False
+        STATE.preview = int(_env("ACTORBUS_TRACE_PREVIEW") or 0)
+        exporter = _wanted_exporter("traces")
+        record_dir = _env("ACTORBUS_TRACE_DIR")
+        current = trace.get_tracer_provider()
+        if isinstance(current, TracerProvider):  # the application set one up
+            provider = current
+        elif exporter or record_dir or force:
+            provider = TracerProvider(resource=_resource())
+            trace.set_tracer_provider(provider)
+            _providers.append(provider)
+        else:
+            return False
+        if provider is not current:
+            _add_exporters(provider, exporter, record_dir)
+        STATE.tracing = True
+        _configure_metrics()
+        return True
+
+
+def _resource() -> Resource:
+    # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
+    attrs = {} if _env("OTEL_SERVICE_NAME") else {"service.name": "actorbus"}
+    return Resource.create(attrs)
+
+
+def _add_exporters(provider: TracerProvider, exporter: str | None, record_dir: str) -> None:
+    if exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    elif exporter == "console":
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    elif exporter:
+        log.warning("OTEL_TRACES_EXPORTER=%s is not supported here (otlp, console)", exporter)
+    if record_dir:
+        from actorbus.telemetry.recorder import JsonlSpanExporter
+
+        provider.add_span_processor(SimpleSpanProcessor(JsonlSpanExporter(record_dir)))
+
+
+def _configure_metrics() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+
+    if isinstance(metrics.get_meter_provider(), SdkMeterProvider):
+        STATE.metrics = True  # the application set one up: record into it
+        return
+    exporter = _wanted_exporter("metrics")
+    if exporter is None:
+        return
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        MetricExporter,
+        PeriodicExportingMetricReader,
+    )
+
+    chosen: MetricExporter
+    if exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        chosen = OTLPMetricExporter()
+    else:
+        chosen = ConsoleMetricExporter()
+    provider = MeterProvider(
+        resource=_resource(), metric_readers=[PeriodicExportingMetricReader(chosen)]
+    )
+    metrics.set_meter_provider(provider)
+    _providers.append(provider)
+    STATE.metrics = True
+
+
+def flush(timeout: float = 5.0) -> None:
+    """Export what is buffered now (a process about to end loses nothing)."""
+    for provider in _providers:
+        force_flush = getattr(provider, "force_flush", None)
+        if force_flush is not None:
+            try:
+                force_flush(int(timeout * 1000))
+            except Exception as exc:
+                log.debug("telemetry flush: %r", exc)
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider) and current not in _providers:
+        current.force_flush(int(timeout * 1000))
+
+
+def shutdown() -> None:
+    """Flush and stop what ``configure`` started (spans still buffered go out)."""
+    for provider in _providers:
+        flush = getattr(provider, "shutdown", None)
+        if flush is not None:
+            try:
+                flush()
+            except Exception as exc:
+                log.debug("telemetry shutdown: %r", exc)

@@ -21,8 +21,9 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,14 @@ import nats.errors
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.tree import Tree
 
@@ -39,6 +48,7 @@ from actorbus.actors.dead_letters import DeadLetter
 from actorbus.actors.directory import Listing
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
+from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
 from actorbus.demo import DEFAULT_QUESTION, run_demo
 from actorbus.telemetry.recorder import (
@@ -464,6 +474,86 @@ async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
     _stdout().print(table)
 
 
+# -- history and rerun: stored messages ---------------------------------------
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    return asyncio.run(_with_system(args, _history))
+
+
+async def _history(system: ActorSystem, args: argparse.Namespace) -> None:
+    picked = [x for x in (args.address, args.session, args.topic) if x]
+    if len(picked) != 1:
+        raise CliError("give exactly one of ADDRESS, --session or --topic")
+    since = _parse_since(args.since) if args.since else None
+    found = system.history(
+        address=args.address,
+        session_id=args.session,
+        topic=args.topic,
+        since_seq=args.since_seq,
+        since=since,
+    )
+    if args.rerun_to:
+        await _rerun(system, found, args.rerun_to, args.json)
+        return
+    rows = [env.model_dump(mode="json") async for env in found]
+    if args.json:
+        _stdout().print_json(data=rows)
+        return
+    table = Table(title=f"{len(rows)} stored message(s)")
+    for col in ("time", "id", "src", "dst", "intent", "session"):
+        table.add_column(col)
+    for row in rows:
+        when = datetime.fromtimestamp(row["ts"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        table.add_row(
+            when[:-3],
+            row["id"],
+            escape(row["src"]),
+            escape(row["dst"]),
+            escape(row["intent"]),
+            escape(str(row["context"].get("session_id") or "")),
+        )
+    _stdout().print(table)
+
+
+async def _rerun(
+    system: ActorSystem, found: AsyncIterator[Envelope], target: str, as_json: bool
+) -> None:
+    """Send stored messages again to ``target``, durably and in order, with progress."""
+    envelopes = [env async for env in found]
+
+    async def each() -> AsyncIterator[Envelope]:
+        for env in envelopes:
+            yield env
+            progress.advance(task)
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("rerun to {task.fields[target]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=_stderr(),
+        disable=as_json,
+    ) as progress:
+        task = progress.add_task("rerun", total=len(envelopes), target=target)
+        sent = await system.rerun(each(), target)
+    if as_json:
+        _stdout().print_json(data={"sent": sent, "to": target})
+    else:
+        _stdout().print(f"sent {sent} message(s) to {escape(target)}")
+
+
+def _parse_since(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(
+            f"--since wants an ISO time like 2026-11-23T08:00:00, not {text!r}"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
 # -- trace: a recorded flow as a tree -------------------------------------------
 
 
@@ -725,6 +815,23 @@ def build_parser() -> argparse.ArgumentParser:
     )  # watch: stop after N changes (tests)
     _bus_options(registry)
     registry.set_defaults(func=cmd_registry)
+
+    history = sub.add_parser(
+        "history",
+        parents=[common],
+        help="stored messages of an actor, a session or a topic; --rerun-to sends them again",
+        description="Reads the durable stream (and kept topics) oldest first, from --since-seq "
+        "or --since. With --rerun-to ADDRESS the messages are sent again, durably and in "
+        "order, to that actor (say, a new version of an agent), with a progress bar.",
+    )
+    history.add_argument("address", nargs="?", help="an actor address, type/key")
+    history.add_argument("--session", help="a session id instead of an address")
+    history.add_argument("--topic", help="a topic (pattern) instead of an address")
+    history.add_argument("--since-seq", type=int, help="from this stream sequence")
+    history.add_argument("--since", help="from this time (ISO 8601; UTC unless it says)")
+    history.add_argument("--rerun-to", metavar="ADDRESS", help="send them again to ADDRESS")
+    _bus_options(history)
+    history.set_defaults(func=cmd_history)
 
     tracecmd = sub.add_parser(
         "trace",

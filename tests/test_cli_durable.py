@@ -75,3 +75,26 @@ def test_dlq_and_queue_commands(nats_server: Any, ns: str, capsys: Any) -> None:
     assert main(["dlq", "drop", str(letters[0]["seq"]), *bus]) == 1
     assert "no dead letter" in capsys.readouterr().err
     assert main(["dlq", "show", *bus]) == 2  # no seq
+
+
+def test_history_and_rerun_commands(nats_server: Any, ns: str, capsys: Any) -> None:
+    url = nats_server.url
+    bus = ("--url", url, "--namespace", ns)
+
+    async def store() -> None:
+        async with await ActorSystem.connect(url, namespace=ns) as system:
+            for n in range(3):
+                await system.tell("grumpy/h", Job(n=n), durable=True, session_id="s")
+
+    asyncio.run(store())
+    stored = run_json(capsys, "history", "grumpy/h", *bus, "--json")
+    assert [m["content"] for m in stored] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert main(["history", "--session", "s", *bus]) == 0
+    assert "3 stored message(s)" in capsys.readouterr().out
+
+    done = run_json(capsys, "history", "grumpy/h", *bus, "--rerun-to", "grumpy/v2", "--json")
+    assert done == {"sent": 3, "to": "grumpy/v2"}
+    again = run_json(capsys, "history", "grumpy/v2", *bus, "--json")
+    assert [m["content"] for m in again] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert main(["history", *bus]) == 1  # no address, session or topic
+    assert "exactly one of" in capsys.readouterr().err

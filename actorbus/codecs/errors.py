@@ -94,7 +94,14 @@ class MessageTooLargeError(ActorBusError, ValueError):
         self.limit = limit
 
 
-class UnknownIntentError(ActorBusError, LookupError):
+class UnsupportedError(ActorBusError):
+    """The other side asked for something this side does not do (a method, a
+    protocol version, a content type)."""
+
+    code = "E_UNSUPPORTED"
+
+
+class UnknownIntentError(UnsupportedError, LookupError):
     """The actor has no handler for the message's intent (its message type)."""
 
     code = "E_UNSUPPORTED"

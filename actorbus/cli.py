@@ -47,6 +47,7 @@ from actorbus.actors import Actor, ActorSystem
 from actorbus.actors.dead_letters import DeadLetter
 from actorbus.actors.directory import Listing
 from actorbus.bus.cluster import EmbeddedCluster
+from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
@@ -315,14 +316,20 @@ def load_actor_class(spec: str) -> type[Actor]:
     return obj
 
 
-async def _connect(url: str, namespace: str, wait_s: float, verbose: bool) -> ActorSystem:
+async def _connect(
+    url: str, namespace: str, wait_s: float, verbose: bool, js_replicas: int = 1
+) -> ActorSystem:
     # The first contact gives up after a few quick tries; the timeout also bounds
     # a server that accepts TCP but never answers the NATS handshake.
     hint = "(is a server running? start one with `actorbus up`)"
     try:
         with _quiet("actorbus.bus", unless=verbose):
             async with asyncio.timeout(wait_s):
-                return await ActorSystem.connect(url, namespace=namespace)
+                # "nats://a:4222,nats://b:4222": every node of a cluster, tried in turn
+                servers = [u.strip() for u in url.split(",") if u.strip()]
+                return await ActorSystem.connect(
+                    servers, namespace=namespace, durable=DurableSettings(replicas=js_replicas)
+                )
     except TimeoutError:
         raise CliError(f"cannot connect to NATS at {url} within {wait_s:g}s {hint}") from None
     except ActorBusError as exc:
@@ -353,7 +360,9 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
     out = _stdout()
     stop = asyncio.Event()
     _install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping actors"))
-    system = await _connect(args.url, args.namespace, args.connect_timeout, args.verbose > 0)
+    system = await _connect(
+        args.url, args.namespace, args.connect_timeout, args.verbose > 0, args.js_replicas
+    )
     try:
         try:
             lines = await _host(system, specs, args.key, args.replicas)
@@ -685,7 +694,11 @@ def _print_listings(found: list[Listing], as_json: bool) -> None:
 
 
 def _bus_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", required=True, help="NATS server URL, e.g. nats://127.0.0.1:4222")
+    p.add_argument(
+        "--url",
+        required=True,
+        help="NATS server URL, e.g. nats://127.0.0.1:4222 (a comma list for a cluster)",
+    )
     p.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
     p.add_argument(
         "--connect-timeout",
@@ -756,12 +769,23 @@ def build_parser() -> argparse.ArgumentParser:
         "are activated on demand for any key.",
     )
     run.add_argument("actors", nargs="+", metavar="module:Class", help="actor classes to host")
-    run.add_argument("--url", required=True, help="NATS server URL, e.g. nats://127.0.0.1:4222")
+    run.add_argument(
+        "--url",
+        required=True,
+        help="NATS server URL, e.g. nats://127.0.0.1:4222 (a comma list for a cluster)",
+    )
     run.add_argument("--key", help="spawn at this key (default: activate any key on demand)")
     run.add_argument(
         "--replicas", type=int, help="instances sharing the address (with no --key: at key 0)"
     )
     run.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
+    run.add_argument(
+        "--js-replicas",
+        type=int,
+        default=1,
+        choices=(1, 3, 5),
+        help="replicas of the JetStream streams and buckets it creates (3 on a cluster)",
+    )
     run.add_argument(
         "--connect-timeout",
         type=float,

@@ -1,0 +1,585 @@
+"""A2A at the bus's edge: the canonical envelope as an A2A Message, for 1.0 and 0.3.
+
+Importing this module registers the ``"a2a"`` codec (:data:`CODEC`) in the edge
+tables. Its ``encode``/``decode`` work on the A2A *Message* object: ``encode``
+writes the 1.0 shape, ``decode`` reads either (0.3 is recognised by ``kind``).
+The gateway uses the version-aware functions re-exported here: the request
+decoder, the response/stream builders and the error mapping (see
+:mod:`a2a_wire`, :mod:`a2a_errors`, :mod:`a2a_types`).
+
+Envelope -> A2A Message:
+
+- ``id`` -> ``messageId``; ``context.session_id`` -> ``contextId``;
+- ``content`` -> ``parts``: ``str`` a text part, ``bytes`` a raw part (a 0.3 file
+  part with ``bytes``), anything else a data part (JSON; 0.3 wraps a non-object
+  as ``{"value": ...}`` and marks it in the part's metadata);
+- every other envelope field that differs from its default (``ts``, ``src``,
+  ``dst``, ``intent``, the rest of ``context``, all of ``meta`` including the
+  security markers ``signature``/``key_id``/``cipher``) -> ``metadata.actorbus``,
+  unchanged, so the way back restores them exactly.
+
+A2A Message -> envelope: the reverse, plus what A2A has that the envelope has no
+field for (``role`` other than user, ``taskId``, ``referenceTaskIds``,
+``extensions``, the message's own ``metadata``, and how the parts looked when
+the content alone cannot say) goes to ``meta["a2a"]``, which rides along
+unchanged through the bus and through bridges, so A2A -> envelope -> A2A is
+exact too. A message of several parts becomes a list of part objects
+(``{"text": ...}``, ``{"raw": b"..."}``, ``{"url": ...}``, ``{"data": ...}``).
+
+An A2A message says nothing of when it was sent: without ``metadata.actorbus.ts``
+the envelope's ``ts`` is 0 (a codec reads no clock); the gateway passes ``ts=``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, cast
+
+from pydantic import ValidationError as PydanticValidationError
+
+from actorbus.codecs.a2a_errors import (
+    A2A_ERRORS,
+    SUPPORTED_VERSIONS,
+    V03,
+    V10,
+    A2AError,
+    A2AParseError,
+    A2AVersion,
+    ContentTypeNotSupportedError,
+    ExtendedAgentCardNotConfiguredError,
+    ExtensionSupportRequiredError,
+    InvalidAgentResponseError,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+    error_from_response,
+    error_object,
+    error_response,
+    http_status,
+    negotiate_version,
+    parse_version,
+    rpc_code,
+)
+from actorbus.codecs.a2a_types import (
+    A2ARequest,
+    A2AResponse,
+    Artifact,
+    ArtifactUpdate,
+    ListTasksParams,
+    Message,
+    Method,
+    Part,
+    PartKind,
+    Role,
+    SendConfig,
+    SendParams,
+    StatusUpdate,
+    Task,
+    TaskList,
+    TaskRef,
+    TaskState,
+    TaskStatus,
+    state_from_wire,
+    state_to_wire,
+)
+from actorbus.codecs.a2a_wire import (
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    list_tasks_response,
+    message_from_wire,
+    message_to_wire,
+    result_from_wire,
+    result_to_wire,
+    rpc_result,
+    send_response,
+    sse_frame,
+    stream_event,
+    task_response,
+    task_to_wire,
+)
+from actorbus.codecs.edge import Codec, register
+from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
+from actorbus.codecs.errors import ActorBusError, EncodeError
+
+__all__ = [
+    "A2A_ERRORS",
+    "CARRIES",
+    "CODEC",
+    "SUPPORTED_VERSIONS",
+    "V03",
+    "V10",
+    "A2AError",
+    "A2AParseError",
+    "A2ARequest",
+    "A2AResponse",
+    "A2AVersion",
+    "Artifact",
+    "ArtifactUpdate",
+    "ContentTypeNotSupportedError",
+    "ExtendedAgentCardNotConfiguredError",
+    "ExtensionSupportRequiredError",
+    "InvalidAgentResponseError",
+    "InvalidParamsError",
+    "InvalidRequestError",
+    "ListTasksParams",
+    "Message",
+    "Method",
+    "MethodNotFoundError",
+    "Part",
+    "PushNotificationNotSupportedError",
+    "SendConfig",
+    "SendParams",
+    "StatusUpdate",
+    "Task",
+    "TaskList",
+    "TaskNotCancelableError",
+    "TaskNotFoundError",
+    "TaskRef",
+    "TaskState",
+    "TaskStatus",
+    "UnsupportedOperationError",
+    "VersionNotSupportedError",
+    "content_from_parts",
+    "decode",
+    "decode_request",
+    "decode_response",
+    "encode",
+    "encode_request",
+    "encode_response",
+    "envelope_to_message",
+    "error_from",
+    "error_from_response",
+    "error_object",
+    "error_response",
+    "error_to",
+    "http_status",
+    "list_tasks_response",
+    "message_from_envelope",
+    "message_from_wire",
+    "message_to_envelope",
+    "message_to_wire",
+    "negotiate_version",
+    "parse_version",
+    "parts_from_content",
+    "result_from_wire",
+    "result_to_wire",
+    "rpc_code",
+    "rpc_result",
+    "send_response",
+    "sse_frame",
+    "state_from_wire",
+    "state_to_wire",
+    "stream_event",
+    "task_response",
+    "task_to_wire",
+]
+
+BLOCK: Final = "actorbus"  # key of the envelope's own fields in message.metadata
+HINTS: Final = "a2a"  # key of A2A-only facts in envelope.meta
+
+# Intents an untyped payload gets (as actorbus.actors.messages names them; the
+# codecs sit below the actors and do not import them).
+_INTENT_BY_KIND: Final = {"text": "text", "raw": "bytes"}
+_PART_KINDS: Final[frozenset[str]] = frozenset({"text", "raw", "url", "data"})
+_BYTES = bytes | bytearray | memoryview
+
+# -- content <-> parts --------------------------------------------------------------
+
+
+def _kind_of(content: Any) -> PartKind:
+    if isinstance(content, str):
+        return "text"
+    if isinstance(content, _BYTES):
+        return "raw"
+    return "data"
+
+
+def _default_intent(content: Any) -> str:
+    """The intent an envelope gets when nobody names one: by the content's type."""
+    kind = _kind_of(content)
+    if kind == "data":
+        return "dict" if isinstance(content, dict) else "data"
+    return _INTENT_BY_KIND[kind]
+
+
+def _check_json(value: Any) -> None:
+    """EncodeError unless ``value`` is JSON (a data part can hold nothing else)."""
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if v is None or isinstance(v, str | int | float):
+            continue
+        if isinstance(v, dict | list | tuple):
+            if id(v) in seen:
+                raise EncodeError("content refers to itself; it cannot become JSON")
+            seen.add(id(v))
+            if isinstance(v, dict):
+                if not all(isinstance(k, str) for k in v):
+                    raise EncodeError("A2A data parts are JSON: content has a non-string key")
+                stack.extend(v.values())
+            else:
+                stack.extend(v)
+            continue
+        raise EncodeError(
+            f"A2A data parts are JSON: content holds a {type(v).__name__} "
+            "(binary content goes in as the whole content, i.e. a raw part)"
+        )
+
+
+def _fits(kind: str, content: Any) -> bool:
+    if kind in ("text", "url"):
+        return isinstance(content, str)
+    if kind == "raw":
+        return isinstance(content, _BYTES)
+    return kind == "data" and not isinstance(content, _BYTES)
+
+
+def _part(kind: PartKind, value: Any, desc: Mapping[str, Any] | None = None) -> Part:
+    if kind == "raw":
+        value = bytes(value)
+    elif kind == "data":
+        _check_json(value)
+    if not desc:
+        return Part(kind=kind, value=value)
+    media_type, filename, metadata = (
+        desc.get("mediaType"),
+        desc.get("filename"),
+        desc.get("metadata"),
+    )
+    return Part(
+        kind=kind,
+        value=value,
+        media_type=media_type if isinstance(media_type, str) else None,
+        filename=filename if isinstance(filename, str) else None,
+        metadata=metadata if isinstance(metadata, dict) else None,
+    )
+
+
+def _part_from_plain(item: Any) -> Part | None:
+    """``{"text": ...}`` (or raw/url/data, + mediaType/filename/metadata) as a Part."""
+    if not isinstance(item, dict):
+        return None
+    kinds = [k for k in item if k in _PART_KINDS]
+    if len(kinds) != 1 or not _fits(kinds[0], item[kinds[0]]):
+        return None
+    return _part(cast(PartKind, kinds[0]), item[kinds[0]], item)
+
+
+def _plain_part(p: Part) -> dict[str, Any]:
+    out: dict[str, Any] = {p.kind: p.value}
+    if p.media_type is not None:
+        out["mediaType"] = p.media_type
+    if p.filename is not None:
+        out["filename"] = p.filename
+    if p.metadata is not None:
+        out["metadata"] = p.metadata
+    return out
+
+
+def parts_from_content(content: Any, hints: Mapping[str, Any] | None = None) -> list[Part]:
+    """The parts for an envelope's content; ``hints`` (``meta["a2a"]``) restore
+    how a decoded message's parts looked, if the content still fits them."""
+    if hints:
+        if hints.get("parts") is True and isinstance(content, list):
+            parts = [_part_from_plain(item) for item in content]
+            if all(p is not None for p in parts):
+                return cast(list[Part], parts)
+        desc = hints.get("part")
+        if isinstance(desc, dict):
+            kind = desc.get("kind", _kind_of(content))
+            if kind in _PART_KINDS and _fits(kind, content):
+                return [_part(kind, content, desc)]
+    return [_part(_kind_of(content), content)]
+
+
+def content_from_parts(parts: list[Part]) -> tuple[Any, dict[str, Any] | None]:
+    """An envelope's content for ``parts``, and the hints needed to rebuild them.
+
+    One part becomes its value (str, bytes, or the JSON value); its kind is noted
+    only when the value's type does not say it (a url, a data part holding a
+    string), and media type, filename and metadata only when present. Any other
+    number of parts becomes a list of plain part objects.
+    """
+    if len(parts) != 1:
+        return [_plain_part(p) for p in parts], {"parts": True}
+    p = parts[0]
+    desc: dict[str, Any] = {}
+    if p.kind != _kind_of(p.value):
+        desc["kind"] = p.kind
+    if p.media_type is not None:
+        desc["mediaType"] = p.media_type
+    if p.filename is not None:
+        desc["filename"] = p.filename
+    if p.metadata is not None:
+        desc["metadata"] = p.metadata
+    return p.value, ({"part": desc} if desc else None)
+
+
+# -- envelope -> A2A ---------------------------------------------------------------
+
+
+def _context_block(c: EnvelopeContext, context_id: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if c.trace_id is not None:
+        out["trace_id"] = c.trace_id
+    if c.parent_id is not None:
+        out["parent_id"] = c.parent_id
+    if c.idempotency_key is not None:
+        out["idempotency_key"] = c.idempotency_key
+    if c.session_id is not None and c.session_id != context_id:  # contextId was overridden
+        out["session_id"] = c.session_id
+    if c.priority:
+        out["priority"] = c.priority
+    if c.ttl_ms is not None:
+        out["ttl_ms"] = c.ttl_ms
+    if c.stream:
+        out["stream"] = True
+    if c.artifact_refs:
+        out["artifact_refs"] = c.artifact_refs
+    if c.tags:
+        out["tags"] = c.tags
+    return out
+
+
+def _meta_block(m: EnvelopeMeta) -> dict[str, Any]:
+    """All of meta but our A2A hints; security markers pass through untouched."""
+    out: dict[str, Any] = {}
+    if m.protocol_hint is not None:
+        out["protocol_hint"] = m.protocol_hint
+    if m.retry_count:
+        out["retry_count"] = m.retry_count
+    if m.signature is not None:
+        out["signature"] = m.signature
+    if m.key_id is not None:
+        out["key_id"] = m.key_id
+    if m.cipher is not None:
+        out["cipher"] = m.cipher
+    if m.model_extra:
+        out.update((k, v) for k, v in m.model_extra.items() if k != HINTS)
+    return out
+
+
+def _envelope_block(env: Envelope, context_id: str | None) -> dict[str, Any]:
+    """The envelope's fields A2A has no place for, those not at their defaults."""
+    out: dict[str, Any] = {}
+    if env.ts:
+        out["ts"] = env.ts
+    if env.src:
+        out["src"] = env.src
+    if env.dst:
+        out["dst"] = env.dst
+    if env.intent != _default_intent(env.content):
+        out["intent"] = env.intent
+    context = _context_block(env.context, context_id)
+    if context:
+        out["context"] = context
+    meta = _meta_block(env.meta)
+    if meta:
+        out["meta"] = meta
+    return out
+
+
+def _hints_of(env: Envelope) -> dict[str, Any]:
+    extra = env.meta.model_extra
+    hints = extra.get(HINTS) if extra else None
+    return hints if isinstance(hints, dict) else {}
+
+
+def _str_list(value: Any) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
+
+
+def message_from_envelope(
+    env: Envelope,
+    *,
+    role: Role | None = None,
+    task_id: str | None = None,
+    context_id: str | None = None,
+) -> Message:
+    """The neutral A2A Message for ``env``; the keywords override what ``env`` says
+    (the gateway answers with ``role="agent"`` and the task's ids)."""
+    hints = _hints_of(env)
+    context_id = env.context.session_id if context_id is None else context_id
+    own = hints.get("metadata")
+    metadata: dict[str, Any] | None = dict(own) if isinstance(own, dict) else None
+    block = _envelope_block(env, context_id)
+    if block:
+        metadata = {**(metadata or {}), BLOCK: block}
+    hinted_task = hints.get("taskId")
+    return Message(
+        message_id=env.id,
+        role=role or ("agent" if hints.get("role") == "agent" else "user"),
+        parts=parts_from_content(env.content, hints),
+        context_id=context_id,
+        task_id=task_id
+        if task_id is not None
+        else (hinted_task if isinstance(hinted_task, str) else None),
+        metadata=metadata,
+        extensions=_str_list(hints.get("extensions")),
+        reference_task_ids=_str_list(hints.get("referenceTaskIds")),
+    )
+
+
+def envelope_to_message(
+    env: Envelope,
+    version: str | None,
+    *,
+    role: Role | None = None,
+    task_id: str | None = None,
+    context_id: str | None = None,
+) -> dict[str, Any]:
+    """``env`` as an A2A Message object in ``version`` (an ``A2A-Version`` value;
+    None is 0.3, as a missing header is)."""
+    message = message_from_envelope(env, role=role, task_id=task_id, context_id=context_id)
+    return message_to_wire(message, negotiate_version(version))
+
+
+# -- A2A -> envelope --------------------------------------------------------------------
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidParamsError(f"`{where}` must be an object")
+    return value
+
+
+def _a2a_hints(
+    m: Message, task_id: str | None, part_hints: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What the message says that the envelope has no field for."""
+    hints: dict[str, Any] = dict(part_hints) if part_hints else {}
+    if m.role != "user":
+        hints["role"] = m.role
+    if task_id is not None:
+        hints["taskId"] = task_id
+    if m.reference_task_ids is not None:
+        hints["referenceTaskIds"] = m.reference_task_ids
+    if m.extensions is not None:
+        hints["extensions"] = m.extensions
+    if m.metadata is not None:
+        own = {k: v for k, v in m.metadata.items() if k != BLOCK}
+        if own or BLOCK not in m.metadata:
+            hints["metadata"] = own
+    return hints
+
+
+_ENVELOPE_WHERE: Final = {"id": "message.messageId", "content": "message.parts"}
+
+
+def _validation_message(exc: PydanticValidationError) -> str:
+    """Pydantic's first complaint, located in the A2A message the sender wrote."""
+    first = exc.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    where = _ENVELOPE_WHERE.get(loc[0]) if loc else None
+    where = where or ".".join(["message.metadata", BLOCK, *loc])
+    return f"`{where}`: {first['msg']}"
+
+
+def message_to_envelope(
+    msg: Message | Mapping[str, Any],
+    *,
+    version: str | None = None,
+    dst: str | None = None,
+    src: str | None = None,
+    intent: str | None = None,
+    session_id: str | None = None,
+    task_id: str | None = None,
+    ts: int | None = None,
+    stream: bool | None = None,
+) -> Envelope:
+    """The envelope for an A2A Message (neutral, or its JSON in ``version``; None
+    detects the version).
+
+    Keywords override what the message says: a gateway must pass ``src`` and
+    ``dst`` itself, because ``metadata.actorbus`` is written by the client and a
+    client must not choose the sender or the receiver of what it sends.
+    """
+    if not isinstance(msg, Message):
+        wire_version = None if version is None else negotiate_version(version)
+        msg = message_from_wire(msg, wire_version)
+    content, part_hints = content_from_parts(msg.parts)
+    block = _object((msg.metadata or {}).get(BLOCK), f"message.metadata.{BLOCK}")
+    context = dict(_object(block.get("context"), f"message.metadata.{BLOCK}.context"))
+    if session_id is not None or "session_id" not in context:
+        context["session_id"] = session_id if session_id is not None else msg.context_id
+    if stream is not None:
+        context["stream"] = stream
+    meta = dict(_object(block.get("meta"), f"message.metadata.{BLOCK}.meta"))
+    meta.pop(HINTS, None)
+    hints = _a2a_hints(msg, task_id if task_id is not None else msg.task_id, part_hints)
+    if hints:
+        meta[HINTS] = hints
+    data: dict[str, Any] = {
+        "id": msg.message_id,
+        "ts": ts if ts is not None else block.get("ts", 0),
+        "src": src if src is not None else block.get("src", ""),
+        "dst": dst if dst is not None else block.get("dst", ""),
+        "intent": intent or block.get("intent") or _default_intent(content),
+        "content": content,
+        "context": context,
+    }
+    if meta:
+        data["meta"] = meta
+    try:
+        return Envelope.model_validate(data)
+    except PydanticValidationError as e:
+        raise InvalidParamsError(_validation_message(e)) from None
+
+
+# -- the generic codec ------------------------------------------------------------------
+
+
+def encode(env: Envelope) -> dict[str, Any]:
+    """The A2A 1.0 Message object for ``env``."""
+    return message_to_wire(message_from_envelope(env), V10)
+
+
+def decode(obj: Any) -> Envelope:
+    """The envelope for an A2A Message object of either version."""
+    return message_to_envelope(obj)  # not an object: InvalidParamsError from the decoder
+
+
+def error_to(err: ActorBusError) -> dict[str, Any]:
+    """The JSON-RPC ``error`` object (1.0 form, with ``google.rpc.ErrorInfo``) for ``err``."""
+    return error_object(err, V10)
+
+
+def error_from(obj: Any) -> ActorBusError:
+    """The taxonomy error for a JSON-RPC error object or whole error response."""
+    return error_from_response(obj)
+
+
+CARRIES: Final = frozenset(
+    {
+        "id",
+        "ts",
+        "src",
+        "dst",
+        "intent",
+        "content",
+        *(f"context.{name}" for name in EnvelopeContext.model_fields),
+        *(f"meta.{name}" for name in EnvelopeMeta.model_fields),
+    }
+)
+
+CODEC: Final = register(
+    Codec(
+        name="a2a",
+        encode=encode,
+        decode=decode,
+        error_to=error_to,
+        error_from=error_from,
+        carries=CARRIES,
+    )
+)

@@ -11,6 +11,8 @@
   ``actorbus trace <trace_id>`` when no tracing UI is at hand.
 - ``ACTORBUS_TRACE_PREVIEW=N`` adds a redacted preview (N characters) of each
   message's content to its spans; off by default (size and hash only).
+- ``ACTORBUS_SPAN_SERVICE_NAME=1`` copies ``service.name`` onto every span, for
+  backends that drop resource attributes (Phoenix).
 
 An application that installed an SDK tracer provider itself keeps it: actorbus
 only adds its spans to it.
@@ -23,8 +25,9 @@ import os
 import threading
 
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     ConsoleSpanExporter,
@@ -96,7 +99,23 @@ def _resource() -> Resource:
     return Resource.create(attrs)
 
 
+class ServiceNameSpanProcessor(SpanProcessor):
+    """Copies the resource's ``service.name`` onto each span as an attribute: some
+    backends (Phoenix) keep no resource attributes and could not tell processes
+    apart. Add it before the exporting processor."""
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        service = span.resource.attributes.get("service.name")
+        if service is not None and (span.attributes or {}).get("service.name") is None:
+            span.set_attribute("service.name", str(service))
+
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+
 def _add_exporters(provider: TracerProvider, exporter: str | None, record_dir: str) -> None:
+    if _env("ACTORBUS_SPAN_SERVICE_NAME") in ("1", "true"):
+        provider.add_span_processor(ServiceNameSpanProcessor())
     if exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

@@ -19,9 +19,18 @@ from actorbus.telemetry import STATE
 
 
 async def main(url: str, namespace: str, address: str, n: int) -> None:
+    from opentelemetry import trace
+
+    trace_id = None
     async with await ActorSystem.connect(url, namespace=namespace) as system:
-        reply = await system.ask(address, WhoAsk(n=n), timeout=10)
-    print(json.dumps({"tracing": STATE.tracing, "reply": reply}, default=str), flush=True)
+        if STATE.tracing:  # one root span over the flow, so its trace id can be printed
+            with trace.get_tracer("tests").start_as_current_span("flow") as root:
+                reply = await system.ask(address, WhoAsk(n=n), timeout=10)
+            trace_id = format(root.get_span_context().trace_id, "032x")
+        else:
+            reply = await system.ask(address, WhoAsk(n=n), timeout=10)
+    out = {"tracing": STATE.tracing, "trace_id": trace_id, "reply": reply}
+    print(json.dumps(out, default=str), flush=True)
 
 
 if __name__ == "__main__":

@@ -4,20 +4,21 @@ Phoenix is found by :func:`actorbus.services.trace_ui.find_phoenix` (this venv,
 ``$ACTORBUS_PHOENIX_PYTHON``, or ``.venv-trace`` made by ``ensure_phoenix_venv``);
 the Phoenix tests skip without it, the screenshot test without Chromium.
 
-This file is also the emitter script: ``python tests/test_trace_ui.py emit 0``
-runs step 0 of the flow, which runs step 1 as its own process, which runs step 2.
+The flow is real actorbus: a caller process asks ``forward/f`` in a host
+process, which asks ``whoami/w`` in a third; each exports over OTLP/HTTP with the
+environment Phoenix gives it.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,64 +51,49 @@ needs_chromium = pytest.mark.skipif(
 )
 
 
-# -- the flow: three processes, one trace ------------------------------------------
-# When actorbus's own instrumentation lands, replace run_three_process_flow with
-# three actor processes (A asks B, B asks C) run with the same `env_for(service)`
-# environments; the assertions below stay as they are.
+# -- the flow: three actorbus processes, one trace -----------------------------------
 
-SERVICES = ("flow-a", "flow-b", "flow-c")
-SPAN_NAMES = ("a.root", "b.child", "c.grandchild")
-
-
-def run_three_process_flow(env_for: Callable[[str], dict[str, str]]) -> str:
-    """Run A -> B -> C as three OS processes exporting over OTLP/HTTP; the trace id.
-
-    ``env_for(service)`` is the environment of the process for that service (the
-    OTEL_* settings of :meth:`PhoenixServer.otel_env`). A starts the root span and
-    starts B with the W3C ``traceparent`` of that span in ``TRACEPARENT``; B does
-    the same for C. Each process flushes its spans before it exits.
-    """
-    env = env_for(SERVICES[0])
-    done = subprocess.run(
-        [sys.executable, __file__, "emit", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()[-1]
+SERVICES = ("caller", "forwarder", "whoami")
+SPAN_NAMES = (
+    "flow",
+    "ask forward/f",
+    "receive forward/f",
+    "process forward/f",
+    "ask whoami/w",
+    "receive whoami/w",
+    "process whoami/w",
+)
 
 
-def _emit(step: int) -> None:
-    """One process of the flow: a span (child of $TRACEPARENT), the next step inside it."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+def run_three_process_flow(url: str, ns: str, env_for: Callable[[str], dict[str, str]]) -> str:
+    """caller (tests/_ask.py) -> forward/f (a host process) -> whoami/w (another),
+    each exporting its spans over OTLP/HTTP with ``env_for(service)``; the trace id."""
+    import asyncio
+    import json
 
-    w3c = TraceContextTextMapPropagator()
-    provider = TracerProvider()  # resource from OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
-    provider.add_span_processor(trace_ui.ServiceNameSpanProcessor())
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_*
-    tracer = provider.get_tracer("actorbus.tests.trace_ui")
-    parent = w3c.extract({"traceparent": os.environ["TRACEPARENT"]}) if step else None
-    with tracer.start_as_current_span(
-        SPAN_NAMES[step], context=parent, attributes={"flow.step": step}
-    ) as span:
-        if step + 1 < len(SPAN_NAMES):
-            carrier: dict[str, str] = {}
-            w3c.inject(carrier)
-            env = dict(os.environ)
-            env["OTEL_SERVICE_NAME"] = SERVICES[step + 1]
-            env["TRACEPARENT"] = carrier["traceparent"]
-            subprocess.run(
-                [sys.executable, __file__, "emit", str(step + 1)], env=env, check=True, timeout=60
+    from _util import TESTS_DIR, run_host
+
+    async def flow() -> str:
+        async with (
+            run_host("_actors:Whoami", url, ns, "w", env=env_for("whoami")),
+            run_host("_actors:Forward", url, ns, "f", env=env_for("forwarder")),
+        ):
+            caller = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(TESTS_DIR / "_ask.py"),
+                url,
+                ns,
+                "forward/f",
+                "1",
+                stdout=asyncio.subprocess.PIPE,
+                env={**env_for("caller"), "PYTHONPATH": str(TESTS_DIR)},
             )
-        trace_id = format(span.get_span_context().trace_id, "032x")
-    provider.shutdown()  # flushes the batch
-    print(trace_id)
+            out, _ = await asyncio.wait_for(caller.communicate(), 60)
+        assert caller.returncode == 0
+        trace_id: str = json.loads(out)["trace_id"]
+        return trace_id
+
+    return asyncio.run(flow())
 
 
 # -- with a real Phoenix -------------------------------------------------------------
@@ -142,26 +128,35 @@ def phoenix() -> Iterator[PhoenixServer]:
 
 
 @pytest.fixture(scope="module")
-def flow_trace(phoenix: PhoenixServer) -> str:
-    return run_three_process_flow(phoenix.otel_env)
+def flow_trace(phoenix: PhoenixServer, nats_server: Any) -> str:
+    return run_three_process_flow(nats_server.url, f"ui{os.getpid()}", phoenix.otel_env)
 
 
 @needs_phoenix
 @pytest.mark.timeout(240)
 def test_spans_from_three_processes_form_one_tree(phoenix: PhoenixServer, flow_trace: str) -> None:
-    spans = phoenix.client().wait_for_spans(flow_trace, 3, timeout=30)
+    spans = phoenix.client().wait_for_spans(flow_trace, len(SPAN_NAMES), timeout=30)
 
-    assert len(spans) == 3, spans
+    assert sorted(span.name for span in spans) == sorted(SPAN_NAMES), spans
     by_name = {span.name: span for span in spans}
-    root, child, grandchild = (by_name[name] for name in SPAN_NAMES)
-    assert root.parent_id is None
-    assert child.parent_id == root.span_id
-    assert grandchild.parent_id == child.span_id
-    assert [by_name[name].service for name in SPAN_NAMES] == list(SERVICES)
+    chain = [by_name[name] for name in SPAN_NAMES]  # each the parent of the next
+    assert chain[0].parent_id is None
+    for parent, child in itertools.pairwise(chain):
+        assert child.parent_id == parent.span_id, (parent.name, child.name)
+    services = [span.service for span in chain]
+    assert services == [
+        "caller",
+        "caller",
+        "forwarder",
+        "forwarder",
+        "forwarder",
+        "whoami",
+        "whoami",
+    ]
     assert {span.trace_id for span in spans} == {flow_trace}
     assert {span.project for span in spans} == {DEFAULT_PROJECT}
-    assert grandchild.attributes["flow.step"] == 2
-    assert format_tree(spans) == ("a.root [flow-a]\n  b.child [flow-b]\n    c.grandchild [flow-c]")
+    assert by_name["process whoami/w"].attributes["messaging.system"] == "nats"
+    assert format_tree(spans).splitlines()[-1].strip() == "process whoami/w [whoami]"
     assert phoenix.client().latest_trace_id() == flow_trace
 
 
@@ -171,7 +166,7 @@ def test_spans_from_three_processes_form_one_tree(phoenix: PhoenixServer, flow_t
 def test_trace_page_renders_the_tree(
     phoenix: PhoenixServer, flow_trace: str, tmp_path: Path
 ) -> None:
-    phoenix.client().wait_for_spans(flow_trace, 3, timeout=30)
+    phoenix.client().wait_for_spans(flow_trace, len(SPAN_NAMES), timeout=30)
     url = phoenix.trace_url(flow_trace)
 
     # ACTORBUS_TRACE_SCREENSHOT=path/to/trace.png keeps the picture where you want it.
@@ -244,8 +239,3 @@ def test_missing_phoenix_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(trace_ui, "find_phoenix", lambda extra=(): None)
     with pytest.raises(TraceUIError, match="pip install arize-phoenix"):
         start_phoenix()
-
-
-if __name__ == "__main__" and sys.argv[1:2] == ["emit"]:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    _emit(int(sys.argv[2]))

@@ -1,0 +1,1095 @@
+"""ACP (the BeeAI Agent Communication Protocol, acp-sdk 1.0.x) at the edge of the bus.
+
+ACP is REST: ``POST /runs`` with a :class:`RunCreateRequest` (mode ``sync``,
+``async`` or ``stream``), ``POST /runs/{id}`` with a :class:`RunResumeRequest` to
+answer a run that is ``awaiting``, and a :class:`Run` (or a stream of SSE events)
+back. Content travels as a :class:`Message`: a role and a list of
+:class:`MessagePart` (``content`` or ``content_url``, ``content_encoding``
+``plain|base64``, ``content_type``, ``name``, ``metadata``).
+
+Envelope <-> ACP (``encode`` produces the request; :func:`run_from_envelope` the
+result, because only the gateway knows a run id and a status):
+
+=========================  ================================================
+envelope                   ACP
+=========================  ================================================
+dst                        ``agent_name`` (request)
+src                        ``agent_name`` (run: the agent that answered)
+content                    the message parts (see below)
+context.artifact_refs      one ``{"content_url": ref}`` part each
+context.session_id         ``session_id`` when it is a UUID (the SDK types it so)
+context.stream             ``mode == "stream"``
+ts                         ``Message.created_at`` (else the run's; else 0:
+                           a codec reads no clock)
+meta["acp"]                ``run_id`` and ``status`` of a decoded run or resume
+                           (:func:`run_from_envelope` reads them back)
+everything (but content)   the *envelope part*, below
+=========================  ================================================
+
+A message from a plain ACP client (no envelope part) gets intent ``text``,
+``dict``, ``bytes``, ``data`` or ``$none`` by its content, and
+``meta.protocol_hint = "acp"`` so the answer goes back in ACP.
+
+ACP has no metadata slot on a message, and a part's ``metadata`` only admits the
+SDK's ``citation``/``trajectory`` kinds (anything else fails the SDK's
+validation). So the envelope's own fields ride in one extra part of content type
+:data:`ENVELOPE_PART_TYPE` (its content is the envelope as compact JSON, without
+``content``, plus the content's ``form``). A part with a vendor content type is
+valid ACP and an SDK agent that reads text parts never sees it; the gateway can
+leave it out of what outside clients get with ``carry=False``. With it, every
+envelope field survives envelope -> ACP -> envelope, security markers included.
+
+Content forms: ``str`` -> one ``text/plain`` part; ``bytes`` -> one base64
+``application/octet-stream`` part; ``None`` -> no part; a dict ``{"parts": [...]}``
+whose items are valid parts -> those parts verbatim; anything else -> one
+``application/json`` part. Decoding a message that carries no envelope part
+reverses the three simple cases and otherwise gives ``{"parts": [...]}`` (the
+parts as sent), which encodes back to the same parts. Bytes nested inside JSON
+content become base64 text (JSON has no bytes).
+
+Errors: :func:`error_to` gives ACP's ``{code, message, data}`` with the actorbus
+code in ``data`` so it comes back exact; a native error without it maps
+``invalid_input`` -> ``ValidationFailedError``, ``not_found`` ->
+``ActorNotFoundError``, anything else -> ``RemoteError``. See
+:data:`ACP_CODE_OF` and :func:`http_status`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from actorbus.codecs.edge import Codec, register
+from actorbus.codecs.envelope import EMPTY_META, Envelope, EnvelopeContext, EnvelopeMeta
+from actorbus.codecs.errors import (
+    ActorBusError,
+    ActorNotFoundError,
+    ActorStoppedError,
+    AskTimeoutError,
+    AuthError,
+    ConnectionLostError,
+    DecodeError,
+    EncodeError,
+    ExpiredError,
+    InvalidAddressError,
+    MessageTooLargeError,
+    NoRespondersError,
+    ProtocolError,
+    RateLimitedError,
+    RemoteError,
+    StreamCancelledError,
+    UnknownIntentError,
+    UnsupportedError,
+    ValidationFailedError,
+)
+
+# -- shared with the other edge codecs ------------------------------------------------
+
+INTENT_ERROR = "$error"  # the bus's error-reply intent (actorbus.actors.messages)
+
+#: Every envelope field as a dotted path; codecs that carry everything say so.
+ENVELOPE_FIELDS: frozenset[str] = frozenset(
+    {
+        "id",
+        "ts",
+        "src",
+        "dst",
+        "intent",
+        "content",
+        "context.trace_id",
+        "context.parent_id",
+        "context.idempotency_key",
+        "context.session_id",
+        "context.priority",
+        "context.ttl_ms",
+        "context.stream",
+        "context.artifact_refs",
+        "context.tags",
+        "meta.protocol_hint",
+        "meta.retry_count",
+        "meta.signature",
+        "meta.key_id",
+        "meta.cipher",
+    }
+)
+
+
+def content_intent(content: Any) -> str:
+    """The intent a native message without one gets, by what its content is.
+
+    The same generic intents actors use for plain values (``text``, ``dict``,
+    ``bytes``, ``data``, ``$none``), so an actor's catch-all handler for text or
+    dicts receives protocol traffic without any mapping table.
+    """
+    if isinstance(content, str):
+        return "text"
+    if isinstance(content, dict):
+        return "dict"
+    if isinstance(content, bytes):
+        return "bytes"
+    if content is None:
+        return "$none"
+    return "data"
+
+
+def _error_classes() -> dict[str, type[ActorBusError]]:
+    classes: Iterable[type[ActorBusError]] = (
+        AskTimeoutError,
+        ConnectionLostError,
+        NoRespondersError,
+        InvalidAddressError,
+        ProtocolError,
+        EncodeError,
+        DecodeError,
+        MessageTooLargeError,
+        UnknownIntentError,
+        ValidationFailedError,
+        ActorNotFoundError,
+        ActorStoppedError,
+        ExpiredError,
+        RateLimitedError,
+        AuthError,
+        StreamCancelledError,
+        RemoteError,
+    )
+    return {cls.code: cls for cls in classes} | {"E_INTERNAL": ActorBusError}
+
+
+_CLASS_OF_CODE = _error_classes()
+# Attributes that the structured error classes set in __init__, so a rebuilt one
+# (which skips __init__) still answers them.
+_NEUTRAL_ATTRS: dict[type[ActorBusError], dict[str, Any]] = {
+    AskTimeoutError: {"address": "", "intent": "", "timeout": 0.0},
+    NoRespondersError: {"address": "", "intent": ""},
+    MessageTooLargeError: {"what": "", "size": 0, "limit": 0},
+}
+
+
+def rebuild_error(code: str, message: str, remote_type: str | None = None) -> ActorBusError:
+    """The typed error for an actorbus code, with exactly ``message`` as its text.
+
+    ``errors.error_from_wire`` prefixes the sender's address, which an edge does
+    not have; unknown codes become a :class:`RemoteError` naming ``remote_type``.
+    """
+    cls = _CLASS_OF_CODE.get(code)
+    if cls is None or cls is RemoteError:
+        return RemoteError(message, remote_type=remote_type or code or "Exception")
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    for name, value in _NEUTRAL_ATTRS.get(cls, {}).items():
+        setattr(err, name, value)
+    return err
+
+
+def error_envelope(
+    err: ActorBusError, *, src: str = "", dst: str = "", parent_id: str | None = None
+) -> Envelope:
+    """An ``$error`` envelope for a native error, as the bus sends error replies
+    (``ts`` 0: a codec reads no clock)."""
+    env = Envelope(src=src, dst=dst, ts=0, intent=INTENT_ERROR, content=err.to_wire())
+    if parent_id is not None:
+        env.context = EnvelopeContext(parent_id=parent_id)
+    return env
+
+
+def envelope_error(env: Envelope) -> ActorBusError:
+    """The typed error an ``$error`` envelope stands for."""
+    body = env.content if isinstance(env.content, dict) else {}
+    return rebuild_error(
+        str(body.get("code", "E_HANDLER")),
+        str(body.get("message", env.content)),
+        str(body.get("type", "Exception")),
+    )
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON (msgspec: about ten times faster than the stdlib here)."""
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise EncodeError(f"content is not JSON data: {exc}") from exc
+
+
+def json_value(text: str | bytes, what: str) -> Any:
+    """Parsed JSON, or a DecodeError saying which part of the message was bad."""
+    try:
+        return msgspec.json.decode(text)
+    except (msgspec.DecodeError, ValueError) as exc:
+        raise DecodeError(f"{what} is not valid JSON: {exc}") from exc
+
+
+def build_envelope(data: Mapping[str, Any], what: str) -> Envelope:
+    """Validate envelope data; a bad field is the peer's fault, so a DecodeError."""
+    try:
+        return Envelope.model_validate(data)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise DecodeError(f"{what}: envelope field {where!r}: {first['msg']}") from exc
+
+
+# -- the wire models ----------------------------------------------------------------
+#
+# msgspec Structs, not pydantic models: converting a parsed request into them is
+# several times cheaper, and decode runs for every message crossing the edge.
+# ``msgspec.convert(obj, Model)`` validates; ``msgspec.to_builtins`` dumps.
+
+RunStatus = Literal[
+    "created", "in-progress", "awaiting", "cancelling", "cancelled", "completed", "failed"
+]
+RunMode = Literal["sync", "async", "stream"]
+ErrorCode = Literal["server_error", "invalid_input", "not_found"]
+
+ROLE_PATTERN = r"^(user|agent(\/[a-zA-Z0-9_\-]+)?)$"
+_ROLE_RE = re.compile(ROLE_PATTERN)
+Role = Annotated[str, msgspec.Meta(pattern=ROLE_PATTERN)]
+ENVELOPE_PART_TYPE = "application/vnd.actorbus.envelope+json"
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+class MessagePart(msgspec.Struct, omit_defaults=True):
+    """One piece of a message: inline ``content`` or a ``content_url``, never both.
+
+    ``metadata`` is any object here (the SDK admits only its citation/trajectory
+    kinds; actorbus never writes it). Unknown fields are accepted (the SDK keeps
+    them); decode works on the parts as sent, so they are not lost either.
+    """
+
+    name: str | None = None
+    content_type: str | None = "text/plain"
+    content: str | None = None
+    content_encoding: Literal["plain", "base64"] | None = "plain"
+    content_url: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.content is not None and self.content_url is not None:
+            raise ValueError("a part has content or content_url, not both")
+
+
+class Message(msgspec.Struct, omit_defaults=True):
+    parts: list[MessagePart]
+    role: Role = "user"
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+class MessageAwait(msgspec.Struct):
+    """Both ``await_request`` (run -> client) and ``await_resume`` (client -> run)."""
+
+    message: Message
+    type: Literal["message"] = "message"
+
+
+class AcpErrorBody(msgspec.Struct, omit_defaults=True):
+    """ACP's error object; ``code`` stays a str because the SDK allows any."""
+
+    code: str
+    message: str
+    data: Any = None
+
+
+class Run(msgspec.Struct, omit_defaults=True):
+    run_id: str
+    agent_name: str
+    session_id: str | None = None
+    status: RunStatus = "created"
+    await_request: MessageAwait | None = None
+    output: list[Message] = msgspec.field(default_factory=list)
+    error: AcpErrorBody | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class RunCreateRequest(msgspec.Struct, omit_defaults=True):
+    agent_name: str
+    input: list[Message]
+    mode: RunMode = "sync"
+    session_id: str | None = None
+    session: dict[str, Any] | None = None
+
+
+class RunResumeRequest(msgspec.Struct, omit_defaults=True):
+    """``run_id`` is optional: the SDK sends it only in the URL."""
+
+    await_resume: MessageAwait
+    mode: RunMode = "sync"
+    run_id: str | None = None
+
+
+class RunEvent(msgspec.Struct):
+    type: Literal[
+        "run.created",
+        "run.in-progress",
+        "run.awaiting",
+        "run.completed",
+        "run.failed",
+        "run.cancelled",
+    ]
+    run: Run
+
+
+class MessageEvent(msgspec.Struct):
+    type: Literal["message.created", "message.completed"]
+    message: Message
+
+
+class MessagePartEvent(msgspec.Struct):
+    type: Literal["message.part"]
+    part: MessagePart
+
+
+class ErrorEvent(msgspec.Struct):
+    type: Literal["error"]
+    error: AcpErrorBody
+
+
+class GenericEvent(msgspec.Struct):
+    type: Literal["generic"]
+    generic: dict[str, Any]
+
+
+Event = RunEvent | MessageEvent | MessagePartEvent | ErrorEvent | GenericEvent
+_EVENT_MODEL: dict[str, type[Event]] = {
+    **dict.fromkeys(
+        (
+            "run.created",
+            "run.in-progress",
+            "run.awaiting",
+            "run.completed",
+            "run.failed",
+            "run.cancelled",
+        ),
+        RunEvent,
+    ),
+    "message.created": MessageEvent,
+    "message.completed": MessageEvent,
+    "message.part": MessagePartEvent,
+    "error": ErrorEvent,
+    "generic": GenericEvent,
+}
+EVENT_TYPES: tuple[str, ...] = tuple(_EVENT_MODEL)
+_EVENT_OF_STATUS = {
+    "created": "run.created",
+    "in-progress": "run.in-progress",
+    "awaiting": "run.awaiting",
+    "completed": "run.completed",
+    "failed": "run.failed",
+    "cancelled": "run.cancelled",
+}
+
+_T = TypeVar("_T")
+
+
+def convert(obj: Any, model: type[_T], what: str) -> _T:
+    """``obj`` (parsed JSON) as ``model``, or a DecodeError naming the bad field."""
+    if not isinstance(obj, dict):
+        raise DecodeError(f"{what} is a JSON object, not {type(obj).__name__}")
+    try:
+        return msgspec.convert(obj, model)
+    except msgspec.ValidationError as exc:
+        raise DecodeError(f"not a valid {what}: {exc}") from exc
+
+
+# -- run state <-> the shared task state ----------------------------------------------
+
+#: ACP run status -> the task state A2A (and the gateway's task store) use.
+#: ``cancelling`` is still running until it stops, so it is ``working``.
+TASK_STATE_OF_RUN: dict[str, str] = {
+    "created": "submitted",
+    "in-progress": "working",
+    "awaiting": "input-required",
+    "cancelling": "working",
+    "cancelled": "canceled",
+    "completed": "completed",
+    "failed": "failed",
+}
+#: The reverse. ACP has no ``auth-required`` (the run awaits the client either
+#: way, so ``awaiting``) and no ``rejected`` (a refused run is a failed run).
+RUN_STATUS_OF_TASK: dict[str, str] = {
+    "submitted": "created",
+    "working": "in-progress",
+    "input-required": "awaiting",
+    "auth-required": "awaiting",
+    "completed": "completed",
+    "failed": "failed",
+    "canceled": "cancelled",
+    "rejected": "failed",
+}
+
+
+def task_state(run_status: str) -> str:
+    """The shared task state for an ACP run status (UnsupportedError if unknown)."""
+    try:
+        return TASK_STATE_OF_RUN[run_status]
+    except KeyError:
+        raise UnsupportedError(f"unknown ACP run status {run_status!r}") from None
+
+
+def run_status(state: str) -> str:
+    """The ACP run status for a shared task state (lossy: see RUN_STATUS_OF_TASK)."""
+    try:
+        return RUN_STATUS_OF_TASK[state]
+    except KeyError:
+        raise UnsupportedError(f"unknown task state {state!r}") from None
+
+
+# -- content <-> parts ----------------------------------------------------------------
+#
+# Decoding works on the parts as sent (plain dicts), after ``convert`` checked
+# them: the "parts" form must give back exactly what arrived, unknown fields too.
+
+_PART_FIELDS = frozenset(MessagePart.__struct_fields__)
+_Part = dict[str, Any]
+
+
+def _as_parts(content: Any) -> list[_Part] | None:
+    """The parts of a ``{"parts": [...]}`` content, or None if it is not that."""
+    if not isinstance(content, dict) or len(content) != 1:
+        return None
+    parts = content.get("parts")
+    if not isinstance(parts, list) or not parts:
+        return None
+    for part in parts:
+        if not isinstance(part, dict) or not _PART_FIELDS.issuperset(part):
+            return None
+    try:
+        msgspec.convert(parts, list[MessagePart])
+    except msgspec.ValidationError:
+        return None
+    return parts
+
+
+def content_parts(content: Any) -> tuple[list[_Part], str]:
+    """The parts for an envelope's content, and the form to rebuild it from them."""
+    if content is None:
+        return [], "none"
+    if isinstance(content, str):
+        return [{"content_type": "text/plain", "content": content}], "text"
+    if isinstance(content, bytes):
+        part = {
+            "content_type": "application/octet-stream",
+            "content_encoding": "base64",
+            "content": base64.b64encode(content).decode(),
+        }
+        return [part], "bytes"
+    parts = _as_parts(content)
+    if parts is not None:
+        return [dict(p) for p in parts], "parts"
+    return [{"content_type": "application/json", "content": json_text(content)}], "json"
+
+
+def _b64(text: Any) -> bytes:
+    try:
+        return base64.b64decode(text or "", validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise DecodeError(f"an ACP base64 part is not valid base64: {exc}") from exc
+
+
+def _present(part: _Part) -> set[str]:
+    """The fields a part really has: the SDK writes every field, most as null."""
+    return {key for key, value in part.items() if value is not None}
+
+
+_REF_FIELDS = frozenset({"content_url", "content_type", "content_encoding"})
+_SIMPLE_FIELDS = frozenset({"content", "content_type", "content_encoding"})
+
+
+def _is_url_ref(part: _Part) -> bool:
+    """A part that only points somewhere (no name, metadata or own content type)
+    is an artifact ref; a typed or named URL part stays a content part."""
+    return (
+        part.get("content_url") is not None
+        and _REF_FIELDS.issuperset(_present(part))
+        and part.get("content_type") in (None, "text/plain")
+        and part.get("content_encoding") in (None, "plain")
+    )
+
+
+def _simple_value(part: _Part) -> tuple[bool, Any]:
+    """(True, value) for a part that is plainly text, JSON or bytes."""
+    if not _SIMPLE_FIELDS.issuperset(_present(part)):
+        return False, None
+    kind = part.get("content_type", "text/plain")
+    encoding = part.get("content_encoding", "plain")
+    plain = encoding in (None, "plain")
+    if plain and kind in (None, "text/plain"):
+        return True, part.get("content") or ""
+    if plain and kind == "application/json" and part.get("content") is not None:
+        return True, json_value(part["content"], "an ACP application/json part")
+    if encoding == "base64" and kind == "application/octet-stream":
+        return True, _b64(part.get("content"))
+    return False, None
+
+
+def parts_content(parts: list[_Part]) -> Any:
+    """Native parts (no envelope part) -> envelope content, by the rules above."""
+    if not parts:
+        return None
+    if len(parts) == 1:
+        simple, value = _simple_value(parts[0])
+        if simple:
+            return value
+    return {"parts": parts}
+
+
+def _content_by_form(parts: list[_Part], form: Any) -> Any:
+    """Rebuild content exactly as the envelope part's ``form`` says it was."""
+    if form == "none" and not parts:
+        return None
+    if form == "parts" and parts:
+        return {"parts": parts}
+    if len(parts) != 1 or form not in ("text", "bytes", "json"):
+        raise DecodeError(f"ACP message content does not match its form {form!r}")
+    text = parts[0].get("content")
+    if form == "text":
+        return text or ""
+    if form == "bytes":
+        return _b64(text)
+    return json_value(text or "", "an ACP application/json part")
+
+
+# -- envelope <-> message ---------------------------------------------------------------
+
+
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        name: field.get_default(call_default_factory=True, validated_data={})
+        for name, field in model.model_fields.items()
+    }
+
+
+_CONTEXT_DEFAULTS = _defaults(EnvelopeContext)
+_META_DEFAULTS = _defaults(EnvelopeMeta)
+
+
+def _changed(model: BaseModel, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The fields set to something else than their default (only set fields can be)."""
+    out = {}
+    for name in model.model_fields_set:
+        value = getattr(model, name)
+        if value != defaults[name]:
+            out[name] = value
+    return out
+
+
+def envelope_fields(env: Envelope) -> dict[str, Any]:
+    """The envelope as plain data without ``content``, defaults left out.
+
+    What ``Envelope.to_dict`` gives, built directly: this runs for every message
+    a codec encodes, and model_dump costs several times more.
+    """
+    out: dict[str, Any] = {
+        "id": env.id,
+        "ts": env.ts,
+        "src": env.src,
+        "dst": env.dst,
+        "intent": env.intent,
+    }
+    context = _changed(env.context, _CONTEXT_DEFAULTS)
+    if context:
+        out["context"] = context
+    if env.meta is not EMPTY_META:
+        meta = _changed(env.meta, _META_DEFAULTS)
+        meta.update(env.meta.model_extra or {})
+        if meta:
+            out["meta"] = meta
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _iso_seconds(secs: int) -> str | None:
+    """``YYYY-MM-DDTHH:MM:SS`` for a Unix second (cached: messages come in bursts)."""
+    try:
+        t = time.gmtime(secs)
+    except (OverflowError, OSError, ValueError):
+        return None
+    if not 1 <= t.tm_year <= 9999:
+        return None
+    return (
+        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+    )
+
+
+def _iso(ts_ms: int) -> str | None:
+    """RFC 3339 UTC with milliseconds, or None for a time outside years 1-9999."""
+    secs, ms = divmod(ts_ms, 1000)
+    prefix = _iso_seconds(secs)
+    return None if prefix is None else f"{prefix}.{ms:03d}Z"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _ms(moment: datetime | None) -> int | None:
+    """Unix milliseconds, in integer arithmetic (float seconds * 1000 can be off
+    by one)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def envelope_part(env: Envelope, form: str) -> _Part:
+    """The part that carries the envelope's own fields (all but content)."""
+    data = envelope_fields(env)
+    data["form"] = form
+    return {"content_type": ENVELOPE_PART_TYPE, "content": json_text(data)}
+
+
+def message_parts(env: Envelope, *, carry: bool = True) -> list[_Part]:
+    """The parts for an envelope: content, artifact refs, then the envelope part."""
+    parts, form = content_parts(env.content)
+    parts.extend({"content_url": ref} for ref in env.context.artifact_refs)
+    if carry:
+        parts.append(envelope_part(env, form))
+    return parts
+
+
+def agent_role(name: str) -> str:
+    """``agent/{name}`` when the name fits ACP's role pattern, else ``agent``."""
+    role = f"agent/{name}"
+    return role if _ROLE_RE.match(role) else "agent"
+
+
+def envelope_message(env: Envelope, *, role: str = "user", carry: bool = True) -> dict[str, Any]:
+    """An ACP message dict for an envelope."""
+    message: dict[str, Any] = {"role": role, "parts": message_parts(env, carry=carry)}
+    created = _iso(env.ts)
+    if created is not None:
+        message["created_at"] = created
+    return message
+
+
+def _split_parts(
+    messages: Iterable[dict[str, Any]],
+) -> tuple[list[_Part], list[str], _Part | None]:
+    """Content parts, URL refs and the (last) envelope part of some messages."""
+    content: list[_Part] = []
+    refs: list[str] = []
+    carried: _Part | None = None
+    for message in messages:
+        for part in message["parts"]:
+            if part.get("content_type") == ENVELOPE_PART_TYPE:
+                carried = part
+            elif _is_url_ref(part):
+                refs.append(part["content_url"])
+            else:
+                content.append(part)
+    return content, refs, carried
+
+
+def _from_carried(carried: _Part, parts: list[_Part], facts: dict[str, Any] | None) -> Envelope:
+    data = json_value(carried.get("content") or "", "the ACP envelope part")
+    if not isinstance(data, dict):
+        raise DecodeError("the ACP envelope part is not a JSON object")
+    form = data.pop("form", None)
+    data["content"] = _content_by_form(parts, form)
+    if facts:  # the run's own facts are newer than what an earlier hop carried
+        meta = data.get("meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        old = meta.get("acp")
+        meta["acp"] = {**(old if isinstance(old, dict) else {}), **facts}
+        data["meta"] = meta
+    return build_envelope(data, "the ACP envelope part")
+
+
+Native = Callable[[Any, list[str]], dict[str, Any]]
+
+
+def messages_envelope(
+    raw: list[dict[str, Any]],
+    checked: list[Message],
+    native: Native,
+    facts: dict[str, Any] | None = None,
+) -> Envelope:
+    """An envelope from messages (as sent, and as checked): from the envelope part
+    if one is there, else from ``native(content, refs)``, which supplies the
+    protocol's own fields; ``facts`` (a run's id and status) go to ``meta["acp"]``."""
+    parts, refs, carried = _split_parts(raw)
+    if carried is not None:
+        return _from_carried(carried, parts, facts)
+    content = parts_content(parts)
+    data = native(content, refs)
+    data["content"] = content
+    data.setdefault("intent", content_intent(content))
+    data["meta"] = {"protocol_hint": "acp"} | ({"acp": facts} if facts else {})
+    ts = _ms(checked[0].created_at) if checked else None
+    # A codec reads no clock: without a time in the message, 0 means "not said".
+    data["ts"] = ts if ts is not None else data.get("ts", 0)
+    return build_envelope(data, "an ACP message")
+
+
+def _context(
+    refs: list[str], *, session_id: str | None = None, stream: bool = False
+) -> dict[str, Any]:
+    ctx: dict[str, Any] = {}
+    if refs:
+        ctx["artifact_refs"] = refs
+    if session_id is not None:
+        ctx["session_id"] = session_id
+    if stream:
+        ctx["stream"] = True
+    return ctx
+
+
+def acp_facts(env: Envelope) -> dict[str, Any]:
+    """What a decoded run or resume left in ``meta["acp"]`` (run_id, status)."""
+    facts = (env.meta.model_extra or {}).get("acp")
+    return facts if isinstance(facts, dict) else {}
+
+
+def _with_facts(env: Envelope, facts: dict[str, Any]) -> Envelope:
+    """The envelope with ``meta["acp"]`` updated (a run's facts are the newest)."""
+    if acp_facts(env) == facts:
+        return env
+    meta = env.meta.model_dump(exclude_defaults=True) | {"acp": acp_facts(env) | facts}
+    return env.model_copy(update={"meta": EnvelopeMeta.model_validate(meta)})
+
+
+def _bare(content: Any, refs: list[str]) -> dict[str, Any]:
+    """The native fields of a message outside a run: only its URL refs."""
+    return {"dst": "", "context": _context(refs)}
+
+
+def _chunk(content: Any, refs: list[str]) -> dict[str, Any]:
+    """A streamed part is one chunk of a stream."""
+    return {"dst": "", "context": _context(refs, stream=True)}
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+
+
+def _uuid_or_none(value: str | None) -> str | None:
+    """The session id when it is a UUID (the SDK's type for it), else None."""
+    return value if value is not None and _UUID.fullmatch(value) else None
+
+
+# -- encode -----------------------------------------------------------------------------
+
+
+def encode_request(
+    env: Envelope, *, mode: RunMode | None = None, carry: bool = True
+) -> dict[str, Any]:
+    """A ``RunCreateRequest`` (``POST /runs``) for an envelope."""
+    request: dict[str, Any] = {
+        "agent_name": env.dst,
+        "input": [envelope_message(env, carry=carry)],
+        "mode": mode or ("stream" if env.context.stream else "sync"),
+    }
+    session = _uuid_or_none(env.context.session_id)
+    if session is not None:
+        request["session_id"] = session
+    return request
+
+
+def encode_resume(
+    env: Envelope, *, run_id: str | None = None, mode: RunMode = "sync", carry: bool = True
+) -> dict[str, Any]:
+    """A ``RunResumeRequest`` (``POST /runs/{run_id}``) answering an awaiting run."""
+    body: dict[str, Any] = {
+        "await_resume": {"type": "message", "message": envelope_message(env, carry=carry)},
+        "mode": mode,
+    }
+    if run_id is not None:
+        body["run_id"] = run_id
+    return body
+
+
+def run_from_envelope(
+    env: Envelope,
+    *,
+    run_id: str | None = None,
+    agent_name: str | None = None,
+    status: RunStatus | None = None,
+    carry: bool = True,
+) -> dict[str, Any]:
+    """A ``Run`` for an actor's reply (or ``$error``) envelope.
+
+    ``run_id`` and ``status`` default to the ``meta["acp"]`` facts a decoded run
+    leaves, then to a fresh UUID and ``completed`` (``failed`` for an ``$error``
+    envelope). ``awaiting`` puts the message in ``await_request``.
+    """
+    facts = acp_facts(env)
+    name = agent_name or env.src or "agent"
+    run: dict[str, Any] = {
+        "run_id": run_id or facts.get("run_id") or str(uuid.uuid4()),
+        "agent_name": name,
+        "status": status or facts.get("status") or "completed",
+        "output": [],
+        "await_request": None,
+        "error": None,
+    }
+    session = _uuid_or_none(env.context.session_id)
+    if session is not None:
+        run["session_id"] = session
+    created = _iso(env.ts)
+    if created is not None:
+        run["created_at"] = created
+    _fill_run(run, env, name, carry)
+    return run
+
+
+def _fill_run(run: dict[str, Any], env: Envelope, name: str, carry: bool) -> None:
+    if env.intent == INTENT_ERROR:
+        run["status"] = "failed"
+        run["error"] = error_to(envelope_error(env))
+        return
+    message = envelope_message(env, role=agent_role(name), carry=carry)
+    if run["status"] == "awaiting":
+        run["await_request"] = {"type": "message", "message": message}
+    else:
+        run["output"] = [message]
+
+
+def encode(env: Envelope) -> dict[str, Any]:
+    """The codec's encode: an ACP error object for ``$error``, else a run request."""
+    if env.intent == INTENT_ERROR:
+        return error_to(envelope_error(env))
+    return encode_request(env)
+
+
+# -- events and SSE -------------------------------------------------------------------
+
+
+def run_event(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``run.*`` event for a run in its current status."""
+    status = run.get("status")
+    kind = _EVENT_OF_STATUS.get(str(status))
+    if kind is None:
+        raise UnsupportedError(f"ACP has no event for run status {status!r}")
+    return {"type": kind, "run": dict(run)}
+
+
+def message_event(message: Mapping[str, Any], *, completed: bool = False) -> dict[str, Any]:
+    """``message.created`` (the start of a streamed message) or ``message.completed``."""
+    kind = "message.completed" if completed else "message.created"
+    return {"type": kind, "message": dict(message)}
+
+
+def part_event(part: Mapping[str, Any]) -> dict[str, Any]:
+    """``message.part``: one streamed piece of the message being produced."""
+    return {"type": "message.part", "part": dict(part)}
+
+
+def error_event(err: ActorBusError) -> dict[str, Any]:
+    """``error``: the stream failed (the SDK sends it before closing)."""
+    return {"type": "error", "error": error_to(err)}
+
+
+def sse_frame(event: Mapping[str, Any] | msgspec.Struct) -> bytes:
+    """One SSE frame, ``data: {json}`` ended by a blank line (as the SDK writes).
+
+    The blank line is what ends an event: clients drop a last event without it.
+    """
+    try:
+        body = msgspec.json.encode(event)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise EncodeError(f"an ACP event is not JSON data: {exc}") from exc
+    return b"data: " + body + b"\n\n"
+
+
+def parse_sse(data: bytes | str) -> list[dict[str, Any]]:
+    """The JSON events in an SSE body (or a chunk of whole frames).
+
+    Multi-line ``data:`` fields are joined with newlines as the SSE spec says;
+    comments, ``event:``/``id:`` fields and a trailing partial frame are skipped.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode()
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"an SSE stream is not UTF-8: {exc}") from exc
+    text = data.replace("\r\n", "\n").replace("\r", "\n")
+    events: list[dict[str, Any]] = []
+    for frame in text.split("\n\n")[:-1]:
+        lines = [ln[5:].removeprefix(" ") for ln in frame.split("\n") if ln.startswith("data:")]
+        if lines:
+            event = json_value("\n".join(lines), "an SSE data field")
+            if not isinstance(event, dict):
+                raise DecodeError("an ACP event is a JSON object")
+            events.append(event)
+    return events
+
+
+# -- decode ---------------------------------------------------------------------------
+
+
+def decode_request(obj: Any) -> Envelope:
+    """A ``RunCreateRequest`` -> envelope (several input messages are joined)."""
+    req = convert(obj, RunCreateRequest, "ACP run request")
+
+    def native(content: Any, refs: list[str]) -> dict[str, Any]:
+        ctx = _context(refs, session_id=req.session_id, stream=req.mode == "stream")
+        return {"dst": req.agent_name, "context": ctx}
+
+    return messages_envelope(obj["input"], req.input, native)
+
+
+def decode_resume(obj: Any, *, run_id: str | None = None) -> Envelope:
+    """A ``RunResumeRequest`` -> envelope; the run id (from the URL, where the SDK
+    puts it) lands in ``meta["acp"]["run_id"]``."""
+    req = convert(obj, RunResumeRequest, "ACP resume request")
+    rid = run_id or req.run_id
+
+    def native(content: Any, refs: list[str]) -> dict[str, Any]:
+        return {"dst": "", "context": _context(refs, stream=req.mode == "stream")}
+
+    raw = [obj["await_resume"]["message"]]
+    facts = {"run_id": rid} if rid else None
+    return messages_envelope(raw, [req.await_resume.message], native, facts)
+
+
+def decode_run(obj: Any) -> Envelope:
+    """A ``Run`` -> its reply envelope: output (or the awaited message) as content,
+    ``$error`` for a failed run; ``meta["acp"]`` keeps ``run_id`` and ``status``."""
+    return _run_envelope(obj, convert(obj, Run, "ACP run"))
+
+
+def _run_envelope(raw: dict[str, Any], run: Run) -> Envelope:
+    facts = {"run_id": run.run_id, "status": run.status}
+    if run.status == "failed":
+        err = error_from(raw.get("error") or {"code": "server_error", "message": "run failed"})
+        return _with_facts(error_envelope(err, src=run.agent_name), facts)
+    raw_messages, messages = raw.get("output") or [], run.output
+    if run.status == "awaiting" and run.await_request is not None:
+        raw_messages, messages = [raw["await_request"]["message"]], [run.await_request.message]
+
+    def native(content: Any, refs: list[str]) -> dict[str, Any]:
+        ctx = _context(refs, session_id=run.session_id)
+        data: dict[str, Any] = {"src": run.agent_name, "dst": "", "context": ctx}
+        created = _ms(run.created_at)  # the time of the output message wins
+        if created is not None:
+            data["ts"] = created
+        return data
+
+    return messages_envelope(raw_messages, messages, native, facts)
+
+
+def decode_message(obj: Any) -> Envelope:
+    """A bare ``Message`` -> envelope."""
+    message = convert(obj, Message, "ACP message")
+    return messages_envelope([obj], [message], _bare)
+
+
+def decode_event(obj: Any) -> Envelope:
+    """One stream event -> envelope: runs and messages as above, ``message.part``
+    as a stream chunk with the part's content, ``error`` as ``$error``."""
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    model = _EVENT_MODEL.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise DecodeError(f"not an ACP event type: {kind!r:.80}")
+    event = convert(obj, model, f"ACP {kind} event")
+    if isinstance(event, RunEvent):
+        return _run_envelope(obj["run"], event.run)
+    if isinstance(event, MessageEvent):
+        return messages_envelope([obj["message"]], [event.message], _bare)
+    if isinstance(event, MessagePartEvent):
+        part = Message(parts=[event.part])
+        return messages_envelope([{"parts": [obj["part"]]}], [part], _chunk)
+    if isinstance(event, ErrorEvent):
+        return error_envelope(error_from(obj["error"]))
+    return Envelope(dst="", ts=0, intent="dict", content=obj["generic"])
+
+
+def decode(obj: Any) -> Envelope:
+    """The codec's decode: any ACP object (request, resume, run, message, event,
+    error) -> envelope, told apart by their required fields."""
+    if not isinstance(obj, dict):
+        raise DecodeError(f"an ACP object is a JSON object, not {type(obj).__name__}")
+    if "type" in obj:
+        return decode_event(obj)
+    if "agent_name" in obj and "input" in obj:
+        return decode_request(obj)
+    if "await_resume" in obj:
+        return decode_resume(obj)
+    if "run_id" in obj and "status" in obj:
+        return decode_run(obj)
+    if "parts" in obj:
+        return decode_message(obj)
+    if "code" in obj and "message" in obj:
+        return error_envelope(error_from(obj))
+    raise DecodeError("not an ACP object: no agent_name/input, await_resume, run_id, parts or type")
+
+
+# -- errors -----------------------------------------------------------------------------
+
+#: actorbus code -> ACP error code; everything else is ``server_error``.
+ACP_CODE_OF: dict[str, ErrorCode] = {
+    "E_DECODE": "invalid_input",
+    "E_VALIDATION": "invalid_input",
+    "E_UNSUPPORTED": "invalid_input",
+    "E_ADDRESS": "invalid_input",
+    "E_TOO_LARGE": "invalid_input",
+    "E_NOT_FOUND": "not_found",
+    "E_NO_RESPONDERS": "not_found",
+}
+_CODE_OF_ACP = {"invalid_input": "E_VALIDATION", "not_found": "E_NOT_FOUND"}
+#: HTTP status for an error, as the SDK server answers (404, 422, 500) plus the
+#: statuses ACP leaves to HTTP (401, 429, 504...).
+_HTTP_OF_CODE = {
+    "E_AUTH": 401,
+    "E_RATE_LIMIT": 429,
+    "E_TIMEOUT": 504,
+    "E_CONN": 502,
+    "E_TOO_LARGE": 413,
+    "E_NO_RESPONDERS": 404,
+    "E_NOT_FOUND": 404,
+}
+
+
+def http_status(err: ActorBusError) -> int:
+    """The HTTP status to answer an ACP client with for this error."""
+    if err.code in _HTTP_OF_CODE:
+        return _HTTP_OF_CODE[err.code]
+    return 422 if ACP_CODE_OF.get(err.code) == "invalid_input" else 500
+
+
+def error_to(err: ActorBusError) -> dict[str, Any]:
+    """ACP's error object; ``data`` keeps the actorbus code and type."""
+    return {
+        "code": ACP_CODE_OF.get(err.code, "server_error"),
+        "message": str(err) if not isinstance(err, RemoteError) else err.remote_message,
+        "data": {"code": err.code, "type": err.to_wire()["type"]},
+    }
+
+
+def error_from(obj: Any) -> ActorBusError:
+    """An ACP error object (or an ``error`` event) -> the typed error; never raises."""
+    if isinstance(obj, dict) and obj.get("type") == "error" and isinstance(obj.get("error"), dict):
+        obj = obj["error"]
+    if not isinstance(obj, dict):
+        return ProtocolError(f"malformed ACP error: {obj!r:.200}")
+    message = str(obj.get("message", ""))
+    data = obj.get("data")
+    if isinstance(data, dict) and isinstance(data.get("code"), str):
+        return rebuild_error(data["code"], message, str(data.get("type") or "Exception"))
+    code = str(obj.get("code", "server_error"))
+    if code in _CODE_OF_ACP:
+        return rebuild_error(_CODE_OF_ACP[code], message)
+    return RemoteError(message, remote_type=code)
+
+
+CODEC = register(
+    Codec(
+        name="acp",
+        encode=encode,
+        decode=decode,
+        error_to=error_to,
+        error_from=error_from,
+        carries=ENVELOPE_FIELDS,
+    )
+)

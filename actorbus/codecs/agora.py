@@ -1,0 +1,491 @@
+"""Agora (agora-protocol 0.2.x) at the edge of the bus.
+
+An Agora message is a text ``body`` said under a *protocol*: ``protocolHash``
+names the protocol document it follows (``null``: plain natural language) and
+``protocolSources`` says where to fetch that document. A ``multiround`` request
+opens a conversation: the reply's ``conversationId`` names it, follow-ups go to
+``{base}/conversations/{id}`` until ``conversationExpires``.
+
+- Request: ``{body, protocolHash, protocolSources, multiround}``.
+- Reply: ``{status: "success", body, conversationId?, conversationExpires?}``,
+  or an error in either shape seen in the wild: the spec's
+  ``{"status": "failure", "error": ...}`` and the SDK's ``{"status": "error",
+  "message": ...}`` (both are read; :func:`error_reply` writes either).
+- Protocol document: front-matter (``name``, ``description``, ``multiround``)
+  between ``---`` lines, then the text. ``protocolHash`` is the SHA-1 of the
+  whole document: the spec writes 40 hex digits, the SDK base64; both are
+  accepted and normalised to hex (:func:`normalize_hash`, :func:`hash_matches`).
+
+Envelope <-> Agora: Agora has no metadata slot and a text-only body, so it
+carries less than the other codecs, honestly:
+
+=========================  =====================================================
+envelope                   Agora
+=========================  =====================================================
+content (text)             ``body``; other JSON content is sent as its JSON text
+                           (and comes back as that text); bytes cannot be sent
+context.session_id         ``conversationId`` of a reply; of a request only via
+                           the URL (:func:`conversation_url`,
+                           :func:`decode_request` ``conversation_id=``)
+meta["agora"]              ``protocolHash`` (hex, and the form it came in),
+                           ``protocolSources``, ``multiround``,
+                           ``conversationExpires``: decode fills, encode reads
+=========================  =====================================================
+
+Everything else (id, src, dst, intent, trace and the security markers) does not
+cross an Agora hop: ``carries`` is just ``content``. Decoded messages get
+``ts`` 0 (a codec reads no clock), intent ``text`` and ``protocol_hint`` agora.
+The SDK answers with HTTP 200 whatever happened and its client treats any other
+status as a transport failure, so the gateway answers errors 200 with an error
+body.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import quote, unquote
+
+import msgspec
+
+from actorbus.codecs.acp import (
+    INTENT_ERROR,
+    build_envelope,
+    convert,
+    envelope_error,
+    error_envelope,
+    json_text,
+    rebuild_error,
+)
+from actorbus.codecs.edge import Codec, register
+from actorbus.codecs.envelope import Envelope
+from actorbus.codecs.errors import (
+    ActorBusError,
+    DecodeError,
+    EncodeError,
+    ProtocolError,
+    RemoteError,
+    UnsupportedError,
+)
+
+HashStyle = Literal["hex", "base64"]
+
+# -- protocolHash ---------------------------------------------------------------------
+
+_HEX40 = re.compile(r"[0-9a-fA-F]{40}")
+_B64_SHA1 = re.compile(r"[A-Za-z0-9+/_-]{27}=?")
+
+
+def protocol_hash(document: str, *, style: HashStyle = "hex") -> str:
+    """The SHA-1 of a protocol document: 40 hex digits (spec) or base64 (SDK)."""
+    digest = hashlib.sha1(document.encode()).digest()  # Agora's choice; not for security
+    return digest.hex() if style == "hex" else base64.b64encode(digest).decode()
+
+
+def hash_style(given: str) -> HashStyle:
+    """Which form a (valid) protocolHash was written in, to answer in the same."""
+    return "hex" if _HEX40.fullmatch(given) else "base64"
+
+
+def normalize_hash(given: Any) -> str:
+    """A protocolHash as 40 lowercase hex digits, from hex or base64 (standard or
+    URL-safe, padded or not); DecodeError if it is neither."""
+    if isinstance(given, str) and _HEX40.fullmatch(given):
+        return given.lower()
+    if isinstance(given, str) and _B64_SHA1.fullmatch(given):
+        text = given.replace("-", "+").replace("_", "/").rstrip("=") + "="
+        try:
+            return base64.b64decode(text, validate=True).hex()
+        except (binascii.Error, ValueError):
+            pass
+    raise DecodeError(f"not a SHA-1 protocolHash (40 hex digits or base64): {given!r:.80}")
+
+
+def _in_style(hex_digest: str, style: str) -> str:
+    return hex_digest if style == "hex" else base64.b64encode(bytes.fromhex(hex_digest)).decode()
+
+
+def hash_matches(document: str, given: Any) -> bool:
+    """Whether ``given`` (hex or base64) is the hash of ``document``."""
+    try:
+        return normalize_hash(given) == protocol_hash(document)
+    except DecodeError:
+        return False
+
+
+# -- protocol documents ---------------------------------------------------------------
+
+
+class ProtocolDocument(msgspec.Struct, frozen=True):
+    """A parsed protocol document; ``text`` is the whole document (what is hashed)."""
+
+    name: str
+    description: str
+    multiround: bool
+    body: str
+    text: str
+
+    @property
+    def hash(self) -> str:
+        return protocol_hash(self.text)
+
+
+_KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)\s*:(?:\s+(.*)|\s*)$")
+_TRUE = frozenset({"true", "yes", "on"})
+_FALSE = frozenset({"false", "no", "off"})
+
+
+def _scalar(text: str) -> Any:
+    """A YAML plain/quoted scalar, as far as front-matter needs."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        inner = text[1:-1]
+        return inner.replace("''", "'") if text[0] == "'" else _unescape(inner)
+    text = re.sub(r"\s+#.*$", "", text)
+    lowered = text.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    if lowered in ("null", "~", ""):
+        return None
+    if re.fullmatch(r"[-+]?\d+", text):
+        return int(text)
+    return text
+
+
+def _unescape(text: str) -> str:
+    try:
+        value = msgspec.json.decode(f'"{text}"'.encode())
+    except msgspec.DecodeError:
+        return text
+    return value if isinstance(value, str) else text
+
+
+def _block(lines: list[str], style: str) -> str:
+    """A ``|`` (literal) or ``>`` (folded) block; ``-`` strips the final newline."""
+    stripped = [ln.strip() for ln in lines]
+    text = "\n".join(stripped) if style.startswith("|") else " ".join(s for s in stripped if s)
+    return text if style.endswith("-") or not text else text + "\n"
+
+
+def parse_front_matter(text: str) -> dict[str, Any]:
+    """``key: value`` lines (plain, quoted, ``|``/``>`` blocks, indented
+    continuations, comments). PyYAML is not a dependency, and front-matter in
+    protocol documents is exactly this much YAML; anything more is a DecodeError."""
+    out: dict[str, Any] = {}
+    key: str | None = None
+    pending: list[str] = []
+    style = ""
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] in " \t" and key is not None:
+            pending.append(line)
+            continue
+        if key is not None:
+            out[key] = _finish(out[key], pending, style)
+        match = _KEY_LINE.match(line)
+        if match is None:
+            raise DecodeError(f"front-matter line is not 'key: value': {line!r:.80}")
+        key, raw = match.group(1), (match.group(2) or "")
+        style = raw.strip() if raw.strip() in ("|", ">", "|-", ">-") else ""
+        out[key] = None if style else _scalar(raw)
+        pending = []
+    if key is not None:
+        out[key] = _finish(out[key], pending, style)
+    return out
+
+
+def _finish(value: Any, pending: list[str], style: str) -> Any:
+    if style:
+        return _block(pending, style)
+    if not pending:
+        return value
+    return " ".join([str(value or ""), *(ln.strip() for ln in pending)]).strip()
+
+
+def _split_document(text: str) -> tuple[str, str]:
+    """(front-matter, body). Front-matter sits between two ``---`` lines (the
+    first may be left out, as some documents do)."""
+    lines = text.splitlines(keepends=True)
+    marks = [i for i, line in enumerate(lines) if line.strip() == "---"]
+    if not marks:
+        raise DecodeError("a protocol document needs front-matter and a '---' line")
+    if lines[: marks[0]] and any(ln.strip() for ln in lines[: marks[0]]):
+        start, end = 0, marks[0]  # front-matter first, then ---
+    elif len(marks) >= 2:
+        start, end = marks[0] + 1, marks[1]
+    else:
+        raise DecodeError("a protocol document's front-matter is not closed by '---'")
+    return "".join(lines[start:end]), "".join(lines[end + 1 :])
+
+
+def parse_protocol_document(text: Any) -> ProtocolDocument:
+    """A protocol document -> its name, description, multiround flag and body,
+    with the SDK's defaults for missing keys."""
+    if not isinstance(text, str):
+        raise DecodeError(f"a protocol document is text, not {type(text).__name__}")
+    front, body = _split_document(text)
+    meta = parse_front_matter(front)
+    multiround = meta.get("multiround", False)
+    if not isinstance(multiround, bool):
+        raise DecodeError(f"front-matter multiround is not true/false: {multiround!r:.40}")
+    return ProtocolDocument(
+        name=str(meta.get("name") or "Unnamed protocol"),
+        description=str(meta.get("description") or "No description provided"),
+        multiround=multiround,
+        body=body.strip("\n"),
+        text=text,
+    )
+
+
+def protocol_document(name: str, description: str, body: str, *, multiround: bool = False) -> str:
+    """A protocol document in the SDK's layout (front-matter fenced by ``---``)."""
+    quoted = json_text(description)
+    return (
+        f"---\nname: {json_text(name)}\ndescription: {quoted}\n"
+        f"multiround: {'true' if multiround else 'false'}\n---\n\n{body}\n"
+    )
+
+
+# -- protocolSources and conversations --------------------------------------------------
+
+_DATA_TEXT = "data:text/plain;charset=utf-8"
+
+
+def data_uri(text: str) -> str:
+    """A protocol document inlined as a source, as the SDK writes it."""
+    return f"{_DATA_TEXT}," + quote(text)
+
+
+def read_data_uri(uri: Any) -> str:
+    """The text of a ``data:`` protocol source (percent-encoded or base64)."""
+    if not isinstance(uri, str) or not uri.startswith("data:") or "," not in uri:
+        raise DecodeError(f"not a data: URI: {uri!r:.80}")
+    header, payload = uri[5:].split(",", 1)
+    params = [p.strip().lower() for p in header.split(";")]
+    if params[0] not in ("", "text/plain", "text/markdown"):
+        raise UnsupportedError(f"protocol sources are text, not {params[0]!r:.40}")
+    try:
+        raw = base64.b64decode(payload, validate=True) if "base64" in params else None
+        return raw.decode() if raw is not None else unquote(payload, errors="strict")
+    except (binascii.Error, ValueError) as exc:
+        raise DecodeError(f"a data: URI does not decode: {exc}") from exc
+
+
+def conversation_url(base: str, conversation_id: str) -> str:
+    """Where the follow-ups of a multiround conversation go."""
+    return f"{base.rstrip('/')}/conversations/{quote(conversation_id, safe='')}"
+
+
+_CONVERSATION_PATH = re.compile(r"(?:^|/)conversations/([^/]+)/?$")
+
+
+def conversation_id_of(path: str) -> str | None:
+    """The conversation id in a ``.../conversations/{id}`` path, else None."""
+    match = _CONVERSATION_PATH.search(path)
+    return unquote(match.group(1)) if match else None
+
+
+# -- the wire messages ------------------------------------------------------------------
+
+
+class AgoraRequest(msgspec.Struct, omit_defaults=True):
+    body: str
+    protocolHash: str | None = None
+    protocolSources: list[str] = msgspec.field(default_factory=list)
+    multiround: bool = False
+
+
+class AgoraReply(msgspec.Struct, omit_defaults=True):
+    status: Literal["success", "failure", "error"]
+    body: str | None = None
+    error: Any = None
+    message: Any = None
+    conversationId: str | None = None
+    conversationExpires: str | int | float | None = None
+
+
+def agora_facts(env: Envelope) -> dict[str, Any]:
+    """What a decoded message left in ``meta["agora"]``."""
+    facts = (env.meta.model_extra or {}).get("agora")
+    return facts if isinstance(facts, dict) else {}
+
+
+def body_text(content: Any) -> str:
+    """Envelope content as an Agora body: text as is, None as "", other JSON
+    data as its JSON text. Bytes have no faithful text form: EncodeError."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, bytes | bytearray):
+        raise EncodeError("an Agora body is text; bytes content cannot be sent over Agora")
+    return json_text(content)
+
+
+# -- encode -----------------------------------------------------------------------------
+
+
+def encode_request(env: Envelope, *, style: HashStyle | None = None) -> dict[str, Any]:
+    """An Agora request for an envelope, under the protocol ``meta["agora"]``
+    names (natural language when it names none). The hash is written in the form
+    it arrived in, else ``style`` (default hex, the spec's; SDK receivers compare
+    base64 strings, so talk to them with ``style="base64"``)."""
+    facts = agora_facts(env)
+    given = facts.get("protocolHash")
+    digest = None
+    if isinstance(given, str):
+        hex_digest = normalize_hash(given)
+        form = style or facts.get("hashStyle") or "hex"
+        digest = (
+            hex_digest if form == "hex" else base64.b64encode(bytes.fromhex(hex_digest)).decode()
+        )
+    sources = facts.get("protocolSources")
+    return {
+        "body": body_text(env.content),
+        "protocolHash": digest,
+        "protocolSources": list(sources) if isinstance(sources, list) else [],
+        "multiround": bool(facts.get("multiround")) or env.context.session_id is not None,
+    }
+
+
+def encode_reply(
+    env: Envelope,
+    *,
+    conversation_id: str | None = None,
+    expires: str | int | float | None = None,
+    style: Literal["spec", "sdk"] = "spec",
+) -> dict[str, Any]:
+    """An Agora reply for an actor's reply envelope (error envelopes give an
+    error reply); ``conversationId`` defaults to the envelope's session."""
+    if env.intent == INTENT_ERROR:
+        return error_reply(envelope_error(env), style=style)
+    reply: dict[str, Any] = {"status": "success", "body": body_text(env.content)}
+    conversation = conversation_id or env.context.session_id
+    if conversation is not None:
+        reply["conversationId"] = conversation
+        until = expires if expires is not None else agora_facts(env).get("conversationExpires")
+        if until is not None:
+            reply["conversationExpires"] = until
+    return reply
+
+
+def encode(env: Envelope) -> dict[str, Any]:
+    """The codec's encode: an error reply for ``$error``, else a request."""
+    if env.intent == INTENT_ERROR:
+        return error_to(envelope_error(env))
+    return encode_request(env)
+
+
+# -- decode -----------------------------------------------------------------------------
+
+
+def _native(content: str, facts: dict[str, Any], session_id: str | None) -> Envelope:
+    data: dict[str, Any] = {
+        "ts": 0,
+        "dst": "",
+        "intent": "text",
+        "content": content,
+        "meta": {"protocol_hint": "agora"} | ({"agora": facts} if facts else {}),
+    }
+    if session_id is not None:
+        data["context"] = {"session_id": session_id}
+    return build_envelope(data, "an Agora message")
+
+
+def decode_request(obj: Any, *, conversation_id: str | None = None) -> Envelope:
+    """An Agora request -> envelope; ``conversation_id`` is the id in the URL a
+    follow-up was posted to (it becomes the session)."""
+    req = convert(obj, AgoraRequest, "Agora request")
+    facts: dict[str, Any] = {
+        "protocolHash": None,
+        "protocolSources": req.protocolSources,
+        "multiround": req.multiround,
+    }
+    if req.protocolHash is not None:
+        facts["protocolHash"] = normalize_hash(req.protocolHash)
+        facts["hashStyle"] = hash_style(req.protocolHash)
+    return _native(req.body, facts, conversation_id)
+
+
+def decode_reply(obj: Any) -> Envelope:
+    """An Agora reply -> reply envelope (``$error`` for either error shape)."""
+    reply = convert(obj, AgoraReply, "Agora reply")
+    if reply.status != "success":
+        return error_envelope(error_from(obj))
+    if reply.body is None:
+        raise DecodeError("a successful Agora reply has no body")
+    facts: dict[str, Any] = {}
+    if reply.conversationExpires is not None:
+        facts["conversationExpires"] = reply.conversationExpires
+    return _native(reply.body, facts, reply.conversationId)
+
+
+def decode(obj: Any) -> Envelope:
+    """The codec's decode: a reply (it has ``status``) or a request -> envelope."""
+    if not isinstance(obj, dict):
+        raise DecodeError(f"an Agora message is a JSON object, not {type(obj).__name__}")
+    if "status" in obj:
+        return decode_reply(obj)
+    if "body" in obj:
+        return decode_request(obj)
+    raise DecodeError("not an Agora message: no body or status")
+
+
+# -- errors -----------------------------------------------------------------------------
+#
+# Agora's error is one string. actorbus writes "E_CODE: message" so another
+# actorbus edge gets the same typed error back; an error without that prefix is
+# the remote agent's own failure (RemoteError).
+
+_CODED = re.compile(r"(E_[A-Z_]+): (.*)", re.DOTALL)
+
+
+def error_text(err: ActorBusError) -> str:
+    """``E_CODE: message``: Agora's one error string, with the code recoverable."""
+    return f"{err.code}: {err.to_wire()['message']}"
+
+
+def error_reply(err: ActorBusError, *, style: Literal["spec", "sdk"] = "spec") -> dict[str, Any]:
+    """An error reply: the spec's ``failure``/``error`` or the SDK's ``error``/``message``."""
+    if style == "sdk":
+        return {"status": "error", "message": error_text(err)}
+    return {"status": "failure", "error": error_text(err)}
+
+
+def error_to(err: ActorBusError) -> dict[str, Any]:
+    """The codec's error form: the spec's failure reply."""
+    return error_reply(err)
+
+
+def error_from(obj: Any) -> ActorBusError:
+    """Either error shape (or a bare string) -> the typed error; never raises."""
+    text: Any = obj
+    if isinstance(obj, Mapping):
+        text = obj.get("error") if obj.get("error") is not None else obj.get("message")
+    if isinstance(text, Mapping):  # some agents send {"error": {"message": ...}}
+        text = text.get("message")
+    if not isinstance(text, str):
+        return ProtocolError(f"malformed Agora error: {obj!r:.200}")
+    coded = _CODED.fullmatch(text)
+    if coded is not None:
+        return rebuild_error(coded.group(1), coded.group(2))
+    return RemoteError(text, remote_type="AgoraError")
+
+
+CODEC = register(
+    Codec(
+        name="agora",
+        encode=encode,
+        decode=decode,
+        error_to=error_to,
+        error_from=error_from,
+        carries=frozenset({"content"}),
+    )
+)

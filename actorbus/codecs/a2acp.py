@@ -599,7 +599,10 @@ def _build(
         msg["intent"] = intent
     ext: dict[str, Any] = {}
     if kind == "error":
-        msg["payload"] = {"error": _error_body(env.content, native_code, extension)}
+        error = _error_body(env.content, native_code, extension)
+        if correlate and isinstance(correlate.get("correlation_id"), str):
+            error.setdefault("correlation_id", correlate["correlation_id"])
+        msg["payload"] = {"error": error}
     else:
         payload = _payload(env.content, ext)
         if correlate:
@@ -784,8 +787,17 @@ def _decode_meta(
             meta.setdefault("cipher", _ENCRYPTED)
     if facts:
         meta[FACTS_KEY] = facts
-    if not meta:
-        return EMPTY_META
+    return _meta(meta)
+
+
+# Frozen, so every envelope decoded with just the protocol hint shares one.
+_HINT_META = EnvelopeMeta(protocol_hint=PROTOCOL)
+
+
+def _meta(meta: dict[str, Any]) -> EnvelopeMeta:
+    """The meta model for ``meta`` (the shared hint-only one when that is all)."""
+    if len(meta) == 1 and meta.get("protocol_hint") == PROTOCOL:
+        return _HINT_META
     return EnvelopeMeta.model_validate(meta)
 
 

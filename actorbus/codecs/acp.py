@@ -575,11 +575,12 @@ _META_DEFAULTS = _defaults(EnvelopeMeta)
 
 
 def _changed(model: BaseModel, defaults: dict[str, Any]) -> dict[str, Any]:
-    """The fields set to something else than their default (only set fields can be)."""
+    """The fields set to something else than their default (only set fields can be;
+    a model's extra fields, such as another protocol's facts in ``meta``, always are)."""
     out = {}
     for name in model.model_fields_set:
         value = getattr(model, name)
-        if value != defaults[name]:
+        if name not in defaults or value != defaults[name]:
             out[name] = value
     return out
 

@@ -26,6 +26,7 @@ Bridging two protocols is ``decode`` with one and ``encode`` with the other
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,18 @@ class Codec:
     carries: frozenset[str]
 
 
+# The protocol modules register themselves when imported; they are imported on
+# first use so that a process speaking only actorbus never loads them.
+MODULES = {
+    "a2a": "actorbus.codecs.a2a",
+    "acp": "actorbus.codecs.acp",
+    "anp": "actorbus.codecs.anp",
+    "agora": "actorbus.codecs.agora",
+    "a2acp": "actorbus.codecs.a2acp",
+    "anycast": "actorbus.codecs.anycast",
+    "synadia": "actorbus.codecs.synadia",
+}
+
 CODECS: dict[str, Codec] = {}
 ENCODE: dict[str, Callable[[Envelope], dict[str, Any]]] = {}
 DECODE: dict[str, Callable[[Any], Envelope]] = {}
@@ -60,11 +73,23 @@ def register(codec: Codec) -> Codec:
 
 def codec(name: str) -> Codec:
     """The codec for ``name`` (any case); UnsupportedError names the known ones."""
-    found = CODECS.get(name.lower())
+    key = name.lower()
+    found = CODECS.get(key)
+    if found is None and key in MODULES:
+        importlib.import_module(MODULES[key])
+        found = CODECS.get(key)
     if found is None:
-        known = ", ".join(sorted(CODECS)) or "none loaded"
-        raise UnsupportedError(f"no codec for protocol {name!r} (known: {known})")
+        raise UnsupportedError(
+            f"no codec for protocol {name!r} (known: {', '.join(sorted(MODULES))})"
+        )
     return found
+
+
+def load_all() -> dict[str, Codec]:
+    """Import every protocol module, so ENCODE/DECODE hold them all."""
+    for module in MODULES.values():
+        importlib.import_module(module)
+    return CODECS
 
 
 def bridge(obj: Any, source: str, target: str) -> dict[str, Any]:

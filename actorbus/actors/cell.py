@@ -193,7 +193,10 @@ class ActorCell:
         if self.cls.concurrency == 1:
             try:
                 async with self._lock:
-                    await self._handle(msg, env, arrived)
+                    if arrived:  # tracing: the spanned path
+                        await self._handle(msg, env, arrived)
+                    else:  # one coroutine frame less on the hot path
+                        await self._handle_now(msg, env)
             finally:
                 self._done()
             return

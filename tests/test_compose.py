@@ -404,12 +404,18 @@ async def _check_deployment(dep: LocalDeployment, ns: str, echo_replicas: int) -
         # (one queue group: 40 asks all landing on one of two replicas would be
         # a 1 in 2^39 chance)
         for i in range(40):
-            reply = await system.ask("echo/1", {"text": f"hi {i}"}, intent="Ping", timeout=5)
+            reply = await system.ask(
+                "echo/1", {"text": f"hi {i}"}, intent="Ping", timeout=5, returns=dict
+            )  # (plain data: examples.echo's models may be known in this process)
             assert reply == {"text": f"hi {i}", "by": "echo/1"}
         words = [
             w["text"]
             async for w in system.stream(
-                "typist/1", {"text": "one two three", "delay_s": 0}, intent="Dictate", timeout=5
+                "typist/1",
+                {"text": "one two three", "delay_s": 0},
+                intent="Dictate",
+                timeout=5,
+                returns=dict,
             )
         ]
         assert words == ["one", "two", "three"]

@@ -117,11 +117,16 @@ class LeaseBucket:
     async def acquire(self, key: str, holder: str) -> Lease | None:
         """Take the lease on ``key`` for ``holder``; None if someone else holds it."""
         started = time.monotonic()
-        try:
-            rev = await self.kv.create(key, holder.encode())
-            return Lease(key, holder, rev, started)
-        except nats.js.errors.KeyWrongLastSequenceError:
-            pass
+        for _ in range(2):
+            try:
+                rev = await self.kv.create(key, holder.encode())
+                return Lease(key, holder, rev, started)
+            except nats.js.errors.KeyWrongLastSequenceError:
+                break
+            except nats.js.errors.KeyNotFoundError:
+                # nats-py's create looks the key up after a conflict; it expired
+                # in between: it is free now, so try once more.
+                continue
         try:  # taken: by us (a restart within ttl)? then adopt it
             entry = await self.kv.get(key)
         except nats.js.errors.KeyNotFoundError:

@@ -14,7 +14,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,19 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def presets(
+    args: argparse.Namespace, defaults: Mapping[str, int], quick: Mapping[str, int]
+) -> dict[str, int]:
+    """Each of ``defaults``' settings: from the command line when given there, else
+    from the preset (``quick`` over ``defaults`` when ``args.quick``)."""
+    preset = {**defaults, **(quick if args.quick else {})}
+    out: dict[str, int] = {}
+    for name, value in preset.items():
+        given: int | None = getattr(args, name)
+        out[name] = value if given is None else given
+    return out
 
 
 def positive_int(text: str) -> int:

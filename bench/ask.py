@@ -55,6 +55,7 @@ from _common import (
     nats_server_version,
     percentile,
     positive_int,
+    presets,
     stop_processes,
     wait_ready,
     write_json,
@@ -130,17 +131,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         "--uvloop", action="store_true", help="use uvloop in client and server (if installed)"
     )
     args = parser.parse_args(argv)
-    preset = {**DEFAULTS, **(QUICK if args.quick else {})}
-
-    def pick(name: str) -> int:
-        value: int | None = getattr(args, name)
-        return preset[name] if value is None else value
-
+    picked = presets(args, DEFAULTS, QUICK)
     return Config(
-        rounds=pick("rounds"),
-        seq=pick("seq"),
-        tput=pick("tput"),
-        inflight=pick("inflight"),
+        rounds=picked["rounds"],
+        seq=picked["seq"],
+        tput=picked["tput"],
+        inflight=picked["inflight"],
         out=args.out,
         quick=args.quick,
         uvloop=args.uvloop,

@@ -46,7 +46,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from _common import nats_server_version, percentile, positive_int, write_json
+from _common import nats_server_version, percentile, positive_int, presets, write_json
 from _durable_sides import ActorbusSide, Entry, Probe, RawSide, Sent, Side, clock, make_entries
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
@@ -111,18 +111,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     )
     parser.add_argument("--quick", action="store_true", help="smoke test: n 1000, rounds 1")
     args = parser.parse_args(argv)
-    preset = {**DEFAULTS, **(QUICK if args.quick else {})}
-
-    def pick(name: str) -> int:
-        value: int | None = getattr(args, name)
-        return preset[name] if value is None else value
-
+    picked = presets(args, DEFAULTS, QUICK)
     return Config(
-        n=pick("n"),
-        rounds=pick("rounds"),
-        window=pick("window"),
-        keys=pick("keys"),
-        type_window=pick("type_window"),
+        n=picked["n"],
+        rounds=picked["rounds"],
+        window=picked["window"],
+        keys=picked["keys"],
+        type_window=picked["type_window"],
         out=args.out,
         quick=args.quick,
     )

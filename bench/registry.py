@@ -60,7 +60,14 @@ from typing import Any
 
 import aiohttp
 import nats
-from _common import nats_server_version, percentile, positive_int, stop_processes, write_json
+from _common import (
+    nats_server_version,
+    percentile,
+    positive_int,
+    presets,
+    stop_processes,
+    write_json,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -473,19 +480,14 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 small round")
     args = parser.parse_args(argv)
-    preset = {**DEFAULTS, **(QUICK if args.quick else {})}
-
-    def pick(name: str) -> int:
-        value: int | None = getattr(args, name)
-        return preset[name] if value is None else value
-
+    picked = presets(args, DEFAULTS, QUICK)
     return Config(
-        rounds=pick("rounds"),
-        services=pick("services"),
-        lookups=pick("lookups"),
-        http=pick("http"),
+        rounds=picked["rounds"],
+        services=picked["services"],
+        lookups=picked["lookups"],
+        http=picked["http"],
         inflight=args.inflight,
-        wakeups=pick("wakeups"),
+        wakeups=picked["wakeups"],
         out=args.out,
         quick=args.quick,
     )

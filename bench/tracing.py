@@ -58,7 +58,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import percentile, positive_int, stop_processes, wait_ready, write_json
+from _common import percentile, positive_int, presets, stop_processes, wait_ready, write_json
 from ask import PAYLOAD_BYTES, machine_info, package_version, step
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -191,19 +191,14 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         help="smoke test: rounds 2, seq 200, tput 1000, otlp-tput 500",
     )
     args = parser.parse_args(argv)
-    preset = {**DEFAULTS, **(QUICK if args.quick else {})}
-
-    def pick(name: str) -> int:
-        value: int | None = getattr(args, name)
-        return preset[name] if value is None else value
-
+    picked = presets(args, DEFAULTS, QUICK)
     return Config(
-        rounds=pick("rounds"),
-        seq=pick("seq"),
-        tput=pick("tput"),
-        otlp_tput=pick("otlp_tput"),
-        inflight=pick("inflight"),
-        blocks=pick("blocks"),
+        rounds=picked["rounds"],
+        seq=picked["seq"],
+        tput=picked["tput"],
+        otlp_tput=picked["otlp_tput"],
+        inflight=picked["inflight"],
+        blocks=picked["blocks"],
         before=args.before,
         otlp=not args.no_otlp,
         control=args.control,

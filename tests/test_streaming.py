@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -170,6 +171,34 @@ async def test_break_early_cancels_producer(system) -> None:
     await asyncio.wait_for(probe.closed.wait(), WAIT)
     await asyncio.wait_for(probe.cancelled.wait(), WAIT)
     # the cell is free again: the next message is handled
+    assert await system.ask("streamer/s1", {}, timeout=2) == {"plain": True}
+
+
+async def test_a_consumer_cancelled_again_while_it_closes_still_stops_the_producer(
+    system,
+) -> None:
+    """A task that leaves its stream because it is being cancelled, and is
+    cancelled once more while the stream closes (a gateway cancelling a run that
+    is already on its way out), still tells the producer to stop."""
+    probe = Probe()
+    await system.spawn(Streamer, "s1", probe=probe)
+    got_one = asyncio.Event()
+
+    async def consume() -> None:
+        async with contextlib.aclosing(system.stream("streamer/s1", StForever(), timeout=2)) as it:
+            async for _ in it:
+                got_one.set()
+                await asyncio.Event().wait()  # suspended outside the generator
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(got_one.wait(), WAIT)
+    task.cancel()
+    for _ in range(6):  # the first cancel runs up to the stream's clean-up
+        await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await asyncio.wait_for(probe.closed.wait(), WAIT)
     assert await system.ask("streamer/s1", {}, timeout=2) == {"plain": True}
 
 

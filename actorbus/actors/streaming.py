@@ -231,8 +231,18 @@ async def consume_stream(
             if credit_inbox:  # the item was taken: let the producer go on
                 await system.conn.publish(credit_inbox, b"")
     finally:
+        # Shielded: a consumer cancelled once more while it closes (a task both
+        # leaving its loop and being cancelled) must still stop the producer.
+        cancel = None if finished else cancel_message(out.id)
+        ending = asyncio.ensure_future(_end(system, sub, cancel))
+        await asyncio.shield(ending)
+
+
+async def _end(system: ActorSystem, sub: Any, cancel: bytes | None) -> None:
+    """Tell the producer to stop (if the stream did not finish), then unsubscribe."""
+    nc = system.nc
+    if cancel is not None and nc.is_connected:
         with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-        if not finished and nc.is_connected:
-            with contextlib.suppress(Exception):
-                await nc.publish(system.streams.control_subject, cancel_message(out.id))
+            await nc.publish(system.streams.control_subject, cancel)
+    with contextlib.suppress(Exception):
+        await sub.unsubscribe()

@@ -1,0 +1,645 @@
+"""The protocol-neutral heart of the gateway: agents, tasks, runs, events.
+
+Edges (one module per outside protocol, see :mod:`.edges`) turn requests into
+calls on :class:`GatewayCore` and its events back into their protocol. A task's
+content is held in the codec's neutral A2A structs (``Task``, ``Message``,
+``Artifact``), the richest task model of the protocols actorbus speaks.
+
+How a task runs:
+
+- ``submit`` creates the task (``submitted``), or continues one that waits for
+  input, records the conversation (context id = the envelope's
+  ``context.session_id``), and starts a *run*: a background asyncio task that
+  calls the actor, so a client that hangs up does not stop the work (it can
+  subscribe again) and actor calls are children of the HTTP request's span.
+- An *ask* run: ``working``, then ``system.ask(...)``; the reply becomes an
+  artifact (and an agent message in the history) and the task ``completed``.
+  Asking a streaming handler falls back to a stream run that collects the items.
+- A *stream* run: ``working``, then ``system.stream(...)``; each item is an
+  artifact update (one artifact, chunks appended), then ``completed``.
+- A reply (or stream item) :class:`~.tasks.InputRequired` / ``AuthRequired``
+  makes the task ``input-required`` / ``auth-required``; the client's next
+  message with the task's id continues it (a new run, same session).
+- Errors from the actor: ``E_VALIDATION``/``E_UNSUPPORTED``/``E_ADDRESS`` (the
+  agent cannot take this input) make the task ``rejected``, anything else
+  (``AskTimeoutError``, ``NoRespondersError``, a handler's exception ...)
+  ``failed``; the status message says the taxonomy code and message, and the
+  task's ``metadata.gateway.error`` has them as fields.
+- Cancel: the task is marked ``canceled`` at once and its run is cancelled. A
+  stream run closes the actorbus stream, which sends the actor a cancel (its
+  generator sees ``CancelledError``); an ask in flight cannot be recalled: its
+  late reply is ignored (a canceled task never changes again).
+- Every change is saved to the :class:`TaskStore` before it is published to
+  subscribers (a stream's artifact chunks at most every ``chunk_save_interval``,
+  0.2 s; the state change that ends the stream saves all of them). Tasks a
+  previous gateway left ``submitted``/``working`` are marked ``failed`` when the
+  gateway starts again (their actor calls died with it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+
+import msgspec
+from pydantic import BaseModel
+
+from actorbus.actors.directory import Listing
+from actorbus.actors.system import ActorSystem
+from actorbus.codecs.a2a import parts_from_content
+from actorbus.codecs.a2a_types import (
+    Artifact,
+    ArtifactUpdate,
+    Message,
+    Part,
+    StatusUpdate,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from actorbus.codecs.errors import (
+    ActorBusError,
+    ActorNotFoundError,
+    ActorStoppedError,
+    InvalidAddressError,
+    ProtocolError,
+    RemoteError,
+    UnsupportedError,
+    ValidationFailedError,
+)
+from actorbus.services.gateway.store import Run, StoredTask, TaskStore, now_ms
+from actorbus.services.gateway.tasks import AuthRequired, InputRequired, check_transition
+
+log = logging.getLogger("actorbus.gateway")
+
+Event = Task | StatusUpdate | ArtifactUpdate
+
+_REJECTED_CODES: Final = frozenset(
+    {ValidationFailedError.code, UnsupportedError.code, InvalidAddressError.code}
+)
+META_KEY: Final = "gateway"  # key of the gateway's facts in Task.metadata
+
+
+class AgentNotFoundError(ActorNotFoundError):
+    """No healthy agent (actor type) of that name is in the registry."""
+
+
+class UnknownTaskError(ActorNotFoundError):
+    """No task of that id (for that agent)."""
+
+
+class TaskNotContinuableError(UnsupportedError):
+    """A message named a task that does not wait for input."""
+
+
+class NotCancelableError(UnsupportedError):
+    """The task is in a terminal state already."""
+
+
+def iso_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def plain(value: Any) -> Any:
+    """A reply as JSON-ready data (models dumped)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def text_message(text: str, *, task_id: str, context_id: str | None) -> Message:
+    return Message(
+        message_id=uuid.uuid4().hex,
+        role="agent",
+        parts=[Part(kind="text", value=text)],
+        task_id=task_id,
+        context_id=context_id,
+    )
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent the gateway exposes: an actor type from the registry."""
+
+    name: str
+    address: str
+    description: str
+    skills: list[dict[str, Any]]
+    intents: dict[str, Any]
+    tags: list[str]
+
+    @classmethod
+    def of(cls, listing: Listing) -> Agent:
+        info: dict[str, Any] = {}
+        if listing.service is not None and isinstance(listing.service.agent_info, dict):
+            native = listing.service.agent_info.get("actorbus")
+            info = native if isinstance(native, dict) else {}
+        skills = [dict(s) for s in info.get("skills") or () if isinstance(s, dict)]
+        intents = info.get("intents")
+        return cls(
+            name=listing.name,
+            address=listing.address or listing.name,
+            description=str(info.get("description") or ""),
+            skills=skills,
+            intents=intents if isinstance(intents, dict) else {},
+            tags=sorted(listing.tags),
+        )
+
+    def choose_intent(self, intent: str, content: Any) -> tuple[str, Any]:
+        """The intent to ask with, and the content shaped for it.
+
+        The envelope's intent when the actor handles it; else the actor's only
+        intent. Text sent to a handler that takes a model is parsed as JSON when
+        it is a JSON object, or wrapped as the model's only required string field.
+        """
+        if intent not in self.intents and len(self.intents) == 1:
+            intent = next(iter(self.intents))
+        schema = self.intents.get(intent)
+        if isinstance(content, str) and isinstance(schema, dict):
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(content)
+                if isinstance(parsed, dict):
+                    return intent, parsed
+            required = schema.get("required") or []
+            props = schema.get("properties") or {}
+            if len(required) == 1 and (props.get(required[0]) or {}).get("type") == "string":
+                return intent, {required[0]: content}
+        return intent, content
+
+
+@dataclass
+class LiveTask:
+    """A task this gateway process holds in memory while it may still change."""
+
+    task: Task
+    agent: str
+    protocol: str
+    address: str
+    run: asyncio.Task[None] | None = None
+    subscribers: list[asyncio.Queue[Event | None]] = field(default_factory=list)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    saved_at: float = 0.0  # loop time of the last save (artifact chunks are saved in batches)
+
+    @property
+    def state(self) -> TaskState:
+        return self.task.status.state
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    ask_timeout: float = 60.0  # seconds an ask run waits for the actor's reply
+    stream_item_timeout: float = 300.0  # seconds a stream run waits for each item
+    stop_timeout: float = 2.0  # seconds runs get to wind down on stop
+    chunk_save_interval: float = 0.2  # seconds between saves of a stream's artifact chunks
+
+
+class GatewayCore:
+    """Tasks over actors, shared by every edge."""
+
+    def __init__(self, system: ActorSystem, store: TaskStore, settings: CoreSettings) -> None:
+        self.system = system
+        self.store = store
+        self.settings = settings
+        self._live: dict[str, LiveTask] = {}
+        self._continuing = asyncio.Lock()  # one continuation of a waiting task at a time
+        self._closing = False
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def recover(self) -> int:
+        """Fail the tasks and runs a previous gateway left unfinished; how many tasks."""
+        stale = await self.store.unfinished_tasks()
+        for st in stale:
+            status = TaskStatus(
+                state=TaskState.FAILED,
+                message=text_message(
+                    "E_STOPPED: the gateway restarted while this task ran",
+                    task_id=st.task.id,
+                    context_id=st.task.context_id,
+                ),
+                timestamp=iso_now(),
+            )
+            task = msgspec.structs.replace(st.task, status=status)
+            await self.store.save_task(task, agent=st.agent, protocol=st.protocol)
+        for run in await self.store.unfinished_runs():
+            await self.store.save_run(
+                dataclasses.replace(
+                    run,
+                    state="failed",
+                    ended_ms=now_ms(),
+                    error_code="E_STOPPED",
+                    error_message="the gateway restarted",
+                )
+            )
+        return len(stale)
+
+    async def close(self) -> None:
+        """Refuse new work, stop the runs in flight (their tasks stay ``working`` in the
+        store: the next start marks them failed) and end every open event stream."""
+        self._closing = True
+        runs = [live.run for live in self._live.values() if live.run and not live.run.done()]
+        for run in runs:
+            run.cancel()
+        for live in self._live.values():
+            for q in live.subscribers:
+                q.put_nowait(None)
+        if runs:
+            await asyncio.wait(runs, timeout=self.settings.stop_timeout)
+
+    # -- agents --------------------------------------------------------------------
+    async def agent(self, name: str) -> Agent:
+        """The agent called ``name`` (an actor type), from the registry."""
+        for listing in await self.system.discover(name=name):
+            if listing.address is not None:
+                return Agent.of(listing)
+        raise AgentNotFoundError(f"no agent {name!r} in namespace {self.system.namespace}")
+
+    async def agents(self) -> list[Agent]:
+        seen: dict[str, Agent] = {}
+        for listing in await self.system.discover(protocol="actorbus"):
+            if listing.address is not None and listing.name not in seen:
+                seen[listing.name] = Agent.of(listing)
+        return [seen[k] for k in sorted(seen)]
+
+    # -- tasks ---------------------------------------------------------------------
+    async def get(self, task_id: str, agent: str | None = None) -> StoredTask:
+        live = self._live.get(task_id)
+        if live is not None and (agent is None or live.agent == agent):
+            return StoredTask(live.task, live.agent, live.protocol, 0, 0)
+        stored = await self.store.get_task(task_id)
+        if stored is None or (agent is not None and stored.agent != agent):
+            raise UnknownTaskError(f"no task {task_id!r}")
+        return stored
+
+    def live(self, task_id: str) -> LiveTask | None:
+        return self._live.get(task_id)
+
+    async def submit(
+        self,
+        agent: Agent,
+        message: Message,
+        *,
+        protocol: str,
+        intent: str,
+        content: Any,
+        stream: bool,
+        watch: bool = False,
+    ) -> tuple[LiveTask, AsyncIterator[Event] | None]:
+        """Create a task for ``message`` (or continue the one it names) and start its run.
+
+        With ``watch``, also the task's events (the task, then every change),
+        subscribed before the run starts so none is missed."""
+        if self._closing:
+            raise ActorStoppedError("the gateway is stopping")
+        task_id = message.task_id
+        if task_id is not None:
+            async with self._continuing:  # two answers to one question: the second is refused
+                live = await self._continued(task_id, agent)
+                self._live[task_id] = live
+                context_id = message.context_id or live.task.context_id
+                await self._set_state(live, TaskState.SUBMITTED, publish=False)
+        else:
+            context_id = message.context_id or uuid.uuid4().hex
+            task_id = uuid.uuid4().hex
+            task = Task(
+                id=task_id,
+                context_id=context_id,
+                status=TaskStatus(state=TaskState.SUBMITTED, timestamp=iso_now()),
+                history=[],
+                metadata={META_KEY: {"agent": agent.name, "protocol": protocol}},
+            )
+            live = LiveTask(task=task, agent=agent.name, protocol=protocol, address=agent.address)
+        user = msgspec.structs.replace(message, task_id=task_id, context_id=context_id)
+        live.task = msgspec.structs.replace(live.task, history=[*(live.task.history or []), user])
+        await self._save(live)
+        self._live[task_id] = live
+        live.settled.clear()
+        assert context_id is not None
+        await self.store.touch_conversation(context_id, agent=agent.name, protocol=protocol)
+        intent, content = agent.choose_intent(intent, content)
+        events = self._events(live, first=live.task, queue=self._queue(live)) if watch else None
+        live.run = asyncio.create_task(
+            self._run(live, intent, content, context_id, stream), name=f"gateway task {task_id}"
+        )
+        return live, events
+
+    async def _continued(self, task_id: str, agent: Agent) -> LiveTask:
+        live = self._live.get(task_id)
+        if live is not None and live.agent != agent.name:
+            raise UnknownTaskError(f"no task {task_id!r}")
+        if live is None:
+            stored = await self.store.get_task(task_id)
+            if stored is None or stored.agent != agent.name:
+                raise UnknownTaskError(f"no task {task_id!r}")
+            live = LiveTask(
+                task=stored.task,
+                agent=stored.agent,
+                protocol=stored.protocol,
+                address=agent.address,
+            )
+        if not live.state.interrupted:
+            raise TaskNotContinuableError(
+                f"task {task_id} is {live.state.value}: only a task waiting for input"
+                " takes another message"
+            )
+        return live
+
+    async def cancel(self, task_id: str, agent: str | None = None) -> Task:
+        """Mark the task canceled and stop its run (see the module docstring)."""
+        live = self._live.get(task_id)
+        if live is None or (agent is not None and live.agent != agent):
+            stored = await self.get(task_id, agent)
+            if stored.task.status.state.terminal:
+                raise NotCancelableError(
+                    f"task {task_id} is {stored.task.status.state.value} and cannot be canceled"
+                )
+            live = LiveTask(
+                task=stored.task, agent=stored.agent, protocol=stored.protocol, address=""
+            )
+        if live.state.terminal:
+            raise NotCancelableError(f"task {task_id} is {live.state.value} and cannot be canceled")
+        await self._set_state(live, TaskState.CANCELED)
+        run = live.run
+        if run is not None and not run.done() and run is not asyncio.current_task():
+            run.cancel()
+        return live.task
+
+    async def find(
+        self,
+        *,
+        agent: str | None = None,
+        context_id: str | None = None,
+        state: TaskState | None = None,
+        updated_after_ms: int | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[StoredTask], int]:
+        found, total = await self.store.list_tasks(
+            agent=agent,
+            context_id=context_id,
+            state=state,
+            updated_after_ms=updated_after_ms,
+            limit=limit,
+            offset=offset,
+        )
+        out = []
+        for st in found:
+            live = self._live.get(st.task.id)
+            out.append(st if live is None else StoredTask(live.task, *_rest(st)))
+        return out, total
+
+    async def subscribe(self, task_id: str, agent: str | None = None) -> AsyncIterator[Event]:
+        """The task as it is now, then each change until it ends or waits for input.
+
+        Raises UnknownTaskError, or NotCancelableError-like UnsupportedError for a
+        task that will not change any more.
+        """
+        live = self._live.get(task_id)
+        if live is None or (agent is not None and live.agent != agent):
+            stored = await self.get(task_id, agent)  # UnknownTaskError
+            state = stored.task.status.state
+            raise UnsupportedError(
+                f"task {task_id} is {state.value}: no run is in progress to follow"
+                + (" (send a message with its id to continue it)" if state.interrupted else "")
+            )
+        if live.state.terminal:
+            raise UnsupportedError(f"task {task_id} is {live.state.value}: it is finished")
+        return self._events(live, first=live.task, queue=self._queue(live))
+
+    @staticmethod
+    def _queue(live: LiveTask) -> asyncio.Queue[Event | None]:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        live.subscribers.append(queue)
+        return queue
+
+    async def _events(
+        self, live: LiveTask, first: Task, queue: asyncio.Queue[Event | None]
+    ) -> AsyncIterator[Event]:
+        try:
+            yield first
+            if first.status.state.terminal:
+                return
+            while True:
+                event = await queue.get()
+                if event is None:  # the gateway is stopping
+                    return
+                yield event
+                if isinstance(event, StatusUpdate) and event.ends_stream:
+                    return
+        finally:
+            with contextlib.suppress(ValueError):
+                live.subscribers.remove(queue)
+
+    async def wait_settled(self, live: LiveTask) -> Task:
+        """The task once it is terminal or waits for the client."""
+        await live.settled.wait()
+        return live.task
+
+    # -- changes -------------------------------------------------------------------
+    async def _save(self, live: LiveTask) -> None:
+        live.saved_at = asyncio.get_running_loop().time()
+        await self.store.save_task(live.task, agent=live.agent, protocol=live.protocol)
+
+    def _publish(self, live: LiveTask, event: Event) -> None:
+        for q in live.subscribers:
+            q.put_nowait(event)
+
+    async def _set_state(
+        self,
+        live: LiveTask,
+        state: TaskState,
+        message: Message | None = None,
+        *,
+        publish: bool = True,
+        error: dict[str, str] | None = None,
+    ) -> None:
+        check_transition(live.task.id, live.state, state)
+        status = TaskStatus(state=state, message=message, timestamp=iso_now())
+        metadata = live.task.metadata
+        if error is not None:
+            metadata = {**(metadata or {})}
+            metadata[META_KEY] = {**metadata.get(META_KEY, {}), "error": error}
+        live.task = msgspec.structs.replace(live.task, status=status, metadata=metadata)
+        await self._save(live)
+        if publish:
+            self._publish(
+                live,
+                StatusUpdate(task_id=live.task.id, context_id=live.task.context_id, status=status),
+            )
+        if state.ends_stream:  # finished, or waiting for the client: the store holds it
+            live.settled.set()
+            self._live.pop(live.task.id, None)
+
+    async def _add_artifact_chunk(
+        self, live: LiveTask, artifact_id: str, parts: list[Part]
+    ) -> None:
+        artifacts = list(live.task.artifacts or [])
+        for i, a in enumerate(artifacts):
+            if a.artifact_id == artifact_id:
+                artifacts[i] = msgspec.structs.replace(a, parts=[*a.parts, *parts])
+                append = True
+                break
+        else:
+            artifacts.append(Artifact(artifact_id=artifact_id, parts=parts, name="reply"))
+            append = False
+        live.task = msgspec.structs.replace(live.task, artifacts=artifacts)
+        # a long stream is not rewritten per item: every state change saves it all anyway
+        loop_time = asyncio.get_running_loop().time()
+        if not append or loop_time - live.saved_at >= self.settings.chunk_save_interval:
+            await self._save(live)
+        self._publish(
+            live,
+            ArtifactUpdate(
+                task_id=live.task.id,
+                context_id=live.task.context_id,
+                artifact=Artifact(artifact_id=artifact_id, parts=parts, name="reply"),
+                append=append,
+            ),
+        )
+
+    # -- runs ----------------------------------------------------------------------
+    async def _run(
+        self, live: LiveTask, intent: str, content: Any, context_id: str, stream: bool
+    ) -> None:
+        run = Run(
+            id=uuid.uuid4().hex,
+            task_id=live.task.id,
+            kind="stream" if stream else "ask",
+            address=live.address,
+            intent=intent,
+            state="running",
+            started_ms=now_ms(),
+        )
+        try:
+            await self.store.save_run(run)
+            await self._set_state(live, TaskState.WORKING)
+            if stream:
+                await self._stream(live, intent, content, context_id)
+            else:
+                await self._ask(live, intent, content, context_id)
+        except asyncio.CancelledError:
+            await self._end_run(run, "canceled")
+            raise
+        except ActorBusError as err:
+            await self._end_run(run, "failed", err)
+            await self._fail(live, err)
+        except Exception as exc:
+            log.exception("gateway task %s failed", live.task.id)
+            wrapped = RemoteError(str(exc), remote_type=type(exc).__name__)
+            await self._end_run(run, "failed", wrapped)
+            await self._fail(live, wrapped)
+        else:
+            await self._end_run(run, "completed")
+            if not live.state.ends_stream:  # not canceled, not waiting for the client
+                await self._set_state(live, TaskState.COMPLETED)
+        finally:
+            live.settled.set()
+
+    async def _end_run(self, run: Run, state: str, err: ActorBusError | None = None) -> None:
+        ended = dataclasses.replace(
+            run,
+            state=state,
+            ended_ms=now_ms(),
+            error_code=err.code if err else None,
+            error_message=str(err) if err else None,
+        )
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self.store.save_run(ended))
+
+    async def _fail(self, live: LiveTask, err: ActorBusError) -> None:
+        if live.state.terminal:  # canceled meanwhile: a late answer changes nothing
+            return
+        state = TaskState.REJECTED if err.code in _REJECTED_CODES else TaskState.FAILED
+        if state is TaskState.REJECTED and live.state is TaskState.WORKING:
+            state = TaskState.FAILED  # working tasks cannot be rejected any more
+        err_type = err.remote_type if isinstance(err, RemoteError) else type(err).__name__
+        text = err.remote_message if isinstance(err, RemoteError) else str(err)
+        message = text_message(
+            f"{err.code}: {text}", task_id=live.task.id, context_id=live.task.context_id
+        )
+        await self._set_state(
+            live,
+            state,
+            message,
+            error={"code": err.code, "type": err_type, "message": text},
+        )
+
+    async def _ask(self, live: LiveTask, intent: str, content: Any, context_id: str) -> None:
+        try:
+            reply = await self.system.ask(
+                live.address,
+                content,
+                intent=intent,
+                session_id=context_id,
+                timeout=self.settings.ask_timeout,
+            )
+        except ProtocolError as err:
+            if "call stream()" not in str(err):
+                raise
+            await self._stream(live, intent, content, context_id)
+            return
+        if live.state.terminal:  # canceled while we waited: the late reply is dropped
+            return
+        if isinstance(reply, InputRequired | AuthRequired):
+            await self._interrupt(live, reply)
+            return
+        parts = parts_from_content(plain(reply))
+        await self._add_artifact_chunk(live, uuid.uuid4().hex, parts)
+        answer = Message(
+            message_id=uuid.uuid4().hex,
+            role="agent",
+            parts=parts,
+            task_id=live.task.id,
+            context_id=live.task.context_id,
+        )
+        live.task = msgspec.structs.replace(live.task, history=[*(live.task.history or []), answer])
+
+    async def _stream(self, live: LiveTask, intent: str, content: Any, context_id: str) -> None:
+        artifact_id = uuid.uuid4().hex
+        items = self.system.stream(
+            live.address,
+            content,
+            intent=intent,
+            session_id=context_id,
+            timeout=self.settings.stream_item_timeout,
+        )
+        async with contextlib.aclosing(
+            cast(AsyncGenerator[Any, None], items)
+        ) as it:  # leaving early cancels the producer
+            async for item in it:
+                if live.state.terminal:
+                    return
+                if isinstance(item, InputRequired | AuthRequired):
+                    await self._interrupt(live, item)
+                    return
+                await self._add_artifact_chunk(live, artifact_id, parts_from_content(plain(item)))
+
+    async def _interrupt(self, live: LiveTask, reply: InputRequired | AuthRequired) -> None:
+        """The actor asks the client for more: input-required (or auth-required)."""
+        question = Message(
+            message_id=uuid.uuid4().hex,
+            role="agent",
+            parts=parts_from_content(plain(reply.message)),
+            task_id=live.task.id,
+            context_id=live.task.context_id,
+        )
+        live.task = msgspec.structs.replace(
+            live.task, history=[*(live.task.history or []), question]
+        )
+        state = (
+            TaskState.INPUT_REQUIRED
+            if isinstance(reply, InputRequired)
+            else TaskState.AUTH_REQUIRED
+        )
+        await self._set_state(live, state, question)
+
+
+def _rest(st: StoredTask) -> tuple[str, str, int, int]:
+    return st.agent, st.protocol, st.created_ms, st.updated_ms

@@ -1,0 +1,366 @@
+"""The A2A edge: each agent (actor type) as an A2A server over JSON-RPC.
+
+Routes (``{agent}`` is the actor type's name in the registry):
+
+- ``POST /a2a/{agent}``: JSON-RPC, A2A 1.0 or 0.3 by the ``A2A-Version`` header
+  (missing: 0.3). SendMessage / message/send, SendStreamingMessage /
+  message/stream (SSE), GetTask / tasks/get, ListTasks (1.0), CancelTask /
+  tasks/cancel, SubscribeToTask / tasks/resubscribe. Push notification config
+  methods answer -32003, GetExtendedAgentCard -32007.
+- ``GET /a2a/{agent}/.well-known/agent-card.json`` and the legacy
+  ``.../.well-known/agent.json``: one union card with 1.0's
+  ``supportedInterfaces`` and 0.3's ``url``/``protocolVersion``/``preferredTransport``.
+- ``GET /a2a``: the agents this gateway exposes, with their card URLs.
+
+Bodies are read as JSON whatever the Content-Type says (or without one).
+Errors are JSON-RPC error responses in the request's version (HTTP 200, as
+JSON-RPC servers answer; 404 for an agent the registry does not know), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any, ClassVar
+
+import msgspec
+from aiohttp import web
+
+import actorbus
+from actorbus.codecs.a2a import (
+    V10,
+    A2AError,
+    ExtendedAgentCardNotConfiguredError,
+    InvalidParamsError,
+    ListTasksParams,
+    Message,
+    Method,
+    PushNotificationNotSupportedError,
+    SendParams,
+    Task,
+    TaskList,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskRef,
+    UnsupportedOperationError,
+    decode_request,
+    error_response,
+    list_tasks_response,
+    message_to_envelope,
+    send_response,
+    sse_frame,
+    stream_event,
+    task_response,
+)
+from actorbus.codecs.a2a_types import A2ARequest
+from actorbus.codecs.errors import ActorBusError, RemoteError, UnsupportedError
+from actorbus.services.gateway.core import (
+    Agent,
+    AgentNotFoundError,
+    Event,
+    GatewayCore,
+    NotCancelableError,
+    TaskNotContinuableError,
+    UnknownTaskError,
+)
+from actorbus.services.gateway.settings import GatewaySettings
+from actorbus.services.gateway.store import now_ms
+
+log = logging.getLogger("actorbus.gateway.a2a")
+
+PREFIX = "/a2a"
+CARD_PATH = "/.well-known/agent-card.json"
+LEGACY_CARD_PATH = "/.well-known/agent.json"
+VERSION_HEADER = "A2A-Version"
+MODES = ["text/plain", "application/json", "application/octet-stream"]
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+
+
+def base_url(request: web.Request, settings: GatewaySettings) -> str:
+    return (settings.public_url or f"{request.scheme}://{request.host}").rstrip("/")
+
+
+def agent_card(agent: Agent, base: str) -> dict[str, Any]:
+    """A card both A2A 1.0 and 0.3 clients read (skills from the registry listing)."""
+    url = f"{base}{PREFIX}/{agent.name}"
+    skills = []
+    for s in agent.skills:
+        sid = str(s.get("id") or s.get("name") or agent.name)
+        skill: dict[str, Any] = {
+            "id": sid,
+            "name": str(s.get("name") or sid),
+            "description": str(s.get("description") or sid),
+            "tags": [str(t) for t in s.get("tags") or ()] or list(agent.tags),
+        }
+        if s.get("examples"):
+            skill["examples"] = list(s["examples"])
+        skills.append(skill)
+    if not skills:
+        skills = [{"id": agent.name, "name": agent.name, "description": agent.name, "tags": []}]
+    return {
+        "name": agent.name,
+        "description": agent.description or f"actorbus agent {agent.name}",
+        "version": actorbus.__version__,
+        "provider": {"organization": "actorbus", "url": base},
+        # A2A 1.0
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
+        # A2A 0.3
+        "url": url,
+        "protocolVersion": "0.3.0",
+        "preferredTransport": "JSONRPC",
+        "capabilities": {
+            "streaming": True,
+            "pushNotifications": False,
+            "stateTransitionHistory": True,
+        },
+        "defaultInputModes": MODES,
+        "defaultOutputModes": MODES,
+        "skills": skills,
+    }
+
+
+def trimmed(task: Task, history_length: int | None, artifacts: bool = True) -> Task:
+    """``task`` with its last ``history_length`` messages (0: none; None: all)."""
+    history = task.history
+    if history_length is not None and history is not None:
+        history = history[-history_length:] if history_length > 0 else None
+    return msgspec.structs.replace(
+        task, history=history or None, artifacts=task.artifacts if artifacts else None
+    )
+
+
+def as_a2a_error(err: ActorBusError) -> ActorBusError:
+    """The gateway's own errors as the A2A errors clients expect."""
+    if isinstance(err, A2AError):
+        return err
+    if isinstance(err, UnknownTaskError):
+        return TaskNotFoundError(str(err))
+    if isinstance(err, NotCancelableError):
+        return TaskNotCancelableError(str(err))
+    if isinstance(err, TaskNotContinuableError | UnsupportedError):
+        return UnsupportedOperationError(str(err))
+    return err
+
+
+def _json(body: dict[str, Any], status: int = 200) -> web.Response:
+    return web.Response(
+        body=msgspec.json.encode(body), status=status, content_type="application/json"
+    )
+
+
+def _iso_ms(text: str | None) -> int | None:
+    if not text:
+        return None
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        raise InvalidParamsError(
+            f"`params.statusTimestampAfter` is not a timestamp: {text!r}"
+        ) from None
+
+
+class A2AEdge:
+    name: ClassVar[str] = "a2a"
+
+    def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None:
+        self.core = core
+        self.settings = settings
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get(PREFIX, self.list_agents),
+            web.get(PREFIX + "/{agent}" + CARD_PATH, self.card),
+            web.get(PREFIX + "/{agent}" + LEGACY_CARD_PATH, self.card),
+            web.post(PREFIX + "/{agent}", self.rpc),
+        ]
+
+    async def close(self) -> None:
+        return None
+
+    # -- cards -----------------------------------------------------------------------
+    async def list_agents(self, request: web.Request) -> web.Response:
+        base = base_url(request, self.settings)
+        agents = await self.core.agents()
+        return _json(
+            {
+                "agents": [
+                    {
+                        "name": a.name,
+                        "url": f"{base}{PREFIX}/{a.name}",
+                        "card": f"{base}{PREFIX}/{a.name}{CARD_PATH}",
+                    }
+                    for a in agents
+                ]
+            }
+        )
+
+    async def card(self, request: web.Request) -> web.Response:
+        try:
+            agent = await self.core.agent(request.match_info["agent"])
+        except AgentNotFoundError as e:
+            return _json({"error": "not_found", "message": str(e)}, status=404)
+        return _json(agent_card(agent, base_url(request, self.settings)))
+
+    # -- JSON-RPC --------------------------------------------------------------------
+    async def rpc(self, request: web.Request) -> web.StreamResponse:
+        header = request.headers.get(VERSION_HEADER)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge as e:
+            too_big = InvalidParamsError(f"request body too large: {e.text}")
+            return _json(error_response(too_big, None, header), status=413)
+        try:
+            req = decode_request(body, header)
+        except A2AError as e:
+            return _json(error_response(e, e.request_id, header))
+        version = req.version
+        try:
+            agent = await self.core.agent(request.match_info["agent"])
+        except AgentNotFoundError as e:
+            err = UnsupportedOperationError(str(e), metadata={"agent": request.match_info["agent"]})
+            return _json(error_response(err, req.id, version), status=404)
+        try:
+            if req.method.streaming:
+                return await self._stream(request, req, agent)
+            result = await self._call(req, agent)
+        except ActorBusError as e:
+            return _json(error_response(as_a2a_error(e), req.id, version))
+        except Exception as exc:
+            log.exception("A2A %s on %s failed", req.wire_method, agent.name)
+            err2 = RemoteError("internal error in the gateway", remote_type=type(exc).__name__)
+            return _json(error_response(err2, req.id, version))
+        if req.notification:
+            return web.Response(status=204)
+        return _json(result)
+
+    async def _call(self, req: A2ARequest, agent: Agent) -> dict[str, Any]:
+        v, rid = req.version, req.id
+        if req.method is Method.SEND_MESSAGE:
+            assert isinstance(req.params, SendParams)
+            return await self._send(req, req.params, agent)
+        if req.method is Method.GET_TASK:
+            assert isinstance(req.params, TaskRef)
+            stored = await self.core.get(req.params.id, agent.name)
+            return task_response(rid, trimmed(stored.task, req.params.history_length), v)
+        if req.method is Method.CANCEL_TASK:
+            assert isinstance(req.params, TaskRef)
+            task = await self.core.cancel(req.params.id, agent.name)
+            return task_response(rid, trimmed(task, req.params.history_length), v)
+        if req.method is Method.LIST_TASKS:
+            assert isinstance(req.params, ListTasksParams)
+            return await self._list(req, req.params, agent)
+        if req.method is Method.GET_EXTENDED_AGENT_CARD:
+            raise ExtendedAgentCardNotConfiguredError()
+        raise PushNotificationNotSupportedError(
+            f"{req.wire_method}: this gateway sends no push notifications"
+        )
+
+    def _submit_args(self, params: SendParams, agent: Agent) -> tuple[Message, str, Any]:
+        config = params.configuration
+        if config is not None and config.push_notification_config is not None:
+            raise PushNotificationNotSupportedError("this gateway sends no push notifications")
+        env = message_to_envelope(params.message, src="gateway/a2a", dst=agent.address, ts=now_ms())
+        if env.intent.startswith("$"):
+            raise InvalidParamsError(f"intent {env.intent!r} is reserved for actorbus itself")
+        return params.message, env.intent, env.content
+
+    async def _send(self, req: A2ARequest, params: SendParams, agent: Agent) -> dict[str, Any]:
+        message, intent, content = self._submit_args(params, agent)
+        live, _ = await self.core.submit(
+            agent, message, protocol="a2a", intent=intent, content=content, stream=False
+        )
+        config = params.configuration
+        if config is not None and config.returns_immediately:
+            task = live.task
+        else:
+            task = await self.core.wait_settled(live)
+        history_length = config.history_length if config is not None else None
+        if self.settings.a2a_message_replies and task.status.state.value == "completed":
+            answers = [m for m in task.history or () if m.role == "agent"]
+            if answers:
+                return send_response(req.id, answers[-1], req.version)
+        return send_response(req.id, trimmed(task, history_length), req.version)
+
+    async def _list(self, req: A2ARequest, params: ListTasksParams, agent: Agent) -> dict[str, Any]:
+        size = params.page_size or 50
+        try:
+            offset = int(params.page_token or 0)
+        except ValueError:
+            raise InvalidParamsError(
+                f"`params.pageToken` is not one of ours: {params.page_token!r}"
+            ) from None
+        found, total = await self.core.find(
+            agent=agent.name,
+            context_id=params.context_id,
+            state=params.status,
+            updated_after_ms=_iso_ms(params.status_timestamp_after),
+            limit=size,
+            offset=max(offset, 0),
+        )
+        tasks = [
+            trimmed(st.task, params.history_length, bool(params.include_artifacts)) for st in found
+        ]
+        more = offset + len(tasks) < total
+        page = TaskList(
+            tasks=tasks,
+            next_page_token=str(offset + len(tasks)) if more else "",
+            page_size=size,
+            total_size=total,
+        )
+        return list_tasks_response(req.id, page, V10)
+
+    # -- SSE -------------------------------------------------------------------------
+    async def _stream(
+        self, request: web.Request, req: A2ARequest, agent: Agent
+    ) -> web.StreamResponse:
+        events: AsyncIterator[Event]
+        if req.method is Method.SEND_STREAMING_MESSAGE:
+            assert isinstance(req.params, SendParams)
+            message, intent, content = self._submit_args(req.params, agent)
+            _, watched = await self.core.submit(
+                agent,
+                message,
+                protocol="a2a",
+                intent=intent,
+                content=content,
+                stream=True,
+                watch=True,
+            )
+            assert watched is not None
+            events = watched
+        else:
+            assert isinstance(req.params, TaskRef)
+            events = await self.core.subscribe(req.params.id, agent.name)
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(request)
+        try:
+            async for event in events:
+                await response.write(sse_frame(stream_event(req.id, event, req.version)))
+        except ConnectionError:
+            log.debug("A2A stream client of %s went away (the task goes on)", agent.name)
+            return response
+        except Exception as exc:  # headers are sent: the error goes out as the last frame
+            if isinstance(exc, ActorBusError):
+                err: ActorBusError = as_a2a_error(exc)
+            else:
+                log.exception("A2A stream of %s failed", agent.name)
+                err = RemoteError("internal error in the gateway", remote_type=type(exc).__name__)
+            with contextlib.suppress(ConnectionError):
+                await response.write(sse_frame(error_response(err, req.id, req.version)))
+        finally:
+            closer = getattr(events, "aclose", None)
+            if closer is not None:
+                await closer()
+        with contextlib.suppress(ConnectionError):
+            await response.write_eof()
+        return response

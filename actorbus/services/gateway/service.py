@@ -1,0 +1,185 @@
+"""The gateway service: one aiohttp server exposing actors to outside clients.
+
+Embed it::
+
+    async with GatewayService(nats_url="nats://127.0.0.1:4222", namespace="ab") as gw:
+        print(gw.http_url)                     # http://127.0.0.1:8480
+
+or hand it an ActorSystem you run (``GatewayService(system=system, settings=...)``);
+``python -m actorbus.services.gateway`` runs one from the shell. Agents are
+found through the registry (``system.discover``): an agent is an actor type name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import msgspec
+from aiohttp import web
+
+from actorbus.actors.system import ActorSystem
+from actorbus.codecs.envelope import new_id
+from actorbus.services.gateway import edges as edge_modules
+from actorbus.services.gateway.core import CoreSettings, GatewayCore
+from actorbus.services.gateway.settings import GatewaySettings, default_db_path
+from actorbus.services.gateway.store import TaskStore
+from actorbus.services.gateway.tracing import server_spans
+
+log = logging.getLogger("actorbus.gateway")
+
+
+@web.middleware
+async def no_tracebacks(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Whatever goes wrong, the client gets JSON, never a traceback page."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        body = {"error": exc.reason.lower().replace(" ", "_"), "message": exc.text or exc.reason}
+        return web.Response(
+            body=msgspec.json.encode(body), status=exc.status, content_type="application/json"
+        )
+    except Exception:
+        log.exception("gateway: %s %s failed", request.method, request.path)
+        body = {"error": "internal", "message": "internal error in the gateway"}
+        return web.Response(
+            body=msgspec.json.encode(body), status=500, content_type="application/json"
+        )
+
+
+class GatewayService:
+    """A gateway; ``start()``/``stop()`` or ``async with``."""
+
+    def __init__(
+        self,
+        *,
+        system: ActorSystem | None = None,
+        nats_url: str | list[str] | None = None,
+        namespace: str = "ab",
+        settings: GatewaySettings | None = None,
+    ) -> None:
+        if (system is None) == (nats_url is None):
+            raise ValueError("give either system= or nats_url=")
+        self.settings = settings or GatewaySettings()
+        self.system: ActorSystem | None = system
+        self._owns_system = system is None
+        self._nats_url = nats_url
+        self.namespace = system.namespace if system is not None else namespace
+        self.http_url: str | None = None
+        self.db_path = Path(self.settings.db_path or default_db_path(self.namespace))
+        self.store: TaskStore | None = None
+        self._core: GatewayCore | None = None
+        self._edges: list[edge_modules.Edge] = []
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def core(self) -> GatewayCore:
+        if self._core is None:
+            raise RuntimeError("the gateway is not started")
+        return self._core
+
+    async def start(self) -> None:
+        s = self.settings
+        try:
+            if self.system is None:
+                assert self._nats_url is not None
+                self.system = await ActorSystem.connect(
+                    self._nats_url, namespace=self.namespace, name=f"gateway-{new_id()}"
+                )
+            self.store = await TaskStore.open(self.db_path)
+            self._core = GatewayCore(
+                self.system,
+                self.store,
+                CoreSettings(
+                    ask_timeout=s.ask_timeout,
+                    stream_item_timeout=s.stream_item_timeout,
+                    stop_timeout=s.stop_timeout,
+                ),
+            )
+            stale = await self._core.recover()
+            if stale:
+                log.warning("gateway: %d task(s) of a previous run marked failed", stale)
+            self._edges = [edge_modules.load(name)(self._core, s) for name in s.edges]
+            await self._start_http(s.http_host, s.http_port)
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("gateway %s on namespace %s (db %s)", self.http_url, self.namespace, self.db_path)
+
+    def app(self) -> web.Application:
+        app = web.Application(
+            middlewares=[server_spans, no_tracebacks], client_max_size=self.settings.max_body
+        )
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/status", self.status)
+        for edge in self._edges:
+            app.router.add_routes(edge.routes())
+        return app
+
+    async def _start_http(self, host: str, port: int) -> None:
+        self._runner = web.AppRunner(
+            self.app(),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=self.settings.stop_timeout,
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = self._runner.addresses[0]
+        h, p = bound[0], bound[1]
+        shown = f"[{h}]" if ":" in h else h
+        self.http_url = f"http://{shown}:{p}"
+
+    async def stop(self) -> None:
+        """Stop serving, stop the runs in flight, close the database and connection."""
+        if self._core is not None:  # first: open streams end, so connections close at once
+            await self._core.close()
+        if self._runner is not None:
+            with contextlib.suppress(Exception):
+                await self._runner.cleanup()
+            self._runner = None
+        for edge in self._edges:
+            with contextlib.suppress(Exception):
+                await edge.close()
+        self._edges = []
+        self._core = None
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                await self.store.close()
+            self.store = None
+        if self._owns_system and self.system is not None:
+            with contextlib.suppress(Exception):
+                await self.system.close(timeout=2.0)
+            self.system = None
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        ok = self.system is not None and self.system.nc.is_connected
+        return web.json_response({"ok": ok}, status=200 if ok else 503)
+
+    async def status(self, request: web.Request) -> web.Response:
+        counts = await self.store.stats() if self.store is not None else {}
+        return web.json_response(
+            {
+                "namespace": self.namespace,
+                "url": self.http_url,
+                "edges": list(self.settings.edges),
+                "db": str(self.db_path),
+                **counts,
+            }
+        )
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

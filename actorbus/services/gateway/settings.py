@@ -1,0 +1,28 @@
+"""How a gateway runs (:class:`GatewaySettings`)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def default_db_path(namespace: str) -> Path:
+    """``$ACTORBUS_STATE_DIR`` (else the temp dir) ``/actorbus-gateway-{ns}.sqlite3``."""
+    base = os.environ.get("ACTORBUS_STATE_DIR") or tempfile.gettempdir()
+    return Path(base) / f"actorbus-gateway-{namespace}.sqlite3"
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    http_host: str = "127.0.0.1"
+    http_port: int = 8480  # 0: any free port
+    db_path: str | Path | None = None  # None: default_db_path(namespace)
+    edges: tuple[str, ...] = ("a2a",)  # protocol edges to serve (see edges.EDGES)
+    public_url: str | None = None  # base URL put in agent cards; None: from the request
+    ask_timeout: float = 60.0  # seconds an ask run waits for the actor's reply
+    stream_item_timeout: float = 300.0  # seconds a stream run waits for each item
+    a2a_message_replies: bool = False  # SendMessage answers a Message, not a Task
+    max_body: int = 2 * 1024 * 1024  # bytes of a request body
+    stop_timeout: float = 2.0  # seconds runs and connections get on stop

@@ -1,0 +1,199 @@
+"""Helpers for the gateway tests (importable as ``_gateway``: tests/ is on sys.path)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from actorbus import Actor, ActorSystem, handler
+from actorbus.services.gateway import GatewayService, GatewaySettings, InputRequired
+
+
+class Probe:
+    """In-process facts the streaming actor reports to a test."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.release = asyncio.Event()  # lets "hang" asks finish (set at teardown)
+
+
+class GwEcho(Actor):
+    """Echoes text in capitals and data back with its session."""
+
+    type_name = "gw-echo"
+    skills = ("echo",)
+    tags = ("test",)
+
+    def __init__(self, probe: Probe | None = None) -> None:
+        self.probe = probe or Probe()
+        self.asked: set[str | None] = set()  # sessions we asked for a name
+
+    @handler
+    async def shout(self, text: str) -> str | InputRequired:
+        session = self.envelope.context.session_id
+        if text == "ask me":
+            self.asked.add(session)
+            return InputRequired(message="what is your name?")
+        if session in self.asked:
+            self.asked.discard(session)
+            return f"HELLO {text.upper()}"
+        if text == "fail":
+            raise ValueError("asked to fail")
+        if text == "hang":
+            await self.probe.release.wait()  # set at teardown: the gateway's ask gives up first
+        return text.upper()
+
+    @handler
+    async def data(self, d: dict[str, Any]) -> dict[str, Any]:
+        return {"echo": d, "session": self.envelope.context.session_id}
+
+
+class GwStreamer(Actor):
+    """Streams the words of a text in capitals; "forever" streams until cancelled."""
+
+    type_name = "gw-streamer"
+    skills = ("words",)
+
+    def __init__(self, probe: Probe | None = None) -> None:
+        self.probe = probe or Probe()
+
+    @handler
+    async def words(self, text: str) -> AsyncIterator[str]:
+        if text == "forever":
+            self.probe.started.set()
+            try:
+                i = 0
+                while True:
+                    yield f"tick {i}"
+                    i += 1
+                    await asyncio.sleep(0.02)  # a producer pacing itself
+            except (asyncio.CancelledError, GeneratorExit):
+                # Cancelled while it waits inside the generator, or closed at a
+                # `yield` while the producer waits for credit: both are the cancel.
+                self.probe.cancelled.set()
+                raise
+        for word in text.split():
+            yield word.upper()
+
+
+async def host_agents(system: ActorSystem, probe: Probe | None = None) -> None:
+    probe = probe or Probe()
+    await system.spawn(GwEcho, "1", probe=probe)
+    await system.spawn(GwStreamer, "1", probe=probe)
+
+
+async def wait_agents(gw: GatewayService, *names: str, timeout: float = 10.0) -> None:
+    """Until the gateway's registry mirror lists every agent in ``names`` (event-driven)."""
+    assert gw.system is not None
+    store = await gw.system.directory.store()
+    deadline = time.monotonic() + timeout
+    while True:
+        found = {
+            listing.name for listing in await gw.system.discover() if listing.address is not None
+        }
+        if set(names) <= found:
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"agents {names} never appeared; found {found}")
+        await store.wait_for_change(store.services_index, left, "services")
+
+
+def settings(db: Path, **overrides: Any) -> GatewaySettings:
+    return GatewaySettings(http_host="127.0.0.1", http_port=0, db_path=db, **overrides)
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(
+    url: str, ns: str, db: Path, *agents: str, **overrides: Any
+) -> AsyncIterator[GatewayService]:
+    async with GatewayService(nats_url=url, namespace=ns, settings=settings(db, **overrides)) as gw:
+        await wait_agents(gw, *agents)
+        yield gw
+
+
+def message(
+    text: str | None = None,
+    *,
+    data: Any = None,
+    version: str = "1.0",
+    context_id: str | None = None,
+    task_id: str | None = None,
+) -> dict[str, Any]:
+    """An A2A user message in ``version``'s JSON."""
+    if version == "1.0":
+        part: dict[str, Any] = {"text": text} if text is not None else {"data": data}
+        out: dict[str, Any] = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [part]}
+    else:
+        part = (
+            {"kind": "text", "text": text} if text is not None else {"kind": "data", "data": data}
+        )
+        out = {"kind": "message", "messageId": uuid.uuid4().hex, "role": "user", "parts": [part]}
+    if context_id is not None:
+        out["contextId"] = context_id
+    if task_id is not None:
+        out["taskId"] = task_id
+    return out
+
+
+def headers(version: str | None) -> dict[str, str]:
+    return {"A2A-Version": version} if version is not None else {}
+
+
+async def rpc(
+    http: aiohttp.ClientSession,
+    url: str,
+    method: str,
+    params: Any = None,
+    *,
+    version: str | None = "1.0",
+    rid: Any = 1,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        body["params"] = params
+    async with http.post(url, json=body, headers=headers(version)) as resp:
+        assert resp.status == 200, await resp.text()
+        assert resp.content_type == "application/json"
+        data: dict[str, Any] = await resp.json()
+        return data
+
+
+async def sse(
+    http: aiohttp.ClientSession,
+    url: str,
+    method: str,
+    params: Any,
+    *,
+    version: str | None = "1.0",
+    on_event: Any = None,
+) -> tuple[list[dict[str, Any]], bytes]:
+    """The events of an SSE answer and its raw bytes; ``on_event(event)`` after each."""
+    body = {"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}
+    events: list[dict[str, Any]] = []
+    raw = b""
+    async with http.post(url, json=body, headers=headers(version)) as resp:
+        assert resp.status == 200, await resp.text()
+        assert resp.content_type == "text/event-stream"
+        buf = b""
+        async for chunk in resp.content.iter_any():
+            raw += chunk
+            buf += chunk
+            while b"\n\n" in buf:
+                frame, buf = buf.split(b"\n\n", 1)
+                assert frame.startswith(b"data: "), frame
+                event = json.loads(frame[len(b"data: ") :])
+                events.append(event)
+                if on_event is not None:
+                    await on_event(event)
+        assert buf == b"", f"a frame did not end with a blank line: {buf!r}"
+    return events, raw

@@ -1,0 +1,101 @@
+"""The gateway's task state machine and its SQLite store, without a broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from actorbus.codecs.a2a_types import Artifact, Message, Part, Task, TaskState, TaskStatus
+from actorbus.services.gateway.store import Run, TaskStore
+from actorbus.services.gateway.tasks import (
+    TRANSITIONS,
+    IllegalTransitionError,
+    can_transition,
+    check_transition,
+)
+
+S = TaskState
+TERMINAL = (S.COMPLETED, S.FAILED, S.CANCELED, S.REJECTED)
+
+
+def test_every_state_has_its_transitions() -> None:
+    assert set(TRANSITIONS) == set(TaskState)
+    for state in TERMINAL:
+        assert TRANSITIONS[state] == frozenset()
+        for wanted in TaskState:
+            with pytest.raises(IllegalTransitionError, match=f"from {state.value}"):
+                check_transition("t1", state, wanted)
+
+
+@pytest.mark.parametrize(
+    ("current", "wanted", "legal"),
+    [
+        (S.SUBMITTED, S.WORKING, True),
+        (S.SUBMITTED, S.REJECTED, True),
+        (S.SUBMITTED, S.COMPLETED, True),
+        (S.WORKING, S.WORKING, True),
+        (S.WORKING, S.INPUT_REQUIRED, True),
+        (S.WORKING, S.CANCELED, True),
+        (S.WORKING, S.SUBMITTED, False),
+        (S.WORKING, S.REJECTED, False),
+        (S.INPUT_REQUIRED, S.SUBMITTED, True),
+        (S.INPUT_REQUIRED, S.COMPLETED, False),
+        (S.AUTH_REQUIRED, S.WORKING, True),
+        (S.AUTH_REQUIRED, S.CANCELED, True),
+        (S.COMPLETED, S.CANCELED, False),
+        (S.CANCELED, S.COMPLETED, False),  # a late reply after a cancel changes nothing
+    ],
+)
+def test_transitions(current: TaskState, wanted: TaskState, legal: bool) -> None:
+    assert can_transition(current, wanted) is legal
+    if legal:
+        check_transition("t1", current, wanted)
+    else:
+        with pytest.raises(IllegalTransitionError) as info:
+            check_transition("t1", current, wanted)
+        assert info.value.code == "E_UNSUPPORTED"
+        assert (info.value.current, info.value.wanted) == (current, wanted)
+
+
+async def test_store_round_trips_tasks_runs_and_conversations(tmp_path: Path) -> None:
+    db = tmp_path / "deep" / "gw.db"
+    store = await TaskStore.open(db)
+    user = Message(message_id="m1", role="user", parts=[Part(kind="text", value="hi")])
+    task = Task(
+        id="t1",
+        context_id="c1",
+        status=TaskStatus(state=S.COMPLETED, timestamp="2026-11-23T08:00:00.000Z"),
+        history=[user],
+        artifacts=[
+            Artifact(
+                artifact_id="a1",
+                parts=[Part(kind="raw", value=b"\x00\x01"), Part(kind="data", value={"k": [1]})],
+            )
+        ],
+        metadata={"gateway": {"agent": "echo"}},
+    )
+    await store.save_task(task, agent="echo", protocol="a2a")
+    await store.save_run(Run("r1", "t1", "ask", "echo", "text", "completed", 1, 2))
+    await store.touch_conversation("c1", agent="echo", protocol="a2a")
+    await store.touch_conversation("c1", agent="echo", protocol="a2a")
+    await store.close()
+
+    again = await TaskStore.open(db)
+    try:
+        stored = await again.get_task("t1")
+        assert stored is not None
+        assert stored.task == task  # bytes, data and history come back exactly
+        assert (stored.agent, stored.protocol) == ("echo", "a2a")
+        assert await again.get_task("nope") is None
+        assert [r.state for r in await again.runs_of("t1")] == ["completed"]
+        conv = await again.get_conversation("c1", "echo")
+        assert conv is not None
+        assert conv.turns == 2
+        found, total = await again.list_tasks(agent="echo", state=S.COMPLETED)
+        assert total == 1
+        assert [t.task.id for t in found] == ["t1"]
+        assert (await again.list_tasks(agent="other"))[1] == 0
+        assert await again.stats() == {"tasks": 1, "runs": 1, "conversations": 1}
+    finally:
+        await again.close()

@@ -61,7 +61,7 @@ from nats.js.api import StorageType, StreamConfig
 from actorbus import ActorSystem
 
 NATS_NODES = ("nats-1", "nats-2", "nats-3")
-ACTORBUS_ROLES = ("registry", "echo", "typist")  # at least these; a gateway joins them
+ACTORBUS_ROLES = ("registry", "gateway", "echo", "typist")
 JAEGER = "jaeger"
 
 
@@ -216,7 +216,7 @@ def test_actorbus_services_share_one_image_and_send_spans_to_jaeger(
         namespaces.add(cmd[cmd.index("--namespace") + 1])
     assert namespaces == {"ab"}
     assert svcs["registry"].depends_on == dict.fromkeys(NATS_NODES, "service_healthy")
-    for agent in ("echo", "typist"):
+    for agent in ("gateway", "echo", "typist"):
         # after the registry, which creates the registry buckets with --replicas
         assert svcs[agent].depends_on == {"registry": "service_healthy"}
 
@@ -429,6 +429,15 @@ async def _check_deployment(dep: LocalDeployment, ns: str, echo_replicas: int) -
         counts = await registered(registry, want, timeout=10)
         assert {n: counts.get(n, 0) for n in want} == want, counts
 
+        # (d) the gateway serves the agents to outside A2A clients
+        gateway = lb.url("gateway", 8080, "http")
+        card, _ = await asyncio.to_thread(
+            _get_json, f"{gateway}/a2a/typist/.well-known/agent-card.json"
+        )
+        assert card["name"] == "typist"
+        reply = await asyncio.to_thread(_a2a_send, f"{gateway}/a2a/echo", "hello")
+        assert reply["result"]["status"]["state"] == "completed", reply
+
         # (c) JetStream is one 3-node cluster and places replicated streams
         for url in monitors:
             jsz, _ = await asyncio.to_thread(_get_json, f"{url}/jsz")
@@ -436,6 +445,26 @@ async def _check_deployment(dep: LocalDeployment, ns: str, echo_replicas: int) -
         await _check_replicated_stream(urls, ns)
     finally:
         await system.close(timeout=2.0)
+
+
+def _a2a_send(url: str, text: str) -> Any:
+    """One A2A 0.3 message/send (no A2A-Version header), answered in full."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": "m-1",
+                "role": "user",
+                "parts": [{"kind": "text", "text": text}],
+            }
+        },
+    }
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return json.loads(resp.read())
 
 
 async def _healthcheck_exit(args: list[str]) -> int:

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 EDGES: Final[dict[str, str]] = {
     "a2a": "actorbus.services.gateway.edges.a2a:A2AEdge",
+    "acp": "actorbus.services.gateway.edges.acp:AcpEdge",
+    "anp": "actorbus.services.gateway.edges.anp:AnpEdge",
+    "agora": "actorbus.services.gateway.edges.agora:AgoraEdge",
+    "mcp": "actorbus.services.gateway.edges.mcp:McpEdge",
 }
 
 

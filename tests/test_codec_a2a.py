@@ -12,11 +12,22 @@ import contextlib
 import functools
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from _codec_support import (
+    FIXTURES_ROOT,
+    TEXT,
+    contexts,
+    fast,
+    field_at,
+    key_paths,
+    metas,
+)
+from _codec_support import envelopes as envelopes_of
+from _codec_support import json_scalars as json_scalars_of
+from _codec_support import json_values as json_values_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -60,7 +71,7 @@ from actorbus.codecs.errors import (
     ValidationFailedError,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "a2a"
+FIXTURES = FIXTURES_ROOT / "a2a"
 VERSIONS = (V10, V03)
 
 
@@ -601,12 +612,6 @@ def test_sse_frame_ends_with_a_blank_line() -> None:
 # -- errors ---------------------------------------------------------------------------------
 
 
-def _bare(cls: type[ActorBusError], message: str) -> ActorBusError:
-    err = cls.__new__(cls)
-    Exception.__init__(err, message)
-    return err
-
-
 TAXONOMY_CASES: list[tuple[ActorBusError, int]] = [
     (DecodeError("bad bytes"), -32700),
     (ValidationFailedError("field x"), -32602),
@@ -755,62 +760,34 @@ def test_codec_error_entries() -> None:
 
 # -- properties ------------------------------------------------------------------------------------
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = fast(60)
 
-texts = st.text(max_size=12)
+texts = TEXT
 ids = st.text(min_size=1, max_size=16)
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**63)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | texts
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
-    max_leaves=8,
-)
-contents = json_values | st.binary(max_size=48)
-
-contexts = st.builds(
-    EnvelopeContext,
-    trace_id=st.none() | ids,
-    parent_id=st.none() | ids,
-    idempotency_key=st.none() | ids,
-    session_id=st.none() | texts,
-    priority=st.integers(-10, 10),
-    ttl_ms=st.none() | st.integers(0, 10**9),
-    stream=st.booleans(),
-    artifact_refs=st.lists(texts, max_size=3),
-    tags=st.dictionaries(texts, texts, max_size=3),
-)
-metas = st.builds(
-    EnvelopeMeta,
-    protocol_hint=st.none() | st.sampled_from(["a2a", "acp", "anp", "agora"]),
-    retry_count=st.integers(0, 20),
-    signature=st.none() | ids,
-    key_id=st.none() | ids,
-    cipher=st.none() | st.sampled_from(["AES-256-GCM", "X25519+AES-GCM"]),
-)
-envelopes = st.builds(
-    Envelope,
-    id=ids,
+json_scalars = json_scalars_of(texts, bound=2**63)
+json_values = json_values_of(texts, bound=2**63, max_size=4)
+envelopes = envelopes_of(
+    ids=ids,
     ts=st.integers(0, 2**45),
     src=texts,
     dst=texts,
     intent=ids,
-    content=contents,
-    context=contexts,
-    meta=metas,
+    content=json_values | st.binary(max_size=48),
+    context=contexts(
+        ids,
+        session_id=texts,
+        priority=(-10, 10),
+        artifact_refs=st.lists(texts, max_size=3),
+        tags=st.dictionaries(texts, texts, max_size=3),
+    ),
+    meta=metas(
+        ids,
+        protocol_hint=st.sampled_from(["a2a", "acp", "anp", "agora"]),
+        max_retries=20,
+        cipher=st.sampled_from(["AES-256-GCM", "X25519+AES-GCM"]),
+    ),
 )
-
-
-def field(env: Envelope, path: str) -> Any:
-    value: Any = env
-    for name in path.split("."):
-        value = getattr(value, name)
-    return value
+field = field_at
 
 
 @FAST
@@ -903,16 +880,9 @@ def test_random_values_get_typed_errors(value: Any) -> None:
 ALL_FIXTURES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 
 
-def paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every key/index path inside ``obj``."""
-    found = [prefix] if prefix else []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            found += paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            found += paths(v, (*prefix, i))
-    return found
+def paths(obj: Any) -> list[tuple[Any, ...]]:
+    """Every key/index path inside ``obj`` (not the whole)."""
+    return key_paths(obj)[1:]
 
 
 def mutate(obj: Any, path: tuple[Any, ...], action: str, value: Any) -> None:

@@ -5,11 +5,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _codec_support import (
+    FIXTURES_ROOT,
+    JSON,
+    fast,
+    field_at,
+    fixture_loader,
+    metas,
+    mutated,
+)
+from _codec_support import envelopes as envelopes_of
+from hypothesis import given
 from hypothesis import strategies as st
 
 from actorbus.codecs import a2acp
@@ -30,66 +39,15 @@ from actorbus.codecs.errors import (
     ValidationFailedError,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "a2acp"
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def fixture(name: str) -> Any:
-    return json.loads((FIXTURES / name).read_text())
-
+FIXTURES = FIXTURES_ROOT / "a2acp"
+FAST = fast(40)
+fixture = fixture_loader("a2acp")
+path = field_at
 
 MESSAGES = ["request.json", "response.json", "error_schema_mismatch.json", "event.json"]
 MESSAGES += ["error_rate_limited.json"]
 
-
-def path(obj: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-# -- strategies --
-
-_text = st.text(max_size=12)
-_json = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | _text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
-    max_leaves=8,
-)
-contexts = st.builds(
-    EnvelopeContext,
-    trace_id=st.none() | _text,
-    parent_id=st.none() | _text,
-    idempotency_key=st.none() | _text,
-    session_id=st.none() | _text,
-    priority=st.integers(-5, 5),
-    ttl_ms=st.none() | st.integers(0, 10**9),
-    stream=st.booleans(),
-    artifact_refs=st.lists(_text, max_size=2),
-    tags=st.dictionaries(_text, _text, max_size=2),
-)
-metas = st.builds(
-    EnvelopeMeta,
-    retry_count=st.integers(0, 9),
-    signature=st.none() | _text,
-    key_id=st.none() | _text,
-    cipher=st.none() | st.sampled_from(["aes256", "AES-256-GCM"]),
-)
-envelopes = st.builds(
-    Envelope,
-    id=st.text(min_size=1, max_size=20),
-    ts=st.integers(0, 253_402_300_799_999),
-    src=_text,
-    dst=_text,
-    intent=st.text(min_size=1, max_size=12).filter(lambda s: not s.startswith("$")),
-    content=_json | st.binary(max_size=16),
-    context=contexts,
-    meta=metas,
-)
+envelopes = envelopes_of(meta=metas(cipher=st.sampled_from(["aes256", "AES-256-GCM"])))
 
 
 # -- fixtures and round trips --
@@ -207,7 +165,7 @@ def test_reply_to_swaps_agents_and_keeps_the_contract() -> None:
 
 
 @FAST
-@given(_json)
+@given(JSON)
 def test_fuzz_timestamps(obj: Any) -> None:
     with contextlib.suppress(ActorBusError):
         a2acp.parse_timestamp(obj)
@@ -270,24 +228,10 @@ def test_oversized_and_non_json_bytes() -> None:
             a2acp.loads(junk)
 
 
-def _mutated(base: Any, data: st.DataObject) -> Any:
-    """The fixture with one value somewhere replaced by arbitrary JSON."""
-    msg = copy.deepcopy(base)
-    node = msg
-    while isinstance(node, dict | list) and node:
-        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
-        key = data.draw(st.sampled_from(keys))
-        if data.draw(st.booleans()):
-            node[key] = data.draw(_json)
-            return msg
-        node = node[key]
-    return msg
-
-
 @FAST
 @given(st.data(), st.sampled_from(MESSAGES))
 def test_fuzz_decoders_raise_only_actorbus_errors(data: st.DataObject, name: str) -> None:
-    msg = _mutated(fixture(name), data)
+    msg = mutated(fixture(name), data)
     for fn in (a2acp.decode, a2acp.parse_message, a2acp.validate_message):
         with contextlib.suppress(ActorBusError):
             fn(msg)
@@ -295,7 +239,7 @@ def test_fuzz_decoders_raise_only_actorbus_errors(data: st.DataObject, name: str
 
 
 @FAST
-@given(_json)
+@given(JSON)
 def test_fuzz_arbitrary_json(obj: Any) -> None:
     for fn in (a2acp.decode, a2acp.parse_message):
         with pytest.raises(ActorBusError):
@@ -313,7 +257,7 @@ def test_fuzz_bytes(data: bytes) -> None:
 @FAST
 @given(st.data(), st.sampled_from(MESSAGES))
 def test_fast_checker_agrees_with_jsonschema(data: st.DataObject, name: str) -> None:
-    msg = _mutated(fixture(name), data)
+    msg = mutated(fixture(name), data)
     assert a2acp._checker()(msg) == (a2acp.schema_errors(msg) == [])
 
 

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _codec_support import (
+    FIXTURES_ROOT,
+    TEXT_20,
+    decodes_or_raises_typed,
+    fast,
+    fixture_loader,
+    json_values,
+    sample_errors,
+    top_level_junk,
+    wire,
+)
+from hypothesis import given
 from hypothesis import strategies as st
 
 from actorbus.codecs import agora
@@ -21,30 +31,21 @@ from actorbus.codecs.edge import CODECS
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
     ActorBusError,
-    ActorNotFoundError,
     AskTimeoutError,
-    AuthError,
     DecodeError,
     EncodeError,
-    RateLimitedError,
+    ProtocolError,
     RemoteError,
+    UnknownIntentError,
     UnsupportedError,
-    ValidationFailedError,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "agora"
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FIXTURES = FIXTURES_ROOT / "agora"
+FAST = fast(60)
 WEATHER = (FIXTURES / "protocol_weather.md").read_text()
 CHAT = (FIXTURES / "protocol_booking_chat.md").read_text()
 HASHES = json.loads((FIXTURES / "hashes.json").read_text())
-
-
-def fixture(name: str) -> Any:
-    return json.loads((FIXTURES / name).read_text())
-
-
-def wire(obj: Any) -> Any:
-    return json.loads(json.dumps(obj))
+fixture = fixture_loader("agora")
 
 
 # -- protocol documents and hashes -------------------------------------------------------
@@ -243,15 +244,7 @@ def test_error_shapes_written() -> None:
     assert agora.encode_reply(failed, style="sdk") == sdk
 
 
-TAXONOMY = [
-    AskTimeoutError("echo", "text", 2.0),
-    DecodeError("bad json"),
-    ValidationFailedError("no field x"),
-    ActorNotFoundError("gone"),
-    RateLimitedError("slow down"),
-    AuthError("who are you"),
-    RemoteError("boom", remote_type="KeyError"),
-]
+TAXONOMY = sample_errors(UnknownIntentError, ProtocolError)
 
 
 @pytest.mark.parametrize("err", TAXONOMY, ids=lambda e: type(e).__name__)
@@ -327,28 +320,18 @@ def test_request_with_any_hash_form_decodes_to_hex(
 
 # -- fuzz ----------------------------------------------------------------------------------
 
-json_leaf = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
-json_data = st.recursive(
-    json_leaf,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=10,
+json_data = json_values(
+    TEXT_20, keys=st.text(max_size=8), bound=None, floats=False, max_size=4, max_leaves=10
 )
 MESSAGES = [fixture(p.name) for p in sorted(FIXTURES.glob("re*.json"))]
-junk = json_data | st.sampled_from(MESSAGES).flatmap(
-    lambda f: st.builds(
-        lambda k, v: {**f, k: v}, st.sampled_from([*f, "status", "body"]), json_data
-    )
-)
+junk = top_level_junk(MESSAGES, ["status", "body"], json_data)
 DECODERS = [agora.decode, agora.decode_request, agora.decode_reply, CODECS["agora"].decode]
 
 
 @FAST
 @given(junk, st.sampled_from(DECODERS))
 def test_malformed_messages_raise_only_typed_errors(obj: Any, decode: Any) -> None:
-    with contextlib.suppress(ActorBusError):
-        assert isinstance(decode(obj), Envelope)
+    decodes_or_raises_typed(decode, obj)
 
 
 @FAST

@@ -8,15 +8,30 @@ verifying them here is verifying interoperability with ANP's own SDK.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _codec_support import (
+    FIXTURES_ROOT,
+    SMALL_TAGS,
+    TEXT_20,
+    WORDS,
+    contexts,
+    decodes_or_raises_typed,
+    fast,
+    field_at,
+    fixture_loader,
+    json_values,
+    metas,
+    sample_errors,
+    top_level_junk,
+    wire,
+)
+from _codec_support import envelopes as envelopes_of
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from actorbus.codecs import acp, anp
@@ -24,39 +39,22 @@ from actorbus.codecs.edge import CODECS
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
     ActorBusError,
-    ActorNotFoundError,
     AskTimeoutError,
     AuthError,
     DecodeError,
     EncodeError,
-    ProtocolError,
     RateLimitedError,
-    RemoteError,
     UnknownIntentError,
     UnsupportedError,
-    ValidationFailedError,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "anp"
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FIXTURES = FIXTURES_ROOT / "anp"
+FAST = fast(60)
 AUD = "api.example.com"
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 KEY = ed25519.Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
-
-
-def fixture(name: str) -> Any:
-    return json.loads((FIXTURES / name).read_text())
-
-
-def wire(obj: Any) -> Any:
-    return json.loads(json.dumps(obj))
-
-
-def get(env: Envelope, path: str) -> Any:
-    value: Any = env
-    for name in path.split("."):
-        value = getattr(value, name)
-    return value
+fixture = fixture_loader("anp")
+get = field_at
 
 
 def replay_guard() -> Callable[[str, str], bool]:
@@ -427,17 +425,7 @@ def test_reply_id_is_the_request_id() -> None:
 
 # -- errors -----------------------------------------------------------------------------
 
-TAXONOMY = [
-    AskTimeoutError("echo", "text", 2.0),
-    DecodeError("bad json"),
-    ValidationFailedError("no field x"),
-    UnknownIntentError("no handler"),
-    ActorNotFoundError("gone"),
-    RateLimitedError("slow down"),
-    AuthError("who are you"),
-    ProtocolError("out of order"),
-    RemoteError("boom", remote_type="KeyError"),
-]
+TAXONOMY = sample_errors()
 
 
 @pytest.mark.parametrize("err", TAXONOMY, ids=lambda e: type(e).__name__)
@@ -460,43 +448,16 @@ def test_batches_are_unsupported() -> None:
 
 # -- properties ---------------------------------------------------------------------------
 
-json_leaf = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20)
-json_data = st.recursive(
-    json_leaf | st.floats(allow_nan=False, allow_infinity=False),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
-words = st.text(min_size=1, max_size=24)
-envelopes = st.builds(
-    Envelope,
-    id=words,
+json_data = json_values(TEXT_20, keys=st.text(max_size=8), max_size=4, max_leaves=12)
+envelopes = envelopes_of(
+    ids=WORDS,
     ts=st.integers(-(2**40), 2**45),
-    src=st.text(max_size=20),
-    dst=st.text(max_size=20),
-    intent=words,
+    src=TEXT_20,
+    dst=TEXT_20,
+    intent=WORDS,
     content=st.none() | st.text() | st.binary(max_size=40) | json_data,
-    context=st.builds(
-        EnvelopeContext,
-        trace_id=st.none() | words,
-        parent_id=st.none() | words,
-        idempotency_key=st.none() | words,
-        session_id=st.none() | words,
-        priority=st.integers(-5, 9),
-        ttl_ms=st.none() | st.integers(0, 10**9),
-        stream=st.booleans(),
-        artifact_refs=st.lists(words, max_size=2),
-        tags=st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3),
-    ),
-    meta=st.builds(
-        EnvelopeMeta,
-        protocol_hint=st.none() | words,
-        retry_count=st.integers(0, 5),
-        signature=st.none() | words,
-        key_id=st.none() | words,
-        cipher=st.none() | words,
-    ),
+    context=contexts(WORDS, priority=(-5, 9), tags=SMALL_TAGS),
+    meta=metas(WORDS, protocol_hint=WORDS, max_retries=5),
 )
 
 
@@ -519,19 +480,14 @@ def test_reply_round_trip_keeps_every_field(env: Envelope) -> None:
 # -- fuzz ----------------------------------------------------------------------------------
 
 RPC_FIXTURES = [fixture(p.name) for p in sorted(FIXTURES.glob("rpc_*.json"))]
-junk = json_data | st.sampled_from(RPC_FIXTURES).flatmap(
-    lambda f: st.builds(
-        lambda k, v: {**f, k: v}, st.sampled_from([*f, "params", "_meta"]), json_data
-    )
-)
+junk = top_level_junk(RPC_FIXTURES, ["params", "_meta"], json_data)
 DECODERS = [anp.decode, anp.decode_request, anp.decode_response, CODECS["anp"].decode]
 
 
 @FAST
 @given(junk, st.sampled_from(DECODERS))
 def test_malformed_messages_raise_only_typed_errors(obj: Any, decode: Any) -> None:
-    with contextlib.suppress(ActorBusError):
-        assert isinstance(decode(obj), Envelope)
+    decodes_or_raises_typed(decode, obj)
 
 
 @FAST

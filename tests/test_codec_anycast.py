@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _codec_support import (
+    FIXTURES_ROOT,
+    JSON,
+    TEXT,
+    contexts,
+    fast,
+    field_at,
+    fixture_loader,
+    mutated,
+)
+from _codec_support import envelopes as envelopes_of
+from hypothesis import given
 from hypothesis import strategies as st
 
 from actorbus.codecs import anycast
 from actorbus.codecs.anycast import AnycastTasks, TaskState
 from actorbus.codecs.edge import bridge
-from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
+from actorbus.codecs.envelope import Envelope, EnvelopeMeta
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
@@ -28,62 +37,15 @@ from actorbus.codecs.errors import (
     UnsupportedError,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "anycast"
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FIXTURES = FIXTURES_ROOT / "anycast"
+FAST = fast(40)
 CANONICAL = sorted(p.name for p in FIXTURES.glob("*.json") if p.name != "send_task_snake.json")
+fixture = fixture_loader("anycast")
+path = field_at
 
-
-def fixture(name: str) -> Any:
-    return json.loads((FIXTURES / name).read_text())
-
-
-def path(obj: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-# -- strategies --
-
-_text = st.text(max_size=12)
-_json = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | _text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
-    max_leaves=8,
-)
-contexts = st.builds(
-    EnvelopeContext,
-    trace_id=st.none() | _text | st.text("0123456789abcdef", min_size=32, max_size=32),
-    parent_id=st.none() | _text,
-    idempotency_key=st.none() | _text,
-    session_id=st.none() | _text,
-    priority=st.integers(-5, 5),
-    ttl_ms=st.none() | st.integers(0, 10**9),
-    stream=st.booleans(),
-    artifact_refs=st.lists(_text, max_size=2),
-    tags=st.dictionaries(_text, _text, max_size=2),
-)
-metas = st.builds(
-    EnvelopeMeta,
-    retry_count=st.integers(0, 9),
-    signature=st.none() | _text,
-    key_id=st.none() | _text,
-    cipher=st.none() | _text,
-)
-envelopes = st.builds(
-    Envelope,
-    id=st.text(min_size=1, max_size=20),
-    ts=st.integers(0, 253_402_300_799_999),
-    src=_text,
-    dst=_text | st.just("peer:12D3KooW") | st.just("https://agent.example/a2a"),
-    intent=st.text(min_size=1, max_size=12).filter(lambda s: not s.startswith("$")),
-    content=_json | st.binary(max_size=16),
-    context=contexts,
-    meta=metas,
+envelopes = envelopes_of(
+    dst=TEXT | st.just("peer:12D3KooW") | st.just("https://agent.example/a2a"),
+    context=contexts(trace_id=TEXT | st.text("0123456789abcdef", min_size=32, max_size=32)),
 )
 
 
@@ -212,23 +174,10 @@ def test_builders_and_addressing() -> None:
 # -- fuzz --
 
 
-def _mutated(base: Any, data: st.DataObject) -> Any:
-    msg = copy.deepcopy(base)
-    node = msg
-    while isinstance(node, dict | list) and node:
-        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
-        key = data.draw(st.sampled_from(keys))
-        if data.draw(st.booleans()):
-            node[key] = data.draw(_json)
-            return msg
-        node = node[key]
-    return msg
-
-
 @FAST
 @given(st.data(), st.sampled_from([*CANONICAL, "send_task_snake.json"]))
 def test_fuzz_decoders_raise_only_actorbus_errors(data: st.DataObject, name: str) -> None:
-    frame = _mutated(fixture(name), data)
+    frame = mutated(fixture(name), data)
     for fn in (anycast.decode, anycast.parse_frame, AnycastTasks().observe):
         with contextlib.suppress(ActorBusError):
             fn(frame)
@@ -236,7 +185,7 @@ def test_fuzz_decoders_raise_only_actorbus_errors(data: st.DataObject, name: str
 
 
 @FAST
-@given(_json)
+@given(JSON)
 def test_fuzz_arbitrary_json(obj: Any) -> None:
     with pytest.raises(ActorBusError):
         anycast.decode(obj)
@@ -244,7 +193,7 @@ def test_fuzz_arbitrary_json(obj: Any) -> None:
 
 
 @FAST
-@given(_json)
+@given(JSON)
 def test_fuzz_timestamps(obj: Any) -> None:
     with contextlib.suppress(ActorBusError):
         anycast.parse_timestamp(obj)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import copy
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _codec_support import FIXTURES_ROOT, JSON, NON_EMPTY, fast, field_at, fixture_loader, mutated
+from _codec_support import envelopes as envelopes_of
+from hypothesis import given
 from hypothesis import strategies as st
 
 from actorbus.codecs import synadia as sy
@@ -31,12 +31,10 @@ from actorbus.codecs.errors import (
     ValidationFailedError,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "synadia"
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def fixture(name: str) -> Any:
-    return json.loads((FIXTURES / name).read_text())
+FIXTURES = FIXTURES_ROOT / "synadia"
+FAST = fast(40)
+fixture = fixture_loader("synadia")
+path = field_at
 
 
 def frames(name: str) -> list[sy.Frame]:
@@ -47,52 +45,9 @@ def frames(name: str) -> list[sy.Frame]:
     return out
 
 
-def path(obj: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 # -- strategies --
 
-_text = st.text(max_size=12)
-_json = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | _text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
-    max_leaves=8,
-)
-envelopes = st.builds(
-    Envelope,
-    id=st.text(min_size=1, max_size=20),
-    ts=st.integers(-(2**40), 2**50),
-    src=_text,
-    dst=_text,
-    intent=st.text(min_size=1, max_size=12),
-    content=_json | st.binary(max_size=16),
-    context=st.builds(
-        EnvelopeContext,
-        trace_id=st.none() | _text,
-        parent_id=st.none() | _text,
-        idempotency_key=st.none() | _text,
-        session_id=st.none() | _text,
-        priority=st.integers(-5, 5),
-        ttl_ms=st.none() | st.integers(0, 10**9),
-        stream=st.booleans(),
-        artifact_refs=st.lists(_text, max_size=2),
-        tags=st.dictionaries(_text, _text, max_size=2),
-    ),
-    meta=st.builds(
-        EnvelopeMeta,
-        retry_count=st.integers(0, 9),
-        signature=st.none() | _text,
-        key_id=st.none() | _text,
-        cipher=st.none() | _text,
-    ),
-)
+envelopes = envelopes_of(ts=st.integers(-(2**40), 2**50), intent=NON_EMPTY)
 
 
 # -- service registration and discovery --
@@ -196,7 +151,7 @@ def test_heartbeat_payload() -> None:
 @FAST
 @given(st.data())
 def test_fuzz_heartbeat(data: st.DataObject) -> None:
-    beat = _mutated(fixture("heartbeat.json"), data)
+    beat = mutated(fixture("heartbeat.json"), data)
     with contextlib.suppress(ActorBusError):
         sy.parse_heartbeat(beat)
 
@@ -285,19 +240,6 @@ def test_bad_prompts(body: bytes) -> None:
         sy.parse_request(body)
 
 
-def _mutated(base: Any, data: st.DataObject) -> Any:
-    msg = copy.deepcopy(base)
-    node = msg
-    while isinstance(node, dict | list) and node:
-        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
-        key = data.draw(st.sampled_from(keys))
-        if data.draw(st.booleans()):
-            node[key] = data.draw(_json)
-            return msg
-        node = node[key]
-    return msg
-
-
 @FAST
 @given(st.data())
 def test_fuzz_prompt_objects(data: st.DataObject) -> None:
@@ -306,7 +248,7 @@ def test_fuzz_prompt_objects(data: st.DataObject) -> None:
             src="a", dst="b", intent="Q", content=b"x", context=EnvelopeContext(tags={"k": "v"})
         )
     )
-    for obj in (_mutated(base, data), _mutated(fixture("prompt_attachments.json"), data)):
+    for obj in (mutated(base, data), mutated(fixture("prompt_attachments.json"), data)):
         with contextlib.suppress(ActorBusError):
             sy.decode(obj)
         with contextlib.suppress(ActorBusError):
@@ -314,7 +256,7 @@ def test_fuzz_prompt_objects(data: st.DataObject) -> None:
 
 
 @FAST
-@given(st.binary(max_size=64), _json)
+@given(st.binary(max_size=64), JSON)
 def test_fuzz_bytes_and_json(data: bytes, obj: Any) -> None:
     for fn in (sy.parse_request, sy.read_frame, sy.parse_heartbeat, sy.decode):
         with contextlib.suppress(ActorBusError):
@@ -327,10 +269,10 @@ def test_fuzz_bytes_and_json(data: bytes, obj: Any) -> None:
 
 
 @FAST
-@given(_json, st.data())
+@given(JSON, st.data())
 def test_fuzz_helpers(obj: Any, data: st.DataObject) -> None:
     request = Envelope(src="a", dst="b", intent="text", content="q")
-    chunk = _mutated(json.loads(sy.reply_frames(request)[0].data), data)
+    chunk = mutated(json.loads(sy.reply_frames(request)[0].data), data)
     cases: list[tuple[Callable[[Any], Any], Any]] = [
         (sy.parse_size, obj),
         (sy.parse_subject, obj),

@@ -1,7 +1,8 @@
 """The canonical envelope, its wire encodings and the error taxonomy.
 
 Protocol codecs (A2A, ACP, ANP, Agora, A2ACP, AgentAnycast) live beside these
-modules and convert at the edges; inside the bus only the envelope travels.
+modules and convert at the edges (their shared, protocol-neutral helpers in
+:mod:`actorbus.codecs.common`); inside the bus only the envelope travels.
 """
 
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta

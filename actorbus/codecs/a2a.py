@@ -104,6 +104,7 @@ from actorbus.codecs.a2a_wire import (
     task_response,
     task_to_wire,
 )
+from actorbus.codecs.common import ENVELOPE_FIELDS
 from actorbus.codecs.edge import Codec, register
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import ActorBusError, EncodeError
@@ -560,18 +561,7 @@ def error_from(obj: Any) -> ActorBusError:
     return error_from_response(obj)
 
 
-CARRIES: Final = frozenset(
-    {
-        "id",
-        "ts",
-        "src",
-        "dst",
-        "intent",
-        "content",
-        *(f"context.{name}" for name in EnvelopeContext.model_fields),
-        *(f"meta.{name}" for name in EnvelopeMeta.model_fields),
-    }
-)
+CARRIES: Final = ENVELOPE_FIELDS  # every field
 
 CODEC: Final = register(
     Codec(

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal
 
 from actorbus.codecs.errors import (
+    CLASS_OF_CODE,
     ActorBusError,
     ActorNotFoundError,
     ActorStoppedError,
@@ -35,9 +36,9 @@ from actorbus.codecs.errors import (
     ProtocolError,
     RateLimitedError,
     RemoteError,
-    StreamCancelledError,
     UnsupportedError,
     ValidationFailedError,
+    bare_error,
 )
 
 # -- versions -------------------------------------------------------------------
@@ -244,29 +245,11 @@ RPC_CODE_BY_TAXONOMY: Final[dict[str, int]] = {
     EncodeError.code: -32006,
 }
 
-# Taxonomy classes by code, to rebuild an actorbus error that crossed A2A.
+# Taxonomy classes by code, to rebuild an actorbus error that crossed A2A
+# (E_UNSUPPORTED as the plain UnsupportedError).
 _TAXONOMY: Final[dict[str, type[ActorBusError]]] = {
-    cls.code: cls
-    for cls in (
-        ActorBusError,
-        AskTimeoutError,
-        ConnectionLostError,
-        NoRespondersError,
-        InvalidAddressError,
-        ProtocolError,
-        EncodeError,
-        DecodeError,
-        MessageTooLargeError,
-        UnsupportedError,
-        ValidationFailedError,
-        ActorNotFoundError,
-        ActorStoppedError,
-        ExpiredError,
-        RateLimitedError,
-        AuthError,
-        StreamCancelledError,
-        RemoteError,
-    )
+    **CLASS_OF_CODE,
+    UnsupportedError.code: UnsupportedError,
 }
 
 # For the REST binding and for refusals before any JSON-RPC is read (the JSON-RPC
@@ -373,20 +356,13 @@ def _details(data: Any) -> dict[str, str]:
     return {str(k): v for k, v in data.items() if isinstance(v, str)}
 
 
-def _bare(cls: type[ActorBusError], message: str) -> ActorBusError:
-    """An instance of a class whose __init__ wants structured arguments, by message."""
-    err = cls.__new__(cls)
-    Exception.__init__(err, message)
-    return err
-
-
 def _taxonomy_error(code: str, err_type: str, message: str) -> ActorBusError:
     if code == RemoteError.code:
         return RemoteError(message, remote_type=err_type or "Exception")
     cls = _TAXONOMY.get(code)
     if cls is None:
         return RemoteError(message, remote_type=err_type or code)
-    return _bare(cls, message)
+    return bare_error(cls, message)
 
 
 def error_from_response(obj: Any) -> ActorBusError:

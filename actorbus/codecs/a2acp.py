@@ -53,7 +53,7 @@ import importlib.resources
 import json
 import re
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -62,28 +62,25 @@ import msgspec
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
+from actorbus.codecs.common import (
+    ENVELOPE_FIELDS_BUT_HINT,
+    EPOCH,
+    extension_context,
+    extension_meta,
+    meta_builder,
+)
+from actorbus.codecs.common import format_timestamp as format_timestamp
 from actorbus.codecs.edge import Codec, register
-from actorbus.codecs.envelope import EMPTY_META, Envelope, EnvelopeContext, EnvelopeMeta
+from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
+    CLASS_OF_CODE,
     ActorBusError,
-    ActorNotFoundError,
-    ActorStoppedError,
-    AskTimeoutError,
-    AuthError,
-    ConnectionLostError,
     DecodeError,
     EncodeError,
-    ExpiredError,
-    InvalidAddressError,
     MessageTooLargeError,
-    NoRespondersError,
     ProtocolError,
-    RateLimitedError,
-    RemoteError,
-    StreamCancelledError,
-    UnknownIntentError,
     UnsupportedError,
-    ValidationFailedError,
+    error_for_code,
 )
 
 PROTOCOL = "a2acp"
@@ -160,30 +157,6 @@ A2ACP_TO_TAXONOMY: dict[str, str] = {
     "RATE_LIMIT_EXCEEDED": "E_RATE_LIMIT",
     "CONTRACT_VIOLATION": "E_PROTOCOL",
     "SECURITY_POLICY_VIOLATION": "E_AUTH",
-}
-
-_ERROR_CLASSES: dict[str, type[ActorBusError]] = {
-    cls.code: cls
-    for cls in (
-        ActorBusError,
-        AskTimeoutError,
-        ConnectionLostError,
-        NoRespondersError,
-        InvalidAddressError,
-        ProtocolError,
-        EncodeError,
-        DecodeError,
-        MessageTooLargeError,
-        UnknownIntentError,
-        ValidationFailedError,
-        ActorNotFoundError,
-        ActorStoppedError,
-        ExpiredError,
-        RateLimitedError,
-        AuthError,
-        StreamCancelledError,
-        RemoteError,
-    )
 }
 
 
@@ -401,19 +374,8 @@ def dumps(message: Mapping[str, Any]) -> bytes:
 
 
 # -- timestamps ----------------------------------------------------------------------
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def format_timestamp(ts_ms: int) -> str:
-    """Unix milliseconds as ISO 8601 UTC (``2026-01-27T14:30:00.250Z``; no fraction at .000)."""
-    try:
-        t = _EPOCH + timedelta(milliseconds=ts_ms)
-    except OverflowError as exc:
-        raise EncodeError(f"timestamp {ts_ms} ms is outside the years 1..9999") from exc
-    base = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
-    ms = t.microsecond // 1000
-    return f"{base}.{ms:03d}Z" if ms else f"{base}Z"
+#
+# format_timestamp (imported above) is the shared one in actorbus.codecs.common.
 
 
 def parse_timestamp(text: str) -> int:
@@ -425,7 +387,7 @@ def parse_timestamp(text: str) -> int:
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
     try:
-        delta = t - _EPOCH
+        delta = t - EPOCH
     except OverflowError as exc:
         raise DecodeError(f"timestamp {text!r:.60} is out of range") from exc
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
@@ -681,19 +643,12 @@ _META_NATIVE = frozenset({FACTS_KEY, TOKEN_KEY})
 
 def _fill_extension(env: Envelope, ext: dict[str, Any], *, cipher_in_security: bool) -> None:
     """Context and meta fields A2ACP has no slot for, only when they are not defaults."""
-    if env.context.model_fields_set:
-        ctx = env.context.model_dump(exclude_defaults=True)
-        if ctx:
-            ext["context"] = ctx
-    meta = env.meta
-    if meta is EMPTY_META or not (meta.model_fields_set or meta.model_extra):
-        return
-    dumped = meta.model_dump(exclude_defaults=True)
-    if cipher_in_security and dumped.get("cipher") == _ENCRYPTED:
-        del dumped["cipher"]  # security.encryption says it
-    if dumped.get("protocol_hint") == PROTOCOL:
-        del dumped["protocol_hint"]  # decode assumes it
-    rest = {k: v for k, v in dumped.items() if k not in _META_NATIVE}
+    ctx = extension_context(env.context)
+    if ctx:
+        ext["context"] = ctx
+    rest = extension_meta(env.meta, PROTOCOL, _META_NATIVE)  # decode assumes the hint
+    if cipher_in_security and rest.get("cipher") == _ENCRYPTED:
+        del rest["cipher"]  # security.encryption says it
     if rest:
         ext["meta"] = rest
 
@@ -790,15 +745,8 @@ def _decode_meta(
     return _meta(meta)
 
 
-# Frozen, so every envelope decoded with just the protocol hint shares one.
-_HINT_META = EnvelopeMeta(protocol_hint=PROTOCOL)
-
-
-def _meta(meta: dict[str, Any]) -> EnvelopeMeta:
-    """The meta model for ``meta`` (the shared hint-only one when that is all)."""
-    if len(meta) == 1 and meta.get("protocol_hint") == PROTOCOL:
-        return _HINT_META
-    return EnvelopeMeta.model_validate(meta)
+# Every envelope decoded with just the protocol hint shares one meta.
+_meta = meta_builder(PROTOCOL)
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -874,7 +822,7 @@ def _error_content(error: Mapping[str, Any], facts: dict[str, Any]) -> dict[str,
 
 
 def _type_name(code: str, native: str) -> str:
-    cls = _ERROR_CLASSES.get(code)
+    cls = CLASS_OF_CODE.get(code)
     return native if cls is None or code == "E_HANDLER" else cls.__name__
 
 
@@ -912,13 +860,7 @@ def _bare_error(obj: Any) -> Mapping[str, Any]:
 
 def _error_instance(body: Mapping[str, Any], native: str) -> ActorBusError:
     code, message = body["code"], body["message"]
-    cls = _ERROR_CLASSES.get(code)
-    err: ActorBusError
-    if cls is None or cls is RemoteError:
-        err = RemoteError(message, remote_type=str(body.get("type") or native))
-    else:
-        err = cls.__new__(cls)
-        Exception.__init__(err, message)
+    err = error_for_code(code, message, str(body.get("type") or native))
     err.retry_after = body["retry_after"]  # type: ignore[attr-defined]
     return err
 
@@ -1038,34 +980,5 @@ class A2acpSession:
 
 
 CODEC = register(
-    Codec(
-        name=PROTOCOL,
-        encode=encode,
-        decode=decode,
-        error_to=error_to,
-        error_from=error_from,
-        carries=frozenset(
-            {
-                "id",
-                "ts",
-                "src",
-                "dst",
-                "intent",
-                "content",
-                "context.trace_id",
-                "context.parent_id",
-                "context.idempotency_key",
-                "context.session_id",
-                "context.priority",
-                "context.ttl_ms",
-                "context.stream",
-                "context.artifact_refs",
-                "context.tags",
-                "meta.retry_count",
-                "meta.signature",
-                "meta.key_id",
-                "meta.cipher",
-            }
-        ),
-    )
+    Codec(PROTOCOL, encode, decode, error_to, error_from, carries=ENVELOPE_FIELDS_BUT_HINT)
 )

@@ -64,180 +64,33 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import msgspec
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
 
+# Shared with the other edge codecs (actorbus.codecs.common); re-exported, as
+# they were first written here.
+from actorbus.codecs.common import ENVELOPE_FIELDS as ENVELOPE_FIELDS
+from actorbus.codecs.common import INTENT_ERROR as INTENT_ERROR
+from actorbus.codecs.common import build_envelope as build_envelope
+from actorbus.codecs.common import content_intent as content_intent
+from actorbus.codecs.common import convert as convert
+from actorbus.codecs.common import envelope_error as envelope_error
+from actorbus.codecs.common import envelope_fields as envelope_fields
+from actorbus.codecs.common import error_envelope as error_envelope
+from actorbus.codecs.common import json_text as json_text
+from actorbus.codecs.common import json_value as json_value
+from actorbus.codecs.common import rebuild_error as rebuild_error
 from actorbus.codecs.edge import Codec, register
-from actorbus.codecs.envelope import EMPTY_META, Envelope, EnvelopeContext, EnvelopeMeta
+from actorbus.codecs.envelope import Envelope, EnvelopeMeta
 from actorbus.codecs.errors import (
     ActorBusError,
-    ActorNotFoundError,
-    ActorStoppedError,
-    AskTimeoutError,
-    AuthError,
-    ConnectionLostError,
     DecodeError,
     EncodeError,
-    ExpiredError,
-    InvalidAddressError,
-    MessageTooLargeError,
-    NoRespondersError,
     ProtocolError,
-    RateLimitedError,
     RemoteError,
-    StreamCancelledError,
-    UnknownIntentError,
     UnsupportedError,
-    ValidationFailedError,
 )
-
-# -- shared with the other edge codecs ------------------------------------------------
-
-INTENT_ERROR = "$error"  # the bus's error-reply intent (actorbus.actors.messages)
-
-#: Every envelope field as a dotted path; codecs that carry everything say so.
-ENVELOPE_FIELDS: frozenset[str] = frozenset(
-    {
-        "id",
-        "ts",
-        "src",
-        "dst",
-        "intent",
-        "content",
-        "context.trace_id",
-        "context.parent_id",
-        "context.idempotency_key",
-        "context.session_id",
-        "context.priority",
-        "context.ttl_ms",
-        "context.stream",
-        "context.artifact_refs",
-        "context.tags",
-        "meta.protocol_hint",
-        "meta.retry_count",
-        "meta.signature",
-        "meta.key_id",
-        "meta.cipher",
-    }
-)
-
-
-def content_intent(content: Any) -> str:
-    """The intent a native message without one gets, by what its content is.
-
-    The same generic intents actors use for plain values (``text``, ``dict``,
-    ``bytes``, ``data``, ``$none``), so an actor's catch-all handler for text or
-    dicts receives protocol traffic without any mapping table.
-    """
-    if isinstance(content, str):
-        return "text"
-    if isinstance(content, dict):
-        return "dict"
-    if isinstance(content, bytes):
-        return "bytes"
-    if content is None:
-        return "$none"
-    return "data"
-
-
-def _error_classes() -> dict[str, type[ActorBusError]]:
-    classes: Iterable[type[ActorBusError]] = (
-        AskTimeoutError,
-        ConnectionLostError,
-        NoRespondersError,
-        InvalidAddressError,
-        ProtocolError,
-        EncodeError,
-        DecodeError,
-        MessageTooLargeError,
-        UnknownIntentError,
-        ValidationFailedError,
-        ActorNotFoundError,
-        ActorStoppedError,
-        ExpiredError,
-        RateLimitedError,
-        AuthError,
-        StreamCancelledError,
-        RemoteError,
-    )
-    return {cls.code: cls for cls in classes} | {"E_INTERNAL": ActorBusError}
-
-
-_CLASS_OF_CODE = _error_classes()
-# Attributes that the structured error classes set in __init__, so a rebuilt one
-# (which skips __init__) still answers them.
-_NEUTRAL_ATTRS: dict[type[ActorBusError], dict[str, Any]] = {
-    AskTimeoutError: {"address": "", "intent": "", "timeout": 0.0},
-    NoRespondersError: {"address": "", "intent": ""},
-    MessageTooLargeError: {"what": "", "size": 0, "limit": 0},
-}
-
-
-def rebuild_error(code: str, message: str, remote_type: str | None = None) -> ActorBusError:
-    """The typed error for an actorbus code, with exactly ``message`` as its text.
-
-    ``errors.error_from_wire`` prefixes the sender's address, which an edge does
-    not have; unknown codes become a :class:`RemoteError` naming ``remote_type``.
-    """
-    cls = _CLASS_OF_CODE.get(code)
-    if cls is None or cls is RemoteError:
-        return RemoteError(message, remote_type=remote_type or code or "Exception")
-    err = cls.__new__(cls)
-    Exception.__init__(err, message)
-    for name, value in _NEUTRAL_ATTRS.get(cls, {}).items():
-        setattr(err, name, value)
-    return err
-
-
-def error_envelope(
-    err: ActorBusError, *, src: str = "", dst: str = "", parent_id: str | None = None
-) -> Envelope:
-    """An ``$error`` envelope for a native error, as the bus sends error replies
-    (``ts`` 0: a codec reads no clock)."""
-    env = Envelope(src=src, dst=dst, ts=0, intent=INTENT_ERROR, content=err.to_wire())
-    if parent_id is not None:
-        env.context = EnvelopeContext(parent_id=parent_id)
-    return env
-
-
-def envelope_error(env: Envelope) -> ActorBusError:
-    """The typed error an ``$error`` envelope stands for."""
-    body = env.content if isinstance(env.content, dict) else {}
-    return rebuild_error(
-        str(body.get("code", "E_HANDLER")),
-        str(body.get("message", env.content)),
-        str(body.get("type", "Exception")),
-    )
-
-
-def json_text(value: Any) -> str:
-    """Compact JSON (msgspec: about ten times faster than the stdlib here)."""
-    try:
-        return msgspec.json.encode(value).decode()
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise EncodeError(f"content is not JSON data: {exc}") from exc
-
-
-def json_value(text: str | bytes, what: str) -> Any:
-    """Parsed JSON, or a DecodeError saying which part of the message was bad."""
-    try:
-        return msgspec.json.decode(text)
-    except (msgspec.DecodeError, ValueError) as exc:
-        raise DecodeError(f"{what} is not valid JSON: {exc}") from exc
-
-
-def build_envelope(data: Mapping[str, Any], what: str) -> Envelope:
-    """Validate envelope data; a bad field is the peer's fault, so a DecodeError."""
-    try:
-        return Envelope.model_validate(data)
-    except PydanticValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise DecodeError(f"{what}: envelope field {where!r}: {first['msg']}") from exc
-
 
 # -- the wire models ----------------------------------------------------------------
 #
@@ -388,19 +241,6 @@ _EVENT_OF_STATUS = {
     "failed": "run.failed",
     "cancelled": "run.cancelled",
 }
-
-_T = TypeVar("_T")
-
-
-def convert(obj: Any, model: type[_T], what: str) -> _T:
-    """``obj`` (parsed JSON) as ``model``, or a DecodeError naming the bad field."""
-    if not isinstance(obj, dict):
-        raise DecodeError(f"{what} is a JSON object, not {type(obj).__name__}")
-    try:
-        return msgspec.convert(obj, model)
-    except msgspec.ValidationError as exc:
-        raise DecodeError(f"not a valid {what}: {exc}") from exc
-
 
 # -- run state <-> the shared task state ----------------------------------------------
 
@@ -561,52 +401,6 @@ def _content_by_form(parts: list[_Part], form: Any) -> Any:
 
 
 # -- envelope <-> message ---------------------------------------------------------------
-
-
-def _defaults(model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        name: field.get_default(call_default_factory=True, validated_data={})
-        for name, field in model.model_fields.items()
-    }
-
-
-_CONTEXT_DEFAULTS = _defaults(EnvelopeContext)
-_META_DEFAULTS = _defaults(EnvelopeMeta)
-
-
-def _changed(model: BaseModel, defaults: dict[str, Any]) -> dict[str, Any]:
-    """The fields set to something else than their default (only set fields can be;
-    a model's extra fields, such as another protocol's facts in ``meta``, always are)."""
-    out = {}
-    for name in model.model_fields_set:
-        value = getattr(model, name)
-        if name not in defaults or value != defaults[name]:
-            out[name] = value
-    return out
-
-
-def envelope_fields(env: Envelope) -> dict[str, Any]:
-    """The envelope as plain data without ``content``, defaults left out.
-
-    What ``Envelope.to_dict`` gives, built directly: this runs for every message
-    a codec encodes, and model_dump costs several times more.
-    """
-    out: dict[str, Any] = {
-        "id": env.id,
-        "ts": env.ts,
-        "src": env.src,
-        "dst": env.dst,
-        "intent": env.intent,
-    }
-    context = _changed(env.context, _CONTEXT_DEFAULTS)
-    if context:
-        out["context"] = context
-    if env.meta is not EMPTY_META:
-        meta = _changed(env.meta, _META_DEFAULTS)
-        meta.update(env.meta.model_extra or {})
-        if meta:
-            out["meta"] = meta
-    return out
 
 
 @functools.lru_cache(maxsize=64)

@@ -52,7 +52,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from actorbus.codecs.acp import (
+from actorbus.codecs.common import (
     INTENT_ERROR,
     build_envelope,
     convert,

@@ -61,7 +61,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from actorbus.codecs.acp import (
+from actorbus.codecs.common import (
     ENVELOPE_FIELDS,
     INTENT_ERROR,
     build_envelope,

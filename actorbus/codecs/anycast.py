@@ -66,35 +66,33 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 import msgspec
 from pydantic import ValidationError as PydanticValidationError
 
+from actorbus.codecs.common import (
+    ENVELOPE_FIELDS_BUT_HINT,
+    EPOCH,
+    content_intent,
+    extension_context,
+    extension_meta,
+    meta_builder,
+)
+from actorbus.codecs.common import format_timestamp as format_timestamp
 from actorbus.codecs.edge import Codec, register
-from actorbus.codecs.envelope import EMPTY_META, Envelope, EnvelopeContext, EnvelopeMeta
+from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
     ActorBusError,
-    ActorNotFoundError,
-    ActorStoppedError,
-    AskTimeoutError,
-    AuthError,
-    ConnectionLostError,
     DecodeError,
     EncodeError,
-    ExpiredError,
-    InvalidAddressError,
-    MessageTooLargeError,
-    NoRespondersError,
     ProtocolError,
-    RateLimitedError,
     RemoteError,
     StreamCancelledError,
-    UnknownIntentError,
     UnsupportedError,
-    ValidationFailedError,
+    error_for_code,
 )
 
 PROTOCOL = "anycast"
@@ -428,19 +426,8 @@ def _enum_full(value: Any, enum: str) -> str:
 
 
 # -- timestamps -----------------------------------------------------------------------------
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def format_timestamp(ts_ms: int) -> str:
-    """Unix milliseconds as RFC 3339 UTC (``...:00Z`` or ``...:00.250Z``)."""
-    try:
-        t = _EPOCH + timedelta(milliseconds=ts_ms)
-    except OverflowError as exc:
-        raise EncodeError(f"timestamp {ts_ms} ms is outside the years 1..9999") from exc
-    base = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
-    ms = t.microsecond // 1000
-    return f"{base}.{ms:03d}Z" if ms else f"{base}Z"
+#
+# format_timestamp (imported above) is the shared one in actorbus.codecs.common.
 
 
 def parse_timestamp(text: str, where: str = "timestamp") -> int:
@@ -451,7 +438,7 @@ def parse_timestamp(text: str, where: str = "timestamp") -> int:
         raise _fail(where, f"is not RFC 3339: {text!r:.60}") from exc
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    delta = t - _EPOCH
+    delta = t - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
@@ -656,16 +643,6 @@ def _content_of(parts: list[dict[str, Any]], form: Any) -> Any:
     if len(parts) == 1:
         return _part_value(parts[0])
     return [_part_value(p) for p in parts]
-
-
-def _default_intent(content: Any) -> str:
-    if isinstance(content, str):
-        return "text"
-    if isinstance(content, bytes):
-        return "bytes"
-    if isinstance(content, dict):
-        return "dict"
-    return "$none" if content is None else "data"
 
 
 def _attach(parts: list[dict[str, Any]], ext: dict[str, Any]) -> list[dict[str, Any]]:
@@ -874,6 +851,9 @@ def _derived(env: Envelope, kind: str, target_kind: str, task_id: str = "") -> f
     return frozenset(skip)
 
 
+_META_NATIVE = frozenset({FACTS_KEY})
+
+
 def _fill_ext(
     env: Envelope, ext: dict[str, Any], facts: Mapping[str, Any], *, skip: frozenset[str]
 ) -> None:
@@ -882,25 +862,14 @@ def _fill_ext(
         ext["src"] = env.src
     if env.dst and "dst" not in skip:
         ext["dst"] = env.dst
-    if env.intent not in (_INTENT_ERROR, _default_intent(env.content)):
+    if env.intent not in (_INTENT_ERROR, content_intent(env.content)):
         ext["intent"] = env.intent
-    if env.context.model_fields_set:
-        ctx = {
-            k: v
-            for k, v in env.context.model_dump(exclude_defaults=True).items()
-            if f"context.{k}" not in skip
-        }
-        if ctx:
-            ext["context"] = ctx
-    meta = env.meta
-    if meta is not EMPTY_META and (meta.model_fields_set or meta.model_extra):
-        rest = {
-            k: v
-            for k, v in meta.model_dump(exclude_defaults=True).items()
-            if k != FACTS_KEY and not (k == "protocol_hint" and v == PROTOCOL)
-        }
-        if rest:
-            ext["meta"] = rest
+    ctx = extension_context(env.context, skip)
+    if ctx:
+        ext["context"] = ctx
+    rest = extension_meta(env.meta, PROTOCOL, _META_NATIVE)
+    if rest:
+        ext["meta"] = rest
 
 
 # -- AgentAnycast -> envelope ----------------------------------------------------------------------
@@ -960,7 +929,7 @@ def _decode_send_task(
         facts["task_id"] = p.get("taskId", "")
     content = _content_of(parts, ext.get("content"))
     fields.update(dst=p.get("targetSkillId", ""), content=content)
-    fields["intent"] = _default_intent(content)
+    fields["intent"] = content_intent(content)
     if p.get("contextId"):
         fields["context"] = {"session_id": p["contextId"]}
     return ext
@@ -985,7 +954,7 @@ def _decode_task_complete(
     if len(artifacts) > 1:
         facts["more_artifacts"] = artifacts[1:]
     content = _content_of(parts or [], ext.get("content"))
-    fields.update(content=content, intent=_default_intent(content))
+    fields.update(content=content, intent=content_intent(content))
     _task_parent(p.get("taskId", ""), fields)
     return ext
 
@@ -1050,42 +1019,12 @@ def _decode_meta(ext: Mapping[str, Any], facts: dict[str, Any]) -> EnvelopeMeta:
     return _meta(meta)
 
 
-# Frozen, so every envelope decoded with just the protocol hint shares one.
-_HINT_META = EnvelopeMeta(protocol_hint=PROTOCOL)
-
-
-def _meta(meta: dict[str, Any]) -> EnvelopeMeta:
-    """The meta model for ``meta`` (the shared hint-only one when that is all)."""
-    if len(meta) == 1 and meta.get("protocol_hint") == PROTOCOL:
-        return _HINT_META
-    return EnvelopeMeta.model_validate(meta)
+# Every envelope decoded with just the protocol hint shares one meta.
+_meta = meta_builder(PROTOCOL)
 
 
 # -- errors --------------------------------------------------------------------------------------
 
-_ERROR_CLASSES: dict[str, type[ActorBusError]] = {
-    cls.code: cls
-    for cls in (
-        ActorBusError,
-        AskTimeoutError,
-        ConnectionLostError,
-        NoRespondersError,
-        InvalidAddressError,
-        ProtocolError,
-        EncodeError,
-        DecodeError,
-        MessageTooLargeError,
-        UnknownIntentError,
-        ValidationFailedError,
-        ActorNotFoundError,
-        ActorStoppedError,
-        ExpiredError,
-        RateLimitedError,
-        AuthError,
-        StreamCancelledError,
-        RemoteError,
-    )
-}
 #: What the SDK's exceptions (TaskFailedError ...) mean in the taxonomy, for foreign
 #: ErrorDetail codes written in their style.
 NATIVE_CODES: dict[str, str] = {
@@ -1177,13 +1116,7 @@ def error_from(obj: Any) -> ActorBusError:
     except DecodeError as exc:
         return ProtocolError(f"malformed AgentAnycast failure: {exc}")
     code, message = str(body["code"]), str(body["message"])
-    cls = _ERROR_CLASSES.get(code)
-    err: ActorBusError
-    if cls is None or cls is RemoteError:
-        err = RemoteError(message, remote_type=str(body.get("type") or code))
-    else:
-        err = cls.__new__(cls)
-        Exception.__init__(err, message)
+    err = error_for_code(code, message, str(body.get("type") or code))
     if "retry_after" in body:
         err.retry_after = body["retry_after"]  # type: ignore[attr-defined]
     return err
@@ -1411,34 +1344,5 @@ class AnycastTasks:
 
 
 CODEC = register(
-    Codec(
-        name=PROTOCOL,
-        encode=encode,
-        decode=decode,
-        error_to=error_to,
-        error_from=error_from,
-        carries=frozenset(
-            {
-                "id",
-                "ts",
-                "src",
-                "dst",
-                "intent",
-                "content",
-                "context.trace_id",
-                "context.parent_id",
-                "context.idempotency_key",
-                "context.session_id",
-                "context.priority",
-                "context.ttl_ms",
-                "context.stream",
-                "context.artifact_refs",
-                "context.tags",
-                "meta.retry_count",
-                "meta.signature",
-                "meta.key_id",
-                "meta.cipher",
-            }
-        ),
-    )
+    Codec(PROTOCOL, encode, decode, error_to, error_from, carries=ENVELOPE_FIELDS_BUT_HINT)
 )

@@ -3,7 +3,9 @@
 Each error carries a stable ``code`` (``E_TIMEOUT``, ``E_DECODE`` ...) so that an
 error raised in one process can be sent over the wire as ``{code, type, message}``
 and rebuilt as the same Python class in the caller's process. Protocol codecs map
-these codes onto their native error shapes.
+these codes onto their native error shapes; :data:`CLASS_OF_CODE` (every class by
+its code) and :func:`error_for_code` are how they rebuild one from a code and a
+message.
 """
 
 from __future__ import annotations
@@ -184,10 +186,16 @@ class RemoteError(ActorBusError):
         return body
 
 
-_BY_CODE: dict[str, type[ActorBusError]] = {
+#: Every taxonomy class by its code: the one table the codecs rebuild errors from.
+#: ``E_UNSUPPORTED`` is :class:`UnknownIntentError` (an :class:`UnsupportedError`),
+#: ``E_INTERNAL`` the base class, ``E_HANDLER`` :class:`RemoteError`.
+CLASS_OF_CODE: dict[str, type[ActorBusError]] = {
     cls.code: cls
     for cls in (
+        ActorBusError,
+        AskTimeoutError,
         ConnectionLostError,
+        NoRespondersError,
         InvalidAddressError,
         ProtocolError,
         EncodeError,
@@ -201,7 +209,16 @@ _BY_CODE: dict[str, type[ActorBusError]] = {
         RateLimitedError,
         AuthError,
         StreamCancelledError,
+        RemoteError,
     )
+}
+
+# What error_from_wire rebuilds as its own class; a remote timeout, a missing
+# responder, a handler failure or an internal error comes back as a RemoteError.
+_BY_CODE: dict[str, type[ActorBusError]] = {
+    code: cls
+    for code, cls in CLASS_OF_CODE.items()
+    if cls not in (ActorBusError, AskTimeoutError, NoRespondersError, RemoteError)
 }
 
 
@@ -221,11 +238,30 @@ def error_from_wire(body: Any, address: str) -> ActorBusError:
             address=address,
             remote_traceback=tb if isinstance(tb, str) else None,
         )
-    return _simple(cls, f"{address}: {message}")
+    return bare_error(cls, f"{address}: {message}")
 
 
-def _simple(cls: type[ActorBusError], message: str) -> ActorBusError:
-    """Instantiate an error class whose __init__ may take structured arguments."""
+def bare_error(cls: type[ActorBusError], message: str) -> ActorBusError:
+    """Instantiate an error class whose __init__ may take structured arguments,
+    with exactly ``message`` as its text (``__init__`` is skipped)."""
     err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    return err
+
+
+def error_for_code(code: str, message: str, remote_type: str | None = None) -> ActorBusError:
+    """The taxonomy error for ``code`` with exactly ``message`` as its text.
+
+    What a protocol edge rebuilds from a code and a message (``error_from_wire``
+    prefixes the sender's address, which an edge does not have). ``E_HANDLER`` and
+    codes with no class become a :class:`RemoteError` naming ``remote_type``
+    (``code``, else ``"Exception"``, when None).
+    """
+    cls = CLASS_OF_CODE.get(code)
+    if cls is None or cls is RemoteError:
+        if remote_type is None:
+            remote_type = code or "Exception"
+        return RemoteError(message, remote_type=remote_type)
+    err = cls.__new__(cls)  # bare_error, inlined: this runs for every error an edge reads
     Exception.__init__(err, message)
     return err

@@ -68,27 +68,22 @@ from typing import Any, Literal
 import msgspec
 from pydantic import ValidationError as PydanticValidationError
 
+from actorbus.codecs.common import (
+    ENVELOPE_FIELDS_BUT_HINT,
+    content_intent,
+    extension_context,
+    extension_meta,
+    meta_builder,
+)
 from actorbus.codecs.edge import Codec, register
-from actorbus.codecs.envelope import EMPTY_META, Envelope, EnvelopeContext, EnvelopeMeta
+from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
     ActorBusError,
-    ActorNotFoundError,
-    ActorStoppedError,
-    AskTimeoutError,
-    AuthError,
-    ConnectionLostError,
     DecodeError,
     EncodeError,
-    ExpiredError,
     InvalidAddressError,
-    MessageTooLargeError,
-    NoRespondersError,
     ProtocolError,
-    RateLimitedError,
-    RemoteError,
-    StreamCancelledError,
-    UnknownIntentError,
-    ValidationFailedError,
+    error_for_code,
 )
 
 PROTOCOL = "synadia"
@@ -526,7 +521,7 @@ def encode(env: Envelope) -> dict[str, Any]:
     extras = facts.get("extras")
     if isinstance(extras, dict):
         out = {**extras, **out}
-    _fill_ext(env, ext, _default_intent_of(env.content))
+    _fill_ext(env, ext, content_intent(env.content))
     if ext:
         out[EXTENSION_KEY] = ext
     return out
@@ -568,16 +563,6 @@ def _attachment(data: bytes | bytearray | memoryview) -> dict[str, str]:
     return {"filename": ATTACHMENT_NAME, "content": base64.b64encode(data).decode("ascii")}
 
 
-def _default_intent_of(content: Any) -> str:
-    if isinstance(content, str):
-        return "text"
-    if isinstance(content, bytes):
-        return "bytes"
-    if isinstance(content, dict):
-        return "dict"
-    return "$none" if content is None else "data"
-
-
 def _facts(meta: EnvelopeMeta) -> dict[str, Any]:
     extra = meta.model_extra
     facts = extra.get(FACTS_KEY) if extra else None
@@ -595,19 +580,12 @@ def _fill_ext(env: Envelope, ext: dict[str, Any], default_intent: str) -> None:
             ext[key] = getattr(env, key)
     if env.intent != default_intent:
         ext["intent"] = env.intent
-    if env.context.model_fields_set:
-        ctx = env.context.model_dump(exclude_defaults=True)
-        if ctx:
-            ext["context"] = ctx
-    meta = env.meta
-    if meta is not EMPTY_META and (meta.model_fields_set or meta.model_extra):
-        rest = {
-            k: v
-            for k, v in meta.model_dump(exclude_defaults=True).items()
-            if k not in _META_NATIVE and not (k == "protocol_hint" and v == PROTOCOL)
-        }
-        if rest:
-            ext["meta"] = rest
+    ctx = extension_context(env.context)
+    if ctx:
+        ext["context"] = ctx
+    rest = extension_meta(env.meta, PROTOCOL, _META_NATIVE)
+    if rest:
+        ext["meta"] = rest
 
 
 def decode(obj: Any) -> Envelope:
@@ -657,7 +635,7 @@ def _request_envelope(request: dict[str, Any], given: dict[str, Any]) -> Envelop
         facts["extras"] = extras
     content = _content_of(request, ext, facts)
     fields: dict[str, Any] = {"dst": given.get("default_dst", ""), "content": content}
-    fields["intent"] = _default_intent_of(content)
+    fields["intent"] = content_intent(content)
     for key in ("id", "ts", "src", "dst", "intent"):
         if key in ext:
             fields[key] = ext[key]
@@ -682,15 +660,8 @@ def _ext_dict(ext: Mapping[str, Any], key: str) -> dict[str, Any]:
     return dict(value)
 
 
-# Frozen, so every envelope decoded with just the protocol hint shares one.
-_HINT_META = EnvelopeMeta(protocol_hint=PROTOCOL)
-
-
-def _meta(meta: dict[str, Any]) -> EnvelopeMeta:
-    """The meta model for ``meta`` (the shared hint-only one when that is all)."""
-    if len(meta) == 1 and meta.get("protocol_hint") == PROTOCOL:
-        return _HINT_META
-    return EnvelopeMeta.model_validate(meta)
+# Every envelope decoded with just the protocol hint shares one meta.
+_meta = meta_builder(PROTOCOL)
 
 
 def _envelope(fields: dict[str, Any], context: dict[str, Any], meta: dict[str, Any]) -> Envelope:
@@ -768,7 +739,7 @@ def reply_chunk(env: Envelope) -> dict[str, Any]:
         ext["content"] = "json"
         data = _dumps(content).decode("utf-8")
     chunk: dict[str, Any] = {"type": "response", "data": data}
-    _fill_ext(env, ext, _default_intent_of(content))
+    _fill_ext(env, ext, content_intent(content))
     chunk[EXTENSION_KEY] = ext
     return chunk
 
@@ -887,7 +858,7 @@ def chunk_to_envelope(chunk: Mapping[str, Any], request: Envelope) -> Envelope:
         content = _loads(data, "chunk marked as JSON")
     else:
         content = data
-    fields: dict[str, Any] = {"content": content, "intent": _default_intent_of(content)}
+    fields: dict[str, Any] = {"content": content, "intent": content_intent(content)}
     if ext:  # an actorbus agent said exactly who and what
         fields.update(src="", dst="")
         fields.update({k: ext[k] for k in ("id", "ts", "src", "dst", "intent") if k in ext})
@@ -970,29 +941,6 @@ STATUS_TO_TAXONOMY: dict[str, str] = {
     "503": "E_STOPPED",
     "504": "E_TIMEOUT",
 }
-_ERROR_CLASSES: dict[str, type[ActorBusError]] = {
-    cls.code: cls
-    for cls in (
-        ActorBusError,
-        AskTimeoutError,
-        ConnectionLostError,
-        NoRespondersError,
-        InvalidAddressError,
-        ProtocolError,
-        EncodeError,
-        DecodeError,
-        MessageTooLargeError,
-        UnknownIntentError,
-        ValidationFailedError,
-        ActorNotFoundError,
-        ActorStoppedError,
-        ExpiredError,
-        RateLimitedError,
-        AuthError,
-        StreamCancelledError,
-        RemoteError,
-    )
-}
 
 
 def describe(text: str) -> str:
@@ -1064,13 +1012,7 @@ def _body_of(data: bytes) -> dict[str, Any] | None:
 
 def _error_instance(body: Mapping[str, Any]) -> ActorBusError:
     code, message = str(body["code"]), str(body["message"])
-    cls = _ERROR_CLASSES.get(code)
-    err: ActorBusError
-    if cls is None or cls is RemoteError:
-        err = RemoteError(message, remote_type=str(body.get("type") or code))
-    else:
-        err = cls.__new__(cls)
-        Exception.__init__(err, message)
+    err = error_for_code(code, message, str(body.get("type") or code))
     retry = body.get("retry_after")
     if isinstance(retry, int | float) and not isinstance(retry, bool):
         err.retry_after = retry  # type: ignore[attr-defined]
@@ -1078,34 +1020,5 @@ def _error_instance(body: Mapping[str, Any]) -> ActorBusError:
 
 
 CODEC = register(
-    Codec(
-        name=PROTOCOL,
-        encode=encode,
-        decode=decode,
-        error_to=error_to,
-        error_from=error_from,
-        carries=frozenset(
-            {
-                "id",
-                "ts",
-                "src",
-                "dst",
-                "intent",
-                "content",
-                "context.trace_id",
-                "context.parent_id",
-                "context.idempotency_key",
-                "context.session_id",
-                "context.priority",
-                "context.ttl_ms",
-                "context.stream",
-                "context.artifact_refs",
-                "context.tags",
-                "meta.retry_count",
-                "meta.signature",
-                "meta.key_id",
-                "meta.cipher",
-            }
-        ),
-    )
+    Codec(PROTOCOL, encode, decode, error_to, error_from, carries=ENVELOPE_FIELDS_BUT_HINT)
 )

@@ -1,0 +1,92 @@
+"""``python -m actorbus.services.synadia``: serve actor types as Synadia agents.
+
+    python -m actorbus.services.synadia --nats nats://127.0.0.1:4222 \\
+        --namespace ab [--agent TYPE ...] [--owner OWNER] [--session NAME]
+
+Without ``--agent`` every healthy actorbus type in the namespace's registry is
+served. Prints ``agent <name> <prompt subject>`` per agent, then ``ready``;
+stops gracefully on SIGTERM or Ctrl-C (exit status 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from actorbus.actors.system import ActorSystem
+from actorbus.services.synadia.prompt import PromptSettings
+from actorbus.services.synadia.service import BridgeSettings, SynadiaBridge
+
+
+def positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m actorbus.services.synadia",
+        description="Serve actorbus actor types as Synadia Agent Protocol agents on NATS.",
+    )
+    p.add_argument("--nats", default="nats://127.0.0.1:4222", help="NATS URL(s), comma-separated")
+    p.add_argument("--namespace", default="ab", help="actorbus namespace (default: ab)")
+    p.add_argument(
+        "--agent", action="append", default=None, metavar="TYPE", help="actor type (repeatable)"
+    )
+    p.add_argument("--owner", default=None, help="owner token (default: the namespace)")
+    p.add_argument("--session", default="default", help="session token (default: default)")
+    p.add_argument("--heartbeat", type=int, default=30, help="seconds between heartbeats (30)")
+    p.add_argument("--keepalive", type=positive, default=30.0, help="seconds between acks (30)")
+    p.add_argument("--ask-timeout", type=positive, default=300.0, help="seconds per reply (300)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+async def run(args: argparse.Namespace) -> None:
+    settings = BridgeSettings(
+        session=args.session,
+        heartbeat_interval=args.heartbeat,
+        prompt=PromptSettings(
+            ask_timeout=args.ask_timeout,
+            item_timeout=args.ask_timeout,
+            keepalive_interval=args.keepalive,
+        ),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    urls = [u.strip() for u in args.nats.split(",") if u.strip()]
+    async with (
+        ActorSystem.connect(urls, namespace=args.namespace) as system,
+        SynadiaBridge(system, args.agent, owner=args.owner, settings=settings) as bridge,
+    ):
+        for name, agent in bridge.agents.items():
+            print(f"agent {name} {agent.subject.prompt}", flush=True)
+        print("ready", flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if args.heartbeat <= 0:
+        parser().error("--heartbeat must be > 0")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        asyncio.run(run(args))
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:
+        print(f"synadia: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

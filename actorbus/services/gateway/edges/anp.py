@@ -1,0 +1,705 @@
+"""The ANP edge: each agent (actor type) as an ANP agent with a did:wba identity.
+
+Routes (``{agent}`` is the actor type's name in the registry):
+
+- ``GET /anp/{agent}/ad.json``: the agent description (``protocolType`` ANP, one
+  ``StructuredInterface`` of protocol ``openrpc`` with the agent's intents as
+  methods, ``didwba`` as the security scheme).
+- ``GET /anp/{agent}/did.json``: the DID document of the agent's DID,
+  ``did:wba:{host}[%3A{port}]:anp:{agent}`` (host and port of ``--public-url`` or
+  of the request), so a did:wba resolver finds it at ``/anp/{agent}/did.json``.
+  Every agent's document holds the gateway's one Ed25519 key, generated on the
+  first start and kept next to the database (``{db}.anp-key.pem``, mode 0600).
+- ``POST /anp/{agent}/rpc``: JSON-RPC 2.0. The ``Authorization: DIDWba v="1.1",
+  ...`` header is required: the caller's did:wba document is fetched (HTTPS;
+  plain HTTP only for loopback hosts, ``localhost``/``127.0.0.0/8``/``::1``),
+  the signature over ``{nonce, timestamp, aud, did}`` checked with ``aud`` = the
+  gateway's host name, the timestamp must be at most 300 s old (60 s ahead),
+  and a nonce is accepted once in that window. The RFC 9421 HTTP message
+  signatures anp 1.x clients send by default (``Signature-Input``/``Signature``
+  with ``keyid`` = the caller's DID URL, covering ``@method``, ``@target-uri``
+  and ``content-digest``) are accepted the same way, the target being
+  ``--public-url`` (or the request's scheme and host) plus the path. A failure
+  is HTTP 401 (403 for a key not listed under ``authentication``) with
+  ``WWW-Authenticate: DIDWba realm=..., error=..., error_description=...`` and a
+  JSON-RPC error -32000 (-32001) body. No Bearer token is issued: every request
+  is signed.
+- ``GET /anp``: the agents served, with their DIDs and description URLs.
+
+A call becomes a gateway task (:meth:`GatewayCore.submit`): ``method`` is the
+intent, ``params`` the content (by name; a ``text`` method takes its one string
+param, ``{"text": ...}`` or ``{"payload": ...}``), ``params._meta`` the
+carried envelope fields (``context.session_id`` picks the session). The caller's
+DID is kept in the task's message metadata (``anp.did``). A session whose last
+task waits for input (the actor replied ``InputRequired``) is continued by the
+next call in it. Answers are JSON-RPC with HTTP 200, errors in ANP's JSON-RPC
+form (codes of :data:`actorbus.codecs.anp.RPC_CODE_OF`, ``data.code`` the
+actorbus code); bodies are read as JSON whatever their Content-Type.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar, Final
+from urllib.parse import quote, urlsplit
+
+import aiohttp
+import msgspec
+from aiohttp import web
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+from actorbus.codecs.a2a import content_from_parts, parts_from_content
+from actorbus.codecs.a2a_types import Message, Task, TaskState
+from actorbus.codecs.anp import (
+    AUTH_SCHEME,
+    DidDocument,
+    DidWbaAuthError,
+    PublicKey,
+    agent_description,
+    decode_request,
+    did_document,
+    e1_fingerprint,
+    encode_response,
+    error_response,
+    k1_fingerprint,
+    parse_auth_header,
+    parse_did,
+    parse_did_document,
+    public_key_of,
+    rpc_error,
+    verify_auth_header,
+)
+from actorbus.codecs.common import content_intent, rebuild_error
+from actorbus.codecs.envelope import Envelope, EnvelopeContext
+from actorbus.codecs.errors import (
+    ActorBusError,
+    DecodeError,
+    RemoteError,
+    UnsupportedError,
+    ValidationFailedError,
+)
+from actorbus.services.gateway.core import (
+    META_KEY,
+    Agent,
+    AgentNotFoundError,
+    GatewayCore,
+    TaskNotContinuableError,
+)
+from actorbus.services.gateway.settings import GatewaySettings
+
+log = logging.getLogger("actorbus.gateway.anp")
+
+PREFIX: Final = "/anp"
+MAX_AGE: Final = 300.0  # seconds a DIDWba timestamp stays valid
+MAX_SKEW: Final = 60.0  # seconds a DIDWba timestamp may be ahead of our clock
+DOC_TTL: Final = 30.0  # seconds a resolved DID document is reused
+DOC_LIMIT: Final = 256 * 1024  # bytes of a DID document
+RESOLVE_TIMEOUT: Final = 5.0  # seconds to fetch a DID document
+KEY_SUFFIX: Final = ".anp-key.pem"
+
+
+# -- shared with the Agora edge: one call of an agent as a gateway task -------------
+
+
+async def ask_agent(
+    core: GatewayCore,
+    agent: Agent,
+    content: Any,
+    *,
+    intent: str,
+    protocol: str,
+    context_id: str,
+    new_session: bool,
+    metadata: dict[str, Any] | None = None,
+) -> Task:
+    """Ask ``agent`` through a gateway task and wait until it settles.
+
+    In a session that is not new, its task waiting for input (if any) is continued."""
+    waiting = None if new_session else await _waiting_task(core, agent, context_id)
+    message = Message(
+        message_id=uuid.uuid4().hex,
+        role="user",
+        parts=parts_from_content(content),
+        context_id=context_id,
+        task_id=waiting,
+        metadata=metadata,
+    )
+    try:
+        live, _ = await core.submit(
+            agent, message, protocol=protocol, intent=intent, content=content, stream=False
+        )
+    except TaskNotContinuableError:  # answered meanwhile by a concurrent call: a new task
+        message = msgspec.structs.replace(message, task_id=None)
+        live, _ = await core.submit(
+            agent, message, protocol=protocol, intent=intent, content=content, stream=False
+        )
+    return await core.wait_settled(live)
+
+
+async def _waiting_task(core: GatewayCore, agent: Agent, context_id: str) -> str | None:
+    for state in (TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED):
+        found, _ = await core.find(agent=agent.name, context_id=context_id, state=state, limit=1)
+        if found:
+            return found[0].task.id
+    return None
+
+
+def task_outcome(task: Task) -> Any:
+    """What a settled task answers: the reply's content, or the actor's question
+    (input-required); raises the task's error for a failed, rejected or canceled one."""
+    state = task.status.state
+    if state is TaskState.COMPLETED:
+        if not task.artifacts:
+            return None
+        parts = task.artifacts[-1].parts
+        if len(parts) > 1 and all(p.kind == "text" for p in parts):  # a stream's chunks
+            return "".join(str(p.value) for p in parts)
+        return content_from_parts(parts)[0]
+    if state.interrupted:
+        message = task.status.message
+        return content_from_parts(message.parts)[0] if message is not None else None
+    facts = ((task.metadata or {}).get(META_KEY) or {}).get("error")
+    if isinstance(facts, dict) and isinstance(facts.get("code"), str):
+        raise rebuild_error(facts["code"], str(facts.get("message", "")), facts.get("type"))
+    raise RemoteError(f"the task ended {state.value}", remote_type="TaskError")
+
+
+def base_url(request: web.Request, settings: GatewaySettings) -> str:
+    return (settings.public_url or f"{request.scheme}://{request.host}").rstrip("/")
+
+
+def read_json(body: bytes) -> Any:
+    """A request body as JSON (whatever its Content-Type); DecodeError if it is not."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"the body is not JSON: {exc}") from None
+
+
+# -- identity -------------------------------------------------------------------------
+
+
+def load_key(path: Path) -> ed25519.Ed25519PrivateKey:
+    """The gateway's Ed25519 key from ``path``, generated and saved there (0600) first.
+
+    If the file cannot be written the key lives as long as the process."""
+    with contextlib.suppress(FileNotFoundError):
+        loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if isinstance(loaded, ed25519.Ed25519PrivateKey):
+            return loaded
+        log.warning("ANP key %s is not an Ed25519 key: a new one replaces it", path)
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        tmp.replace(path)
+    except OSError as exc:
+        log.warning("ANP key not saved to %s (%s): it lasts until the gateway stops", path, exc)
+    return key
+
+
+def is_loopback(host: str) -> bool:
+    """Whether did:wba documents of ``host`` may be fetched over plain HTTP."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def agent_did(base: str, agent: str) -> str:
+    """``did:wba:{host}[%3A{port}]:anp:{agent}`` for the gateway at ``base``."""
+    parts = urlsplit(base)
+    host = parts.hostname or "localhost"
+    authority = host + (f"%3A{parts.port}" if parts.port is not None else "")
+    segment = quote(agent, safe="").replace("~", "%7E")
+    return f"did:wba:{authority}:anp:{segment}"
+
+
+def audience(base: str) -> str:
+    """The ``aud`` DIDWba callers sign: the gateway's host name (no port)."""
+    return urlsplit(base).hostname or ""
+
+
+def openrpc_methods(agent: Agent) -> list[dict[str, Any]]:
+    """One OpenRPC method per intent the actor handles."""
+    methods = []
+    for intent, schema in sorted(agent.intents.items()):
+        params: list[dict[str, Any]] = []
+        if isinstance(schema, dict):
+            required = set(schema.get("required") or ())
+            for name, sub in (schema.get("properties") or {}).items():
+                params.append({"name": name, "schema": sub, "required": name in required})
+        elif intent == "text":
+            params = [{"name": "text", "schema": {"type": "string"}, "required": True}]
+        methods.append(
+            {
+                "name": intent,
+                "description": f"{agent.name}: the {intent!r} handler",
+                "paramStructure": "by-name",
+                "params": params,
+                "result": {"name": "result", "schema": {}},
+            }
+        )
+    return methods
+
+
+def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=msgspec.json.encode(body),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+def _text_content(content: Any) -> Any:
+    """A ``text`` method's params: their one string value."""
+    if isinstance(content, dict) and len(content) == 1:
+        (value,) = content.values()
+        if isinstance(value, str):
+            return value
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], str):
+        return content[0]
+    return content
+
+
+# -- RFC 9421 HTTP message signatures (anp 1.x's default client auth) ------------------
+
+_SIG_INPUT = re.compile(r"\s*([A-Za-z0-9_-]+)=\(([^)]*)\)(.*)")
+_SIG = re.compile(r"\s*([A-Za-z0-9_-]+)=:([A-Za-z0-9+/=]+):\s*")
+
+
+class HttpSignature(msgspec.Struct, frozen=True):
+    """One parsed ``Signature-Input`` / ``Signature`` pair."""
+
+    components: tuple[str, ...]
+    params: str  # the serialized parameters after the component list, as signed
+    keyid: str
+    created: int
+    expires: int | None
+    nonce: str | None
+    signature: bytes
+
+
+def b64url_text(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def parse_http_signature(headers: Mapping[str, str], realm: str) -> HttpSignature:
+    """The signature of a request (one label); DidWbaAuthError ``invalid_request``."""
+
+    def bad(why: str) -> DidWbaAuthError:
+        return DidWbaAuthError("invalid_request", why, realm=realm)
+
+    given = _SIG_INPUT.fullmatch(headers.get("Signature-Input", ""))
+    value = _SIG.fullmatch(headers.get("Signature", ""))
+    if given is None or value is None:
+        raise bad("malformed Signature-Input or Signature header")
+    if given.group(1) != value.group(1):
+        raise bad("Signature-Input and Signature name different labels")
+    components = tuple(re.findall(r'"([^"]+)"', given.group(2)))
+    params: dict[str, str | int] = {}
+    for raw in given.group(3).split(";"):
+        name, eq, text = raw.strip().partition("=")
+        if not name:
+            continue
+        if not eq:
+            params[name] = 1
+        elif len(text) >= 2 and text[0] == text[-1] == '"':
+            params[name] = text[1:-1]
+        elif text.lstrip("-").isdigit():
+            params[name] = int(text)
+        else:
+            raise bad(f"bad signature parameter {name!r}")
+    keyid, created, expires = params.get("keyid"), params.get("created"), params.get("expires")
+    nonce = params.get("nonce")
+    if not isinstance(keyid, str) or "#" not in keyid:
+        raise bad("the signature's keyid is not a DID URL")
+    if not isinstance(created, int) or not (expires is None or isinstance(expires, int)):
+        raise bad("the signature needs created (and an integer expires)")
+    try:
+        signature = base64.b64decode(value.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        raise bad("the Signature value is not base64") from None
+    return HttpSignature(
+        components=components,
+        params=f"({given.group(2)}){given.group(3).rstrip()}",
+        keyid=keyid,
+        created=created,
+        expires=expires,
+        nonce=nonce if isinstance(nonce, str) else None,
+        signature=signature,
+    )
+
+
+def signature_base(
+    sig: HttpSignature, method: str, url: str, headers: Mapping[str, str], realm: str
+) -> bytes:
+    """RFC 9421's signature base for the derived components anp signs."""
+    lines = []
+    for name in sig.components:
+        if name == "@method":
+            value = method.upper()
+        elif name == "@target-uri":
+            value = url
+        elif name == "@authority":
+            value = urlsplit(url).netloc
+        elif name.startswith("@") or name.lower() not in {k.lower() for k in headers}:
+            raise DidWbaAuthError("invalid_request", f"cannot cover {name!r}", realm=realm)
+        else:
+            value = headers[name]
+        lines.append(f'"{name}": {value}')
+    lines.append(f'"@signature-params": {sig.params}')
+    return "\n".join(lines).encode()
+
+
+def _key_bound(did: str, key: PublicKey) -> bool:
+    """An ``e1_``/``k1_`` DID names its key's thumbprint: the key must match it."""
+    last = did.rsplit(":", 1)[-1]
+    if last.startswith("e1_"):
+        return isinstance(key, ed25519.Ed25519PublicKey) and last[3:] == e1_fingerprint(key)
+    if last.startswith("k1_"):
+        return isinstance(key, ec.EllipticCurvePublicKey) and last[3:] == k1_fingerprint(key)
+    return True
+
+
+def verify_http_signature(
+    sig: HttpSignature,
+    doc: DidDocument,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    realm: str,
+) -> None:
+    """Check an HTTP message signature against the signer's DID document: it covers
+    the method and target, a Content-Digest of the body, is fresh, and verifies."""
+    covered = {c.lower() for c in sig.components}
+    if "@method" not in covered or not covered & {"@target-uri", "@authority"}:
+        raise DidWbaAuthError(
+            "invalid_request", "the signature must cover @method and @target-uri", realm=realm
+        )
+    if body or "content-digest" in covered:
+        want = "sha-256=:" + base64.b64encode(hashlib.sha256(body).digest()).decode() + ":"
+        if "content-digest" not in covered or headers.get("Content-Digest", "").strip() != want:
+            raise DidWbaAuthError(
+                "invalid_signature", "the Content-Digest does not match the body", realm=realm
+            )
+    now = time.time()
+    expired = sig.expires is not None and sig.expires < now
+    if now - sig.created > MAX_AGE or sig.created - now > MAX_SKEW or expired:
+        raise DidWbaAuthError("invalid_timestamp", "the signature is expired or ahead", realm=realm)
+    vm = doc.method(sig.keyid)
+    if vm is None:
+        raise DidWbaAuthError(
+            "invalid_verification_method", "no such verification method", realm=realm
+        )
+    if not doc.authenticates(sig.keyid):
+        raise DidWbaAuthError(
+            "invalid_verification_method",
+            "the verification method is not for authentication",
+            realm=realm,
+            status=403,
+        )
+    try:
+        key = public_key_of(vm)
+    except DecodeError as e:
+        raise DidWbaAuthError("invalid_verification_method", str(e), realm=realm) from None
+    if not _key_bound(doc.id, key):
+        raise DidWbaAuthError("invalid_did", "the DID is not bound to this key", realm=realm)
+    data = signature_base(sig, method, url, headers, realm)
+    try:
+        if isinstance(key, ed25519.Ed25519PublicKey):
+            key.verify(sig.signature, data)
+        else:
+            size = (key.curve.key_size + 7) // 8
+            if len(sig.signature) != 2 * size:
+                raise ValueError("bad ECDSA signature length")
+            r = int.from_bytes(sig.signature[:size], "big")
+            s_ = int.from_bytes(sig.signature[size:], "big")
+            key.verify(encode_dss_signature(r, s_), data, ec.ECDSA(hashes.SHA256()))
+    except (InvalidSignature, ValueError):
+        raise DidWbaAuthError(
+            "invalid_signature", "the signature does not verify", realm=realm
+        ) from None
+
+
+class AnpEdge:
+    name: ClassVar[str] = "anp"
+
+    def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None:
+        self.core = core
+        self.settings = settings
+        self.key_path = Path(str(core.store.path) + KEY_SUFFIX)
+        self.key = load_key(self.key_path)
+        self._http: aiohttp.ClientSession | None = None
+        self._docs: dict[str, tuple[float, DidDocument]] = {}
+        self._nonces: OrderedDict[tuple[str, str], float] = OrderedDict()
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get(PREFIX, self.list_agents),
+            web.get(PREFIX + "/{agent}/ad.json", self.description),
+            web.get(PREFIX + "/{agent}/did.json", self.did_json),
+            web.post(PREFIX + "/{agent}/rpc", self.rpc),
+        ]
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    # -- documents ---------------------------------------------------------------------
+    def _urls(self, base: str, agent: str) -> tuple[str, str, str]:
+        root = f"{base}{PREFIX}/{agent}"
+        return root + "/ad.json", root + "/rpc", root + "/did.json"
+
+    async def list_agents(self, request: web.Request) -> web.Response:
+        base = base_url(request, self.settings)
+        out = []
+        for a in await self.core.agents():
+            ad, rpc, did_url = self._urls(base, a.name)
+            did = agent_did(base, a.name)
+            out.append({"name": a.name, "did": did, "ad": ad, "rpc": rpc, "didDocument": did_url})
+        return _json({"agents": out})
+
+    async def _agent_or_404(self, request: web.Request) -> Agent | web.Response:
+        try:
+            return await self.core.agent(request.match_info["agent"])
+        except AgentNotFoundError as e:
+            return _json({"error": "not_found", "message": str(e)}, status=404)
+
+    async def description(self, request: web.Request) -> web.Response:
+        agent = await self._agent_or_404(request)
+        if isinstance(agent, web.Response):
+            return agent
+        base = base_url(request, self.settings)
+        ad, rpc, _ = self._urls(base, agent.name)
+        try:
+            doc = agent_description(
+                name=agent.name,
+                did=agent_did(base, agent.name),
+                url=ad,
+                rpc_url=rpc,
+                methods=openrpc_methods(agent),
+                description=agent.description or f"actorbus agent {agent.name}",
+            )
+        except DecodeError as e:  # a host a DID cannot name (an IPv6 literal)
+            return _json({"error": "bad_host", "message": str(e)}, status=500)
+        return _json(doc)
+
+    async def did_json(self, request: web.Request) -> web.Response:
+        agent = await self._agent_or_404(request)
+        if isinstance(agent, web.Response):
+            return agent
+        base = base_url(request, self.settings)
+        ad, _, _ = self._urls(base, agent.name)
+        did = agent_did(base, agent.name)
+        try:
+            doc = did_document(
+                did,
+                self.key.public_key(),
+                services=[{"id": f"{did}#ad", "type": "AgentDescription", "serviceEndpoint": ad}],
+            )
+        except DecodeError as e:
+            return _json({"error": "bad_host", "message": str(e)}, status=500)
+        return _json(doc)
+
+    # -- authentication ------------------------------------------------------------------
+    async def _resolve(self, did: str, realm: str) -> DidDocument:
+        """The caller's DID document, fetched (and reused for DOC_TTL seconds)."""
+        now = time.monotonic()
+        cached = self._docs.get(did)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            parsed = parse_did(did)
+        except DecodeError as e:
+            raise DidWbaAuthError("invalid_did", str(e), realm=realm) from None
+        url = parsed.document_url
+        if is_loopback(parsed.host):
+            url = "http://" + url.removeprefix("https://")
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=RESOLVE_TIMEOUT))
+        try:
+            async with self._http.get(url, allow_redirects=False) as resp:
+                if resp.status != 200:
+                    raise DidWbaAuthError(
+                        "invalid_did", f"{url} answered HTTP {resp.status}", realm=realm
+                    )
+                raw = await resp.content.read(DOC_LIMIT + 1)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise DidWbaAuthError(
+                "invalid_did", f"the DID document {url} could not be fetched: {e}", realm=realm
+            ) from None
+        if len(raw) > DOC_LIMIT:
+            raise DidWbaAuthError("invalid_did", "the DID document is too large", realm=realm)
+        try:
+            doc = parse_did_document(read_json(raw), did)
+        except DecodeError as e:
+            raise DidWbaAuthError("invalid_did", str(e), realm=realm) from None
+        self._docs[did] = (now + DOC_TTL, doc)
+        if len(self._docs) > 1024:
+            for stale in [k for k, (until, _) in self._docs.items() if until <= now]:
+                del self._docs[stale]
+        return doc
+
+    def _seen_nonce(self, did: str, nonce: str) -> bool:
+        """Record a nonce; True if it was used within the replay window."""
+        now = time.monotonic()
+        while self._nonces:
+            first, until = next(iter(self._nonces.items()))
+            if until > now:
+                break
+            del self._nonces[first]
+        if (did, nonce) in self._nonces:
+            return True
+        self._nonces[(did, nonce)] = now + MAX_AGE + MAX_SKEW
+        return False
+
+    async def authenticate(self, request: web.Request, realm: str, base: str, body: bytes) -> str:
+        """The caller's DID, proved by its DIDWba header (or, as anp 1.x clients send
+        by default, an RFC 9421 HTTP message signature); DidWbaAuthError if not."""
+        header = request.headers.get("Authorization")
+        signed = "Signature-Input" in request.headers and "Signature" in request.headers
+        if signed and not (header or "").lower().startswith(AUTH_SCHEME.lower()):
+            return await self._http_signature(request, realm, base, body)
+        auth = parse_auth_header(header, realm=realm)
+        doc = await self._resolve(auth.did, realm)
+        verify_auth_header(
+            auth,
+            doc,
+            aud=realm,
+            now=datetime.now(UTC),
+            seen_nonce=self._seen_nonce,
+            max_age=MAX_AGE,
+            max_skew=MAX_SKEW,
+        )
+        return auth.did
+
+    async def _http_signature(
+        self, request: web.Request, realm: str, base: str, body: bytes
+    ) -> str:
+        sig = parse_http_signature(request.headers, realm)
+        did = sig.keyid.partition("#")[0]
+        doc = await self._resolve(did, realm)
+        url = base + request.path_qs
+        verify_http_signature(sig, doc, request.method, url, request.headers, body, realm)
+        if self._seen_nonce(did, sig.nonce or b64url_text(sig.signature)):
+            raise DidWbaAuthError("invalid_nonce", "the nonce was already used", realm=realm)
+        return did
+
+    # -- JSON-RPC --------------------------------------------------------------------------
+    async def rpc(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge as e:
+            return _json(rpc_error(None, -32600, f"request body too large: {e.text}"), status=413)
+        base = base_url(request, self.settings)
+        realm = audience(base)
+        try:
+            obj: Any = read_json(body)
+        except DecodeError:
+            obj = None
+        rid = obj.get("id") if isinstance(obj, dict) else None
+        rid = rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
+        try:
+            caller = await self.authenticate(request, realm, base, body)
+        except DidWbaAuthError as e:
+            code = -32001 if e.status == 403 else -32000
+            return _json(
+                rpc_error(rid, code, str(e), {"code": e.code, "error": e.problem}),
+                status=e.status,
+                headers={"WWW-Authenticate": e.www_authenticate},
+            )
+        if obj is None:
+            return _json(rpc_error(None, -32700, "parse error: the body is not JSON"))
+        if isinstance(obj, list):
+            return _json(rpc_error(None, -32600, "JSON-RPC batches are not supported"))
+        try:
+            env = decode_request(obj)
+        except ActorBusError as e:
+            return _json(rpc_error(rid, -32600, f"invalid request: {e}", {"code": e.code}))
+        agent = await self._agent_or_404(request)
+        if isinstance(agent, web.Response):
+            err = f"no agent {request.match_info['agent']!r}"
+            return _json(rpc_error(rid, -32002, err, {"code": "E_NOT_FOUND"}), status=404)
+        try:
+            carry = isinstance(obj.get("params"), dict) and "_meta" in obj["params"]
+            result = await self._call(env, agent, caller, base, carry=carry)
+        except ActorBusError as e:
+            return _json(error_response(e, rid))
+        except Exception as exc:
+            log.exception("ANP %s on %s failed", env.intent, agent.name)
+            internal = RemoteError("internal error in the gateway", remote_type=type(exc).__name__)
+            return _json(error_response(internal, rid))
+        if "id" not in obj:  # a notification: the call ran, nobody wants the answer
+            return web.Response(status=204)
+        result["id"] = rid
+        return _json(result)
+
+    async def _call(
+        self, env: Envelope, agent: Agent, caller: str, base: str, *, carry: bool
+    ) -> dict[str, Any]:
+        method = env.intent
+        if method.startswith(("$", "rpc.")):
+            raise UnsupportedError(f"method {method!r} is reserved")
+        if agent.intents and method not in agent.intents:
+            raise UnsupportedError(
+                f"method {method!r} not found: {agent.name} offers"
+                f" {', '.join(sorted(agent.intents))}"
+            )
+        content = env.content
+        if method == "text":
+            content = _text_content(content)
+            if not isinstance(content, str):
+                raise ValidationFailedError(
+                    'method \'text\' takes one string param, e.g. {"text": "..."}'
+                )
+        session = env.context.session_id or uuid.uuid4().hex
+        task = await ask_agent(
+            self.core,
+            agent,
+            content,
+            intent=method,
+            protocol="anp",
+            context_id=session,
+            new_session=env.context.session_id is None,
+            metadata={"anp": {"did": caller, "request_id": env.id}},
+        )
+        reply = task_outcome(task)
+        out = Envelope(
+            src=agent_did(base, agent.name),
+            dst=caller,
+            intent=content_intent(reply),
+            content=reply,
+            context=EnvelopeContext(session_id=session, parent_id=env.id),
+        )
+        return encode_response(out, carry=carry)

@@ -718,7 +718,7 @@ async def test_embedded_in_the_system_that_hosts_the_agents(
             async with http.get(f"{gw.http_url}/status") as st:
                 status = await st.json()
             assert status["tasks"] == 1
-            assert status["edges"] == ["a2a"]
+            assert status["edges"] == ["a2a", "acp", "anp", "agora", "mcp"]
     finally:
         await gw.stop()
         p.release.set()

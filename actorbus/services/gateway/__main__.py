@@ -56,8 +56,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--edges",
-        default="a2a",
-        help=f"protocol edges to serve, comma-separated (known: {', '.join(sorted(EDGES))})",
+        default=",".join(GatewaySettings.edges),
+        help=f"protocol edges to serve, comma-separated (default and known: "
+        f"{', '.join(sorted(EDGES))})",
     )
     p.add_argument("--public-url", default=None, help="base URL to put in agent cards")
     p.add_argument("--ask-timeout", type=positive, default=60.0, help="seconds per ask (60)")

@@ -19,7 +19,7 @@ class GatewaySettings:
     http_host: str = "127.0.0.1"
     http_port: int = 8480  # 0: any free port
     db_path: str | Path | None = None  # None: default_db_path(namespace)
-    edges: tuple[str, ...] = ("a2a",)  # protocol edges to serve (see edges.EDGES)
+    edges: tuple[str, ...] = ("a2a", "acp", "anp", "agora", "mcp")  # see edges.EDGES
     public_url: str | None = None  # base URL put in agent cards; None: from the request
     ask_timeout: float = 60.0  # seconds an ask run waits for the actor's reply
     stream_item_timeout: float = 300.0  # seconds a stream run waits for each item

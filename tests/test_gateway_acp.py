@@ -358,9 +358,15 @@ async def test_runs_survive_a_restart(
         async with running_gateway(nats_server.url, ns, db, *AGENTS, edges=EDGES) as gw1:
             done, _ = await post(http, f"{acp(gw1)}/runs", run_request("gw-echo", "keep me"))
             waiting, _ = await post(http, f"{acp(gw1)}/runs", run_request("gw-echo", "ask me"))
+            # in flight when the gateway stops (a stream that never ends, on another
+            # actor: a hung gw-echo would hold the resume below behind it)
             pending, _ = await post(
-                http, f"{acp(gw1)}/runs", run_request("gw-echo", "hang", "async"), status=202
+                http,
+                f"{acp(gw1)}/runs",
+                run_request("gw-streamer", "forever", "async"),
+                status=202,
             )
+            await asyncio.wait_for(probe.started.wait(), WAIT)
         async with running_gateway(nats_server.url, ns, db, *AGENTS, edges=EDGES) as gw2:
             got = await get(http, f"{acp(gw2)}/runs/{done['run_id']}")
             assert got["status"] == "completed"

@@ -318,15 +318,31 @@ class GatewayCore:
             live = LiveTask(task=task, agent=agent.name, protocol=protocol, address=agent.address)
         user = msgspec.structs.replace(message, task_id=task_id, context_id=context_id)
         live.task = msgspec.structs.replace(live.task, history=[*(live.task.history or []), user])
-        await self._save(live)
+        assert context_id is not None
+        intent, content = agent.choose_intent(intent, content)
+        run = Run(
+            id=uuid.uuid4().hex,
+            task_id=task_id,
+            kind="stream" if stream else "ask",
+            address=live.address,
+            intent=intent,
+            state="running",
+            started_ms=now_ms(),
+        )
+        # The task, its run and the conversation's turn in one commit: a request
+        # costs two (this one and the settled task's), not one per change.
+        live.saved_at = asyncio.get_running_loop().time()
+        await self.store.save(
+            task=(live.task, live.agent, live.protocol),
+            run=run,
+            conversation=(context_id, agent.name, protocol),
+        )
         self._live[task_id] = live
         live.settled.clear()
-        assert context_id is not None
-        await self.store.touch_conversation(context_id, agent=agent.name, protocol=protocol)
-        intent, content = agent.choose_intent(intent, content)
         events = self._events(live, first=live.task, queue=self._queue(live)) if watch else None
         live.run = asyncio.create_task(
-            self._run(live, intent, content, context_id, stream), name=f"gateway task {task_id}"
+            self._run(live, run, intent, content, context_id, stream),
+            name=f"gateway task {task_id}",
         )
         return live, events
 
@@ -443,9 +459,9 @@ class GatewayCore:
         return live.task
 
     # -- changes -------------------------------------------------------------------
-    async def _save(self, live: LiveTask) -> None:
+    async def _save(self, live: LiveTask, run: Run | None = None) -> None:
         live.saved_at = asyncio.get_running_loop().time()
-        await self.store.save_task(live.task, agent=live.agent, protocol=live.protocol)
+        await self.store.save(task=(live.task, live.agent, live.protocol), run=run)
 
     def _publish(self, live: LiveTask, event: Event) -> None:
         for q in live.subscribers:
@@ -459,7 +475,11 @@ class GatewayCore:
         *,
         publish: bool = True,
         error: dict[str, str] | None = None,
+        persist: bool = True,
+        run: Run | None = None,
     ) -> None:
+        """Change the task's state; saved (with ``run``, if given) unless ``persist``
+        is off for a passing state a restart would treat the same (working)."""
         check_transition(live.task.id, live.state, state)
         status = TaskStatus(state=state, message=message, timestamp=iso_now())
         metadata = live.task.metadata
@@ -467,7 +487,8 @@ class GatewayCore:
             metadata = {**(metadata or {})}
             metadata[META_KEY] = {**metadata.get(META_KEY, {}), "error": error}
         live.task = msgspec.structs.replace(live.task, status=status, metadata=metadata)
-        await self._save(live)
+        if persist:
+            await self._save(live, run)
         if publish:
             self._publish(
                 live,
@@ -490,9 +511,10 @@ class GatewayCore:
             artifacts.append(Artifact(artifact_id=artifact_id, parts=parts, name="reply"))
             append = False
         live.task = msgspec.structs.replace(live.task, artifacts=artifacts)
-        # a long stream is not rewritten per item: every state change saves it all anyway
+        # Saved with the task's next state (which always follows); a long stream is
+        # saved every chunk_save_interval on the way, so a restart shows progress.
         loop_time = asyncio.get_running_loop().time()
-        if not append or loop_time - live.saved_at >= self.settings.chunk_save_interval:
+        if append and loop_time - live.saved_at >= self.settings.chunk_save_interval:
             await self._save(live)
         self._publish(
             live,
@@ -506,55 +528,46 @@ class GatewayCore:
 
     # -- runs ----------------------------------------------------------------------
     async def _run(
-        self, live: LiveTask, intent: str, content: Any, context_id: str, stream: bool
+        self,
+        live: LiveTask,
+        run: Run,
+        intent: str,
+        content: Any,
+        context_id: str,
+        stream: bool,
     ) -> None:
-        run = Run(
-            id=uuid.uuid4().hex,
-            task_id=live.task.id,
-            kind="stream" if stream else "ask",
-            address=live.address,
-            intent=intent,
-            state="running",
-            started_ms=now_ms(),
-        )
         try:
-            await self.store.save_run(run)
-            await self._set_state(live, TaskState.WORKING)
+            # Not saved: a restart fails submitted and working tasks alike.
+            await self._set_state(live, TaskState.WORKING, persist=False)
             if stream:
                 await self._stream(live, intent, content, context_id)
             else:
                 await self._ask(live, intent, content, context_id)
         except asyncio.CancelledError:
-            await self._end_run(run, "canceled")
+            await self._save_run(_ended(run, "canceled"))
             raise
         except ActorBusError as err:
-            await self._end_run(run, "failed", err)
-            await self._fail(live, err)
+            await self._fail(live, err, _ended(run, "failed", err))
         except Exception as exc:
             log.exception("gateway task %s failed", live.task.id)
             wrapped = RemoteError(str(exc), remote_type=type(exc).__name__)
-            await self._end_run(run, "failed", wrapped)
-            await self._fail(live, wrapped)
+            await self._fail(live, wrapped, _ended(run, "failed", wrapped))
         else:
-            await self._end_run(run, "completed")
-            if not live.state.ends_stream:  # not canceled, not waiting for the client
-                await self._set_state(live, TaskState.COMPLETED)
+            ended = _ended(run, "completed")
+            if live.state.ends_stream:  # canceled, or waiting for the client: saved then
+                await self._save_run(ended)
+            else:  # the finished task and its run: one commit
+                await self._set_state(live, TaskState.COMPLETED, run=ended)
         finally:
             live.settled.set()
 
-    async def _end_run(self, run: Run, state: str, err: ActorBusError | None = None) -> None:
-        ended = dataclasses.replace(
-            run,
-            state=state,
-            ended_ms=now_ms(),
-            error_code=err.code if err else None,
-            error_message=str(err) if err else None,
-        )
+    async def _save_run(self, run: Run) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.shield(self.store.save_run(ended))
+            await asyncio.shield(self.store.save_run(run))
 
-    async def _fail(self, live: LiveTask, err: ActorBusError) -> None:
+    async def _fail(self, live: LiveTask, err: ActorBusError, run: Run) -> None:
         if live.state.terminal:  # canceled meanwhile: a late answer changes nothing
+            await self._save_run(run)
             return
         state = TaskState.REJECTED if err.code in _REJECTED_CODES else TaskState.FAILED
         if state is TaskState.REJECTED and live.state is TaskState.WORKING:
@@ -569,6 +582,7 @@ class GatewayCore:
             state,
             message,
             error={"code": err.code, "type": err_type, "message": text},
+            run=run,
         )
 
     async def _ask(self, live: LiveTask, intent: str, content: Any, context_id: str) -> None:
@@ -639,6 +653,16 @@ class GatewayCore:
             else TaskState.AUTH_REQUIRED
         )
         await self._set_state(live, state, question)
+
+
+def _ended(run: Run, state: str, err: ActorBusError | None = None) -> Run:
+    return dataclasses.replace(
+        run,
+        state=state,
+        ended_ms=now_ms(),
+        error_code=err.code if err else None,
+        error_message=str(err) if err else None,
+    )
 
 
 def _rest(st: StoredTask) -> tuple[str, str, int, int]:

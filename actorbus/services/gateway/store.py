@@ -147,6 +147,27 @@ class TaskStore:
     # -- tasks ---------------------------------------------------------------------
     async def save_task(self, task: Task, *, agent: str, protocol: str) -> None:
         """Insert or replace ``task`` (its created time is kept on replace)."""
+        await self._put_task(task, agent, protocol)
+        await self.db.commit()
+
+    async def save(
+        self,
+        *,
+        task: tuple[Task, str, str] | None = None,
+        run: Run | None = None,
+        conversation: tuple[str, str, str] | None = None,
+    ) -> None:
+        """Several changes in one transaction (one commit, one fsync): a task with
+        its agent and protocol, a run, a conversation turn (context, agent, protocol)."""
+        if task is not None:
+            await self._put_task(*task)
+        if run is not None:
+            await self._put_run(run)
+        if conversation is not None:
+            await self._put_turn(*conversation)
+        await self.db.commit()
+
+    async def _put_task(self, task: Task, agent: str, protocol: str) -> None:
         now = now_ms()
         await self.db.execute(
             "INSERT INTO tasks (id, agent, protocol, context_id, state, created_ms,"
@@ -165,7 +186,6 @@ class TaskStore:
                 _task_json(task),
             ),
         )
-        await self.db.commit()
 
     async def get_task(self, task_id: str) -> StoredTask | None:
         async with self.db.execute(
@@ -224,6 +244,10 @@ class TaskStore:
 
     # -- runs ----------------------------------------------------------------------
     async def save_run(self, run: Run) -> None:
+        await self._put_run(run)
+        await self.db.commit()
+
+    async def _put_run(self, run: Run) -> None:
         await self.db.execute(
             "INSERT OR REPLACE INTO runs (id, task_id, kind, address, intent, state,"
             " error_code, error_message, started_ms, ended_ms)"
@@ -241,7 +265,6 @@ class TaskStore:
                 run.ended_ms,
             ),
         )
-        await self.db.commit()
 
     async def runs_of(self, task_id: str) -> list[Run]:
         async with self.db.execute(
@@ -263,6 +286,10 @@ class TaskStore:
     # -- conversations -------------------------------------------------------------
     async def touch_conversation(self, context_id: str, *, agent: str, protocol: str) -> None:
         """Count one more turn of a conversation (created on its first)."""
+        await self._put_turn(context_id, agent, protocol)
+        await self.db.commit()
+
+    async def _put_turn(self, context_id: str, agent: str, protocol: str) -> None:
         now = now_ms()
         await self.db.execute(
             "INSERT INTO conversations (context_id, agent, protocol, created_ms, updated_ms,"
@@ -270,7 +297,6 @@ class TaskStore:
             " SET updated_ms=excluded.updated_ms, turns=turns + 1",
             (context_id, agent, protocol, now, now),
         )
-        await self.db.commit()
 
     async def get_conversation(self, context_id: str, agent: str) -> Conversation | None:
         async with self.db.execute(

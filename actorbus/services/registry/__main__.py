@@ -13,25 +13,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
-import sys
 
 from actorbus.services.registry.service import RegistryService, RegistrySettings
-
-
-def host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+from actorbus.services.runner import host_port, positive, run_main
 
 
 def parser() -> argparse.ArgumentParser:
@@ -103,16 +88,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        asyncio.run(run(args))
-    except KeyboardInterrupt:
-        pass
-    except Exception as exc:
-        print(f"registry: {exc}", file=sys.stderr)
-        sys.exit(1)
+    run_main("registry", args, run)
 
 
 if __name__ == "__main__":

@@ -12,20 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
-import sys
 
 from actorbus.actors.system import ActorSystem
+from actorbus.services.runner import positive, run_main
 from actorbus.services.synadia.prompt import PromptSettings
 from actorbus.services.synadia.service import BridgeSettings, SynadiaBridge
-
-
-def positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,16 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.heartbeat <= 0:
         parser().error("--heartbeat must be > 0")
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        asyncio.run(run(args))
-    except KeyboardInterrupt:
-        pass
-    except Exception as exc:
-        print(f"synadia: {exc}", file=sys.stderr)
-        sys.exit(1)
+    run_main("synadia", args, run)
 
 
 if __name__ == "__main__":

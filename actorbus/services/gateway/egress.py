@@ -46,8 +46,6 @@ from typing import Any, Final
 import aiohttp
 import msgspec
 
-from actorbus.actors.actor import Actor
-from actorbus.actors.handlers import handler
 from actorbus.codecs.a2a import (
     V03,
     V10,
@@ -82,6 +80,7 @@ from actorbus.codecs.errors import (
     StreamCancelledError,
     UnsupportedError,
 )
+from actorbus.services.gateway.egress_common import EgressProxy, sse_data
 
 log = logging.getLogger("actorbus.gateway.egress")
 
@@ -366,7 +365,7 @@ class A2AEgress:
                     raise InvalidAgentResponseError(
                         f"A2A agent {endpoint} answered a stream with {resp.content_type}"
                     )
-                async for data in _sse_data(resp, endpoint, self.stream_item_timeout):
+                async for data in sse_data(resp, endpoint, self.stream_item_timeout, "A2A"):
                     event = decode_response(data, version).result
                     if isinstance(event, Message):
                         finished = True
@@ -397,68 +396,16 @@ def _as_task(event: StatusUpdate | Task) -> Task:
     return Task(id=event.task_id, context_id=event.context_id, status=event.status)
 
 
-async def _sse_data(
-    resp: aiohttp.ClientResponse, endpoint: str, item_timeout: float
-) -> AsyncIterator[bytes]:
-    """The ``data`` of each SSE event (multi-line data joined by newlines)."""
-    lines: list[bytes] = []
-    while True:
-        try:
-            line = await asyncio.wait_for(resp.content.readline(), item_timeout)
-        except TimeoutError:
-            raise AskTimeoutError(endpoint, "stream item", item_timeout) from None
-        except aiohttp.ClientPayloadError as e:
-            raise ConnectionLostError(f"A2A stream from {endpoint} broke: {e}") from e
-        if not line:  # the server closed the stream
-            if lines:
-                yield b"\n".join(lines)
-            return
-        line = line.rstrip(b"\r\n")
-        if not line:
-            if lines:
-                yield b"\n".join(lines)
-                lines = []
-            continue
-        if line.startswith(b"data:"):
-            lines.append(line[5:].removeprefix(b" "))
-
-
-class A2AProxy(Actor):
+class A2AProxy(EgressProxy):
     """An outside A2A agent as an actor (``spawn(A2AProxy, key, url=...)``)."""
 
     type_name = "a2a-proxy"
+    advertise = True
+    session_arg = "context_id"
+    protocol = "A2A"
 
-    def __init__(self, url: str, **options: Any) -> None:
-        self.egress = A2AEgress(url, **options)
-
-    async def on_start(self) -> None:
-        try:  # the agent may come later: calls initialize again when needed
-            await self.egress.initialize()
-        except ActorBusError as e:
-            log.warning("A2A agent %s not ready yet: %s", self.egress.url, e)
-
-    async def on_stop(self) -> None:
-        await self.egress.cleanup()
-
-    def _context(self) -> str | None:
-        return self.envelope.context.session_id
-
-    @handler
-    async def text(self, text: str) -> Any:
-        return await self.egress.send(text, context_id=self._context())
-
-    @handler
-    async def data(self, data: dict[str, Any]) -> Any:
-        return await self.egress.send(data, context_id=self._context())
-
-    @handler
-    async def raw(self, data: bytes) -> Any:
-        return await self.egress.send(data, context_id=self._context())
-
-    @handler(intent="stream-text")
-    async def stream_text(self, text: str) -> AsyncIterator[Any]:
-        async for item in self.egress.stream(text, context_id=self._context()):
-            yield item
+    def make_egress(self, url: str, **options: Any) -> A2AEgress:
+        return A2AEgress(url, **options)
 
 
 __all__ = ["A2AEgress", "A2AProxy", "answer_content", "pick_endpoint", "task_error"]

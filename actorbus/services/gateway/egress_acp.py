@@ -48,8 +48,6 @@ from typing import Any, Final, Literal
 import aiohttp
 import msgspec
 
-from actorbus.actors.actor import Actor
-from actorbus.actors.handlers import handler
 from actorbus.codecs.acp import content_parts, error_from, parts_content
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -59,6 +57,7 @@ from actorbus.codecs.errors import (
     StreamCancelledError,
     UnsupportedError,
 )
+from actorbus.services.gateway.egress_common import EgressProxy, sse_data
 
 log = logging.getLogger("actorbus.gateway.egress.acp")
 
@@ -315,7 +314,7 @@ class AcpEgress:
                 if resp.status != 200 or resp.content_type != "text/event-stream":
                     self._decoded(resp.status, await resp.read(), url)
                     raise ProtocolError(f"ACP server {url} answered a stream with JSON")
-                async for data in _sse_data(resp, url, self.stream_item_timeout):
+                async for data in sse_data(resp, url, self.stream_item_timeout, "ACP"):
                     try:
                         event = _JSON.decode(data)
                     except msgspec.DecodeError:
@@ -346,68 +345,16 @@ class AcpEgress:
                     await asyncio.shield(self.cancel_run(run_id))
 
 
-async def _sse_data(
-    resp: aiohttp.ClientResponse, url: str, item_timeout: float
-) -> AsyncIterator[bytes]:
-    """The ``data`` of each SSE event (multi-line data joined by newlines)."""
-    lines: list[bytes] = []
-    while True:
-        try:
-            line = await asyncio.wait_for(resp.content.readline(), item_timeout)
-        except TimeoutError:
-            raise AskTimeoutError(url, "stream item", item_timeout) from None
-        except aiohttp.ClientPayloadError as e:
-            raise ConnectionLostError(f"ACP stream from {url} broke: {e}") from e
-        if not line:  # the server closed the stream
-            if lines:
-                yield b"\n".join(lines)
-            return
-        line = line.rstrip(b"\r\n")
-        if not line:
-            if lines:
-                yield b"\n".join(lines)
-                lines = []
-            continue
-        if line.startswith(b"data:"):
-            lines.append(line[5:].removeprefix(b" "))
-
-
-class AcpProxy(Actor):
+class AcpProxy(EgressProxy):
     """An outside ACP agent as an actor (``spawn(AcpProxy, key, url=..., agent=...)``)."""
 
     type_name = "acp-proxy"
+    advertise = True
+    session_arg = "session_id"
+    protocol = "ACP"
 
-    def __init__(self, url: str, **options: Any) -> None:
-        self.egress = AcpEgress(url, **options)
-
-    async def on_start(self) -> None:
-        try:  # the server may come later: calls initialize again when needed
-            await self.egress.initialize()
-        except ActorBusError as e:
-            log.warning("ACP agent at %s not ready yet: %s", self.egress.url, e)
-
-    async def on_stop(self) -> None:
-        await self.egress.cleanup()
-
-    def _session(self) -> str | None:
-        return self.envelope.context.session_id
-
-    @handler
-    async def text(self, text: str) -> Any:
-        return await self.egress.send(text, session_id=self._session())
-
-    @handler
-    async def data(self, data: dict[str, Any]) -> Any:
-        return await self.egress.send(data, session_id=self._session())
-
-    @handler
-    async def raw(self, data: bytes) -> Any:
-        return await self.egress.send(data, session_id=self._session())
-
-    @handler(intent="stream-text")
-    async def stream_text(self, text: str) -> AsyncIterator[Any]:
-        async for item in self.egress.stream(text, session_id=self._session()):
-            yield item
+    def make_egress(self, url: str, **options: Any) -> AcpEgress:
+        return AcpEgress(url, **options)
 
 
 __all__ = ["AcpEgress", "AcpProxy", "acp_session", "output_content", "run_error"]

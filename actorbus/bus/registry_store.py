@@ -426,12 +426,16 @@ class RegistryStore:
                 current = await self.fetch_service(service_id)
         raise UapConflictError(f"service {service_id} kept changing; try again")
 
-    async def delete_service(self, service_id: str, *, expect_index: int | None = None) -> bool:
+    async def delete_service(
+        self, service_id: str, *, expect_index: int | None = None, force: bool = False
+    ) -> bool:
         """Delete a service (and its renewal state); False if there was none.
         With ``expect_index``, only if it is still at that revision (else
-        UapConflictError)."""
+        UapConflictError). ``force`` deletes even when neither the mirror nor the
+        bucket shows it yet (a registrant leaving must not depend on its mirror
+        having caught up with its own last write)."""
         current = self.get_service(service_id) or await self.fetch_service(service_id)
-        if current is None:
+        if current is None and not force:
             return False
         key = _service_key(service_id)
         try:
@@ -622,7 +626,7 @@ class Registration:
             self._task = None
         if deregister:
             with contextlib.suppress(Exception):
-                await self.store.delete_service(self.record.id)
+                await self.store.delete_service(self.record.id, force=True)
 
 
 def _service_key(service_id: str) -> str:

@@ -625,8 +625,14 @@ class Registration:
                 await self._task
             self._task = None
         if deregister:
-            with contextlib.suppress(Exception):
-                await self.store.delete_service(self.record.id, force=True)
+            for attempt in range(3):  # a busy server may time one out: discovery must
+                try:  # stop offering a service whose registrant left
+                    await self.store.delete_service(self.record.id, force=True)
+                    return
+                except Exception as exc:
+                    log.warning(
+                        "deregistering %s failed (attempt %d): %r", self.record.id, attempt + 1, exc
+                    )
 
 
 def _service_key(service_id: str) -> str:

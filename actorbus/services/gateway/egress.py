@@ -80,7 +80,7 @@ from actorbus.codecs.errors import (
     StreamCancelledError,
     UnsupportedError,
 )
-from actorbus.services.gateway.egress_common import EgressProxy, sse_data
+from actorbus.services.gateway.egress_common import EgressProxy, HttpAdapter, sse_data
 
 log = logging.getLogger("actorbus.gateway.egress")
 
@@ -152,7 +152,7 @@ def pick_endpoint(card: dict[str, Any], base: str) -> tuple[str, A2AVersion]:
     raise InvalidAgentResponseError(f"the agent card at {base} names no JSON-RPC endpoint")
 
 
-class A2AEgress:
+class A2AEgress(HttpAdapter):
     """One outside A2A agent (see the module docstring)."""
 
     def __init__(
@@ -170,8 +170,7 @@ class A2AEgress:
         self.stream_item_timeout = stream_item_timeout
         self.forced_version = None if version is None else parse_version(version)
         self.headers = dict(headers or {})
-        self._session = session
-        self._owns_session = session is None
+        super().__init__(session)
         self.card: dict[str, Any] | None = None
         self.endpoint: str | None = None
         self.version: A2AVersion | None = None
@@ -179,15 +178,6 @@ class A2AEgress:
         self._init_lock = asyncio.Lock()
 
     # -- lifecycle -----------------------------------------------------------------
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout)
-            )
-            self._owns_session = True
-        return self._session
-
     def _card_urls(self) -> list[str]:
         if self.url.endswith(".json"):
             return [self.url]
@@ -238,18 +228,6 @@ class A2AEgress:
         except ActorBusError:
             return False
         return True
-
-    async def cleanup(self) -> None:
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-        self._session = None
-
-    async def __aenter__(self) -> A2AEgress:
-        await self.initialize()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.cleanup()
 
     # -- calls -------------------------------------------------------------------
     def message(

@@ -57,7 +57,7 @@ from actorbus.codecs.errors import (
     StreamCancelledError,
     UnsupportedError,
 )
-from actorbus.services.gateway.egress_common import EgressProxy, sse_data
+from actorbus.services.gateway.egress_common import EgressProxy, HttpAdapter, sse_data
 
 log = logging.getLogger("actorbus.gateway.egress.acp")
 
@@ -110,7 +110,7 @@ def output_content(run: dict[str, Any]) -> Any:
     return parts_content(parts)
 
 
-class AcpEgress:
+class AcpEgress(HttpAdapter):
     """One agent on an outside ACP server (see the module docstring)."""
 
     def __init__(
@@ -132,22 +132,12 @@ class AcpEgress:
         self.timeout = timeout
         self.stream_item_timeout = stream_item_timeout
         self.headers = dict(headers or {})
-        self._session = session
-        self._owns_session = session is None
+        super().__init__(session)
         self.manifest: dict[str, Any] | None = None
         self.last_run_id: str | None = None  # the run the last run()/stream() made
         self._init_lock = asyncio.Lock()
 
     # -- lifecycle -----------------------------------------------------------------
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout)
-            )
-            self._owns_session = True
-        return self._session
-
     async def initialize(self) -> dict[str, Any]:
         """Read the agent's manifest (and find the agent if none was named)."""
         async with self._init_lock:
@@ -180,18 +170,6 @@ class AcpEgress:
         except ActorBusError:
             return False
         return True
-
-    async def cleanup(self) -> None:
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-        self._session = None
-
-    async def __aenter__(self) -> AcpEgress:
-        await self.initialize()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.cleanup()
 
     # -- HTTP ----------------------------------------------------------------------
     def _http_headers(self, stream: bool = False) -> dict[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import aiohttp
 
@@ -41,6 +41,41 @@ async def sse_data(
             continue
         if line.startswith(b"data:"):
             lines.append(line[5:].removeprefix(b" "))
+
+
+class HttpAdapter:
+    """The HTTP session an egress adapter reuses for every call: its own (made on
+    first use, closed by ``cleanup``) or one it was given (left open)."""
+
+    timeout: float
+
+    def __init__(self, session: aiohttp.ClientSession | None) -> None:
+        self._session = session
+        self._owns_session = session is None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout)
+            )
+            self._owns_session = True
+        return self._session
+
+    async def initialize(self) -> Any:
+        raise NotImplementedError
+
+    async def cleanup(self) -> None:
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+        self._session = None
+
+    async def __aenter__(self) -> Self:
+        await self.initialize()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cleanup()
 
 
 class EgressProxy(Actor):

@@ -138,3 +138,49 @@ async def barrier(target: Any, timeout: float = 5.0) -> None:
         await asyncio.wait_for(arrived, timeout)
     finally:
         await sub.unsubscribe()
+
+
+# -- raw NATS protocol -------------------------------------------------------
+
+
+class RawNats:
+    """A hand-written NATS client that sends bytes no real client would: any header
+    block (HPUB), any payload, any reply subject."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, url: str) -> RawNats:
+        import json
+
+        host, port = url.removeprefix("nats://").rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        assert (await reader.readline()).startswith(b"INFO")
+        connect = {"verbose": False, "pedantic": False, "headers": True, "protocol": 1}
+        writer.write(f"CONNECT {json.dumps(connect)}\r\n".encode())
+        raw = cls(reader, writer)
+        await raw.ping()
+        return raw
+
+    async def hpub(
+        self, subject: str, header_block: bytes, payload: bytes, reply: str = ""
+    ) -> None:
+        """Publish with ``header_block`` exactly as given, then wait for the server's PONG
+        (so it has routed the message before this returns)."""
+        hdr, total = len(header_block), len(header_block) + len(payload)
+        head = f"HPUB {subject} {reply + ' ' if reply else ''}{hdr} {total}\r\n".encode()
+        self.writer.write(head + header_block + payload + b"\r\n")
+        await self.ping()
+
+    async def ping(self) -> None:
+        self.writer.write(b"PING\r\n")
+        await self.writer.drain()
+        while (line := await asyncio.wait_for(self.reader.readline(), WAIT)) != b"PONG\r\n":
+            assert not line.startswith(b"-ERR"), line
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(Exception):
+            await self.writer.wait_closed()

@@ -20,8 +20,9 @@ from actorbus import (
     NoRespondersError,
     handler,
 )
-from actorbus.bus.connection import BusConnection, ConnectOptions, backoff_delay
+from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.server import EmbeddedServer
+from actorbus.bus.tasks import backoff_delay
 
 
 class CnPing(BaseModel):

@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from actorbus.actors.actor import Actor, Crash, Incoming, current_incoming
 from actorbus.actors.handlers import HandlerSpec
 from actorbus.actors.messages import validate
-from actorbus.bus.connection import backoff_delay
+from actorbus.bus.tasks import backoff_delay
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorStoppedError,

@@ -2,16 +2,23 @@
 
 Dead letters live in the namespace's dead-letter stream, one record per message
 that ran out of attempts or could never succeed: the address, the reason, the
-error code, the attempt count and the original message as it was sent.
+error code, the attempt count and the original message as it was sent. A record
+that would not fit in one NATS message (the original was near ``max_payload``)
+keeps a reference to the original in the durable stream instead of a copy;
+reading or replaying the dead letter fetches it from there.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import nats.js.errors
+from nats.aio.msg import Msg
 
+from actorbus.bus.client import BadHeaders
 from actorbus.bus.jetstream import (
     consumer_name,
     dlq_stream_name,
@@ -22,7 +29,7 @@ from actorbus.bus.jetstream import (
 from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
-from actorbus.codecs.wire import H_MSG_ID, decode_envelope, unpack
+from actorbus.codecs.wire import H_MSG_ID, decode_envelope, pack, unpack
 
 if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
@@ -38,10 +45,62 @@ class DeadLetter:
     envelope_id: str | None
     original: bytes
     original_headers: dict[str, str]
+    original_seq: int | None = None  # where the original is in the durable stream
+    original_kept: bool = True  # False: too large to copy; read from original_seq
 
     def envelope(self) -> Envelope:
         """The message as it was sent."""
         return decode_envelope(self.original)
+
+
+_REASON_MAX = 2_000  # characters of the reason kept (an exception may quote a whole payload)
+_HEADERS_MAX = 4_096  # bytes of an unparsable header block kept
+_HEADROOM = 4_096  # bytes left in max_payload for the record's own fields
+
+
+def dead_letter_record(
+    msg: Msg,
+    address: str,
+    reason: str,
+    code: str,
+    attempts: int,
+    envelope_id: str | None,
+    max_payload: int,
+) -> bytes:
+    """The dead-letter record of a stored message, never larger than ``max_payload``:
+    the original is copied when it fits, else referenced by its stream sequence."""
+    headers: Mapping[str, str] | None = msg.headers  # nats-py says dict; ours may not be
+    record: dict[str, Any] = {
+        "address": address,
+        "reason": reason if len(reason) <= _REASON_MAX else reason[:_REASON_MAX] + " ...",
+        "code": code,
+        "attempts": attempts,
+        "envelope_id": envelope_id,
+        "original_seq": _stream_seq(msg),
+        "original_headers": {} if headers is None else dict(headers),
+    }
+    if type(headers) is BadHeaders:
+        record["original_header_block"] = headers.raw[:_HEADERS_MAX]
+    if len(msg.data) + sum(len(k) + len(v) for k, v in record["original_headers"].items()) < (
+        max_payload - _HEADROOM - len(record["reason"])
+    ):
+        record["original"] = msg.data
+        return pack(record)
+    record["original"] = b""
+    record["original_size"] = len(msg.data)
+    record["original_kept"] = False
+    body = pack(record)
+    if len(body) > max_payload - _HEADROOM:  # the headers alone were too large
+        record["original_headers"] = {}
+        body = pack(record)
+    return body
+
+
+def _stream_seq(msg: Msg) -> int | None:
+    try:
+        return int(msg.metadata.sequence.stream)
+    except Exception:  # not a JetStream delivery
+        return None
 
 
 @dataclass(frozen=True)
@@ -83,6 +142,8 @@ async def list_dead_letters(
 
 
 async def get_dead_letter(system: ActorSystem, seq: int) -> DeadLetter:
+    """One dead letter, with its original (fetched from the durable stream when the
+    record only references it)."""
     await system.durable_ready()
     try:
         raw = await system.js.get_msg(dlq_stream_name(system.namespace), seq=seq)
@@ -90,7 +151,23 @@ async def get_dead_letter(system: ActorSystem, seq: int) -> DeadLetter:
         if not _missing(exc):
             raise
         raise ActorBusError(f"no dead letter #{seq}") from None
-    return _record(seq, raw.data or b"")
+    letter = _record(seq, raw.data or b"")
+    if letter.original_kept or letter.original_seq is None:
+        return letter
+    try:
+        stored = await system.js.get_msg(stream_name(system.namespace), seq=letter.original_seq)
+    except nats.js.errors.APIError as exc:
+        if not _missing(exc):
+            raise
+        raise ActorBusError(
+            f"dead letter #{seq}: its original (durable stream #{letter.original_seq}) is no "
+            "longer stored (older than max_age + retention_grace)"
+        ) from None
+    return dataclasses.replace(
+        letter,
+        original=stored.data or b"",
+        original_headers={str(k): str(v) for k, v in (stored.headers or {}).items()},
+    )
 
 
 async def replay_dead_letter(system: ActorSystem, seq: int) -> None:
@@ -172,4 +249,6 @@ def _record(seq: int, data: bytes) -> DeadLetter:
         envelope_id=body.get("envelope_id"),
         original=bytes(body.get("original", b"")),
         original_headers={str(k): str(v) for k, v in (body.get("original_headers") or {}).items()},
+        original_seq=body.get("original_seq"),
+        original_kept=bool(body.get("original_kept", True)),
     )

@@ -13,6 +13,14 @@ one message in flight, so a retry (a NAK with a delay) keeps the order.
 ``TypeInbox`` serves a lazily hosted type: one consumer for all its keys, many
 messages in flight, and a queue per key so each key's messages stay in order;
 its retries wait in place (keeping the message in progress) for the same reason.
+
+Nothing one message does can stop a reader: any exception while handling it
+dead-letters it with the reason (a broker error leaves it for redelivery), and
+the fetch loop itself runs supervised, restarted with backoff if it ever
+fails. JetStream's consumers redeliver without limit; the reader counts the
+attempts itself, so a message whose deliveries all ended unsettled (the reader
+crashed or stalled on it) is dead-lettered on its next delivery, before any
+handler runs, instead of vanishing when the server stops offering it.
 """
 
 from __future__ import annotations
@@ -31,8 +39,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
+from actorbus.actors.dead_letters import dead_letter_record
 from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release
-from actorbus.bus.connection import backoff_delay
 from actorbus.bus.jetstream import (
     consumer_config,
     consumer_name,
@@ -44,6 +52,7 @@ from actorbus.bus.jetstream import (
 )
 from actorbus.bus.leases import LeaderElection, lease_key
 from actorbus.bus.subjects import Address
+from actorbus.bus.tasks import backoff_delay, stop_task, supervise
 from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -93,14 +102,18 @@ class _Reader:
         system = self.system
 
         async def pull_subscribe() -> JetStreamContext.PullSubscription:
+            stream = stream_name(system.namespace)
+            # Created, or brought up to date (a consumer made by an older version
+            # may still let the server drop messages after max_deliver).
+            await system.js.add_consumer(stream, config=config)
             return await system.js.pull_subscribe(
-                subject, durable=self.consumer, stream=stream_name(system.namespace), config=config
+                subject, durable=self.consumer, stream=stream, config=config
             )
 
         self._psub = await self._patiently(pull_subscribe)
-        self._task = asyncio.create_task(self._run(), name=f"durable {self.what}")
+        self._task = supervise(f"durable reader of {self.what}", self._run, logger=log)
         if STATE.metrics and self._gauge is None:
-            self._gauge = asyncio.create_task(self._report_depth(), name=f"depth {self.what}")
+            self._gauge = supervise(f"queue depth of {self.what}", self._report_depth, logger=log)
 
     async def _report_depth(self) -> None:
         """Refresh the queue depth and lag the metrics gauges read (they cannot ask
@@ -140,10 +153,9 @@ class _Reader:
         """Finish the message(s) in hand, then stop fetching (the consumer stays on
         the server, so nothing queued is lost)."""
         self._stopping = True
-        if self._gauge is not None:
-            self._gauge.cancel()
-            self._gauge = None
-        if self._task is not None:
+        await stop_task(self._gauge, what=f"queue depth of {self.what}")
+        self._gauge = None
+        if self._task is not None:  # ends within a fetch wait plus the message in hand
             await asyncio.wait({self._task})
         await self._drained()
         if self._psub is not None:
@@ -189,6 +201,14 @@ class _Reader:
         """Decode a stored message; None when it was settled here already (expired,
         undecodable, or handled before under its idempotency key)."""
         system = self.system
+        delivered = msg.metadata.num_delivered
+        if delivered > system.durable_settings.max_deliver:
+            why = ActorBusError(
+                f"delivered {delivered} times without being settled (a reader crashed, stalled "
+                "or ran past ack_wait on it)"
+            )
+            await self._dead_letter(msg, address, None, why, delivered - 1)
+            return None
         # Handled without a reply subject: a JetStream message's reply is its ack subject.
         plain = Msg(_client=system.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
         try:
@@ -200,7 +220,7 @@ class _Reader:
             await msg.term()
             return None
         except ActorBusError as err:
-            await self._dead_letter(msg, address, None, err, msg.metadata.num_delivered)
+            await self._dead_letter(msg, address, None, err, delivered)
             return None
         entry = self._idempotency_entry(address, env)
         if entry is not None:
@@ -301,26 +321,54 @@ class _Reader:
         self, msg: Msg, address: str, env: Inbound | None, err: BaseException, attempt: int
     ) -> None:
         code = err.code if isinstance(err, ActorBusError) else "E_HANDLER"
-        record = {
-            "address": address,
-            "reason": f"{type(err).__name__}: {err}",
-            "code": code,
-            "attempts": attempt,
-            "envelope_id": env.id if env else None,
-            "original": msg.data,
-            "original_headers": dict(msg.headers or {}),
-        }
+        reason = f"{type(err).__name__}: {err}"
+        envelope_id = env.id if env else None
+        record = dead_letter_record(
+            msg, address, reason, code, attempt, envelope_id, self.system.nc.max_payload
+        )
         subject = self.system.subjects.dead_letter(Address.parse(address))
-        await self.system.js.publish(subject, pack(record))
+        await self.system.js.publish(subject, record)
         await msg.term()
         self.dead_lettered += 1
         log.warning(
             "%s: message %s dead-lettered after %d attempt(s): %s",
             address,
-            env.id if env else "?",
+            envelope_id or "?",
             attempt,
-            record["reason"],
+            reason[:500],
         )
+
+    async def _guarded(self, msg: Msg, address: str, work: Awaitable[None]) -> None:
+        """Run one message's steps; whatever they raise stays with that message.
+
+        A broker error (the ack, the dead-letter publish) leaves the message for
+        JetStream to deliver again; anything else is this message's fault, or a
+        fault in handling it, and it goes to the dead letters with the reason."""
+        try:
+            await work
+        except (nats.errors.Error, ConnectionError, TimeoutError) as exc:
+            log.warning("%s: durable message not settled (delivered again later): %r", address, exc)
+        except Exception as exc:
+            log.error("%s: handling a durable message failed", address, exc_info=True)
+            try:
+                await self._dead_letter(msg, address, None, _unexpected(exc), _delivered(msg))
+            except Exception as again:
+                log.error("%s: and it could not be dead-lettered: %r", address, again)
+
+
+def _unexpected(exc: Exception) -> ActorBusError:
+    if isinstance(exc, ActorBusError):
+        return exc
+    if isinstance(exc, RecursionError):
+        return DecodeError(f"the message nests too deeply to handle ({exc})")
+    return ActorBusError(f"unexpected {type(exc).__name__} while handling it: {exc}")
+
+
+def _delivered(msg: Msg) -> int:
+    try:
+        return int(msg.metadata.num_delivered)
+    except Exception:
+        return 0
 
 
 def _check_default_ttl(env: Inbound, address: str, max_age: float) -> None:
@@ -361,7 +409,7 @@ class DurableInbox(_Reader):
             if batch is None:
                 return
             for msg in batch:
-                await self._one(msg)
+                await self._guarded(msg, self.what, self._one(msg))
 
     async def _run_concurrently(self, width: int) -> None:
         """Up to ``width`` messages at once (the actor opted out of strict order)."""
@@ -370,9 +418,7 @@ class DurableInbox(_Reader):
 
         async def one(msg: Msg) -> None:
             try:
-                await self._one(msg)
-            except Exception as exc:  # unsettled: JetStream redelivers it after ack_wait
-                log.warning("%s: durable message not settled: %r", self.what, exc)
+                await self._guarded(msg, self.what, self._one(msg))
             finally:
                 slots.release()
 
@@ -514,31 +560,31 @@ class TypeInbox(_Reader):
 
     async def _one(self, msg: Msg, key: str) -> None:
         address = f"{self.cls.type_name}/{key}"
-        try:
-            opened = await self._open(msg, address)
-            if opened is None:
+        await self._guarded(msg, address, self._one_of(msg, key, address))
+
+    async def _one_of(self, msg: Msg, key: str, address: str) -> None:
+        opened = await self._open(msg, address)
+        if opened is None:
+            return
+        plain, env = opened
+        attempt = msg.metadata.num_delivered if STATE.tracing else 0
+        while True:
+            failed = await self._attempt_at(key, address, plain, env, attempt)
+            if isinstance(failed, Outbox):
+                await self._succeeded(msg, address, env, failed)
                 return
-            plain, env = opened
-            attempt = msg.metadata.num_delivered if STATE.tracing else 0
-            while True:
-                failed = await self._attempt_at(key, address, plain, env, attempt)
-                if isinstance(failed, Outbox):
-                    await self._succeeded(msg, address, env, failed)
-                    return
-                attempt = attempt or msg.metadata.num_delivered  # parsed only when needed
-                if self._gives_up(failed, attempt):
-                    await self._dead_letter(msg, address, env, failed, attempt)
-                    return
-                if self._stopping:  # redelivered later, to this or another host
-                    await msg.nak(delay=self._delay(attempt))
-                    return
-                await self._hold(msg, self._delay(attempt))
-                if self._stopping:
-                    await msg.nak()
-                    return
-                attempt += 1
-        except Exception as exc:  # the broker went away mid-message: it is redelivered
-            log.warning("%s: durable message not settled: %r", address, exc)
+            attempt = attempt or msg.metadata.num_delivered  # parsed only when needed
+            if self._gives_up(failed, attempt):
+                await self._dead_letter(msg, address, env, failed, attempt)
+                return
+            if self._stopping:  # redelivered later, to this or another host
+                await msg.nak(delay=self._delay(attempt))
+                return
+            await self._hold(msg, self._delay(attempt))
+            if self._stopping:
+                await msg.nak()
+                return
+            attempt += 1
 
     async def _attempt_at(
         self, key: str, address: str, msg: Msg, env: Inbound, attempt: int

@@ -9,11 +9,13 @@ headers, one pack, one publish.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from nats.aio.msg import Msg
 
 from actorbus.actors.messages import INTENT_ERROR, to_content
+from actorbus.bus.client import BadHeaders
 from actorbus.bus.connection import BusConnection
 from actorbus.codecs.envelope import new_id, now_ms
 from actorbus.codecs.errors import ActorBusError, DecodeError, EncodeError, ExpiredError
@@ -63,11 +65,15 @@ class Replies:
 
     def decode(self, msg: Msg, address: str) -> Inbound:
         """What arrived for ``address``, or the typed error to answer with."""
-        headers = msg.headers
-        if headers is None or H_ENC not in headers:
+        headers: Mapping[str, str] | None = msg.headers  # nats-py says dict; ours may not be
+        if headers is None:
             enc = Encoding.MSGPACK
-        else:
+        elif H_ENC in headers:
             enc = encoding_from_header(headers[H_ENC])  # an unknown one is a DecodeError
+        elif type(headers) is BadHeaders:
+            raise DecodeError(headers.problem)
+        else:
+            enc = Encoding.MSGPACK
         env = decode_inbound(msg.data, enc, self.limits)
         ttl = env.context.ttl_ms
         if ttl is not None and now_ms() > env.ts + ttl:

@@ -11,6 +11,14 @@ character in a generator when receiving. Here:
 - the receive-side parser gives the same result as nats-py's for well-formed
   headers (ASCII token names, trimmed UTF-8 values) at a fraction of the cost.
 
+It is also where the connection is made robust against what others send. A
+header block anyone can publish (``NATS\r\n\r\n``, invalid UTF-8 in a status
+line ...) used to raise inside nats-py's read loop, which then stopped while
+the client still said "connected": one message deafened the whole process.
+Here a block that cannot be parsed becomes :class:`BadHeaders`, and the message
+travels on to be refused as a bad message by whoever reads it; and if the read
+loop ever ends while the connection is up, the client reconnects at once.
+
 ``bench/ask.py`` measures the effect; ``tests/test_bus_client.py`` checks the
 bytes against nats-py's encoder.
 """
@@ -18,13 +26,17 @@ bytes against nats-py's encoder.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nats.aio.client import PING_PROTO
 from nats.aio.client import Client as _NatsClient
+from nats.errors import ProtocolError
 from nats.protocol.command import hpub_cmd
+
+log = logging.getLogger("actorbus.bus")
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HDR_LINE_SIZE = len(b"NATS/1.0")
@@ -111,6 +123,29 @@ class LazyHeaders(Mapping[str, str]):
         return f"LazyHeaders({self._dict()!r})"
 
 
+class BadHeaders(Mapping[str, str]):
+    """The header block of a message that could not be parsed: no headers at all
+    to anyone who looks them up, and the reason for whoever must refuse it."""
+
+    __slots__ = ("problem", "raw")
+
+    def __init__(self, raw: bytes, problem: str) -> None:
+        self.raw = raw
+        self.problem = problem
+
+    def __getitem__(self, key: str) -> str:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"BadHeaders({self.raw[:64]!r}: {self.problem})"
+
+
 class Client(_NatsClient):
     async def _send_ping(self, future: asyncio.Future[bool] | None = None) -> None:
         # nats-py writes PING straight to the socket, ahead of commands still in
@@ -145,12 +180,30 @@ class Client(_NatsClient):
     async def _process_headers(  # type: ignore[override]
         self, headers: bytes
     ) -> Mapping[str, str] | None:
-        # Status lines (no responders, JetStream flow control) keep nats-py's path.
-        if not headers or len(headers) <= _HDR_LINE_SIZE or headers[_HDR_LINE_SIZE] == _SPACE:
-            return await super()._process_headers(headers)
-        if headers.startswith(_ACTORBUS_BLOCK):
+        if not headers:
+            return None
+        if headers.startswith(_ACTORBUS_BLOCK):  # the hot path: parsed when read
             return LazyHeaders(headers[_HDR_LINE_SIZE + 2 :])
-        return self._parse_header_lines(headers[_HDR_LINE_SIZE + 2 :]) or None
+        try:
+            if not headers.startswith(b"NATS/1.0"):
+                raise ValueError("the block does not start with NATS/1.0")
+            # Status lines (no responders, JetStream flow control) keep nats-py's path.
+            if len(headers) <= _HDR_LINE_SIZE or headers[_HDR_LINE_SIZE] == _SPACE:
+                return await super()._process_headers(headers)
+            if headers[_HDR_LINE_SIZE : _HDR_LINE_SIZE + 2] != b"\r\n":
+                raise ValueError("the version line does not end after NATS/1.0")
+            return self._parse_header_lines(headers[_HDR_LINE_SIZE + 2 :]) or None
+        except Exception as exc:  # never inside the read loop: the message is refused later
+            return BadHeaders(headers, f"malformed NATS header block ({type(exc).__name__}: {exc})")
+
+    async def _read_loop(self) -> None:
+        # nats-py's loop ends on any unexpected exception and leaves the client
+        # "connected" but deaf. Whatever ended it, a connection that is still up
+        # gets a reconnect now, rather than at the next missed ping minutes later.
+        await super()._read_loop()
+        if self.is_connected and not self.is_draining:
+            log.error("the NATS read loop stopped while connected; reconnecting")
+            await self._process_op_err(ProtocolError())
 
     @staticmethod
     def _parse_header_lines(raw: bytes) -> dict[str, str]:

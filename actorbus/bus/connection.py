@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import nats
 from nats.aio.client import Server
 
 from actorbus.bus.client import Client
+from actorbus.bus.tasks import backoff_delay
 from actorbus.codecs.errors import ConnectionLostError
 
 log = logging.getLogger("actorbus.bus")
@@ -46,12 +46,6 @@ class ConnectOptions:
     credentials_file: str | None = None
     tls: Any = None  # ssl.SSLContext
     inbox_prefix: str = "_INBOX"
-
-
-def backoff_delay(attempt: int, initial: float, maximum: float) -> float:
-    """Exponential backoff with 'equal jitter': half fixed, half random."""
-    ceiling = min(maximum, initial * 2.0 ** min(attempt, 20))
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 class BusConnection:

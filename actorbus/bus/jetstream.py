@@ -7,7 +7,10 @@ stream holds dead letters (``{ns}.dlq.{type}.{key}``) with the reason and the
 attempt count. Each spawned actor address reads its messages through one durable
 pull consumer: explicit acks after the handler succeeded, one message in flight
 (``max_ack_pending``) so order per actor holds, and ``ack_wait`` as the time a
-handler may take before a crash is assumed and the message goes out again. A
+handler may take before a crash is assumed and the message goes out again.
+Consumers redeliver without limit (``max_deliver=-1``): the readers count the
+attempts and dead-letter a message themselves, so the server never drops one
+that no reader settled (a crashed or stalled reader). A
 lazily hosted type (``register()``) reads ``{ns}.d.{type}.*`` through one
 consumer shared by its host processes, ``type_window`` messages in flight, kept in
 order per key by the reader.
@@ -60,7 +63,7 @@ class DurableSettings:
 
     @property
     def max_deliver(self) -> int:
-        """The first attempt plus one per backoff step."""
+        """The first attempt plus one per backoff step (counted by the readers)."""
         return len(self.backoff) + 1
 
 
@@ -182,7 +185,7 @@ def consumer_config(
         filter_subject=subjects.durable(addr),
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=s.ack_wait,
-        max_deliver=s.max_deliver,
+        max_deliver=-1,  # the reader dead-letters; the server must never drop one
         max_ack_pending=in_flight,
     )
 
@@ -193,6 +196,6 @@ def type_consumer_config(subjects: Subjects, type_: str, s: DurableSettings) -> 
         filter_subject=subjects.durable_type(type_),
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=s.ack_wait,
-        max_deliver=s.max_deliver,
+        max_deliver=-1,  # the reader dead-letters; the server must never drop one
         max_ack_pending=s.type_window,
     )

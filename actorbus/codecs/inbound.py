@@ -20,7 +20,15 @@ from typing import Annotated, Any
 import msgspec
 
 from actorbus.codecs.envelope import Envelope
-from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding, SizeLimits, decode_body, envelope_from
+from actorbus.codecs.wire import (
+    DEFAULT_LIMITS,
+    Encoding,
+    SizeLimits,
+    check_depth,
+    decode_body,
+    envelope_from,
+    too_deep,
+)
 
 _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
@@ -67,10 +75,16 @@ def decode_inbound(
     if len(body) <= limits.max_message:
         try:
             if encoding is Encoding.MSGPACK:
-                return _FAST_MSGPACK.decode(body)
-            return _FAST_JSON.decode(body)
+                inbound = _FAST_MSGPACK.decode(body)
+            else:
+                inbound = _FAST_JSON.decode(body)
         except msgspec.DecodeError:
             pass  # not the canonical shape (or not valid at all): pydantic decides
+        except RecursionError:
+            raise too_deep(limits) from None
+        else:
+            check_depth(body, inbound.content, encoding, limits, above=1)
+            return inbound
     envelope = envelope_from(decode_body(body, encoding, limits))
     return inbound_of(envelope)
 

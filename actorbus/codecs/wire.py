@@ -45,14 +45,18 @@ class SizeLimits:
     """Limits checked before a message leaves and after it arrives.
 
     The defaults keep one message under NATS's default 1 MB max_payload with
-    room for headers, and the business payload under 900 KB.
+    room for headers, and the business payload under 900 KB. ``max_depth``
+    bounds how deeply maps and lists nest in one message, the envelope's own
+    levels included (128, as serde_json): deeper input is a DecodeError, not a
+    RecursionError somewhere in a decoder, a validator or a dead-letter writer.
     """
 
     max_message: int = 1_000_000
     max_payload: int = 900_000
+    max_depth: int = 128
 
     def __post_init__(self) -> None:
-        if self.max_payload <= 0 or self.max_message <= 0:
+        if self.max_payload <= 0 or self.max_message <= 0 or self.max_depth <= 0:
             raise ValueError("size limits must be positive")
         if self.max_payload > self.max_message:
             raise ValueError("max_payload cannot exceed max_message")
@@ -76,8 +80,12 @@ _decoder = msgspec.msgpack.Decoder()
 
 
 def pack(data: Any) -> bytes:
-    """Plain data -> msgpack. TypeError or OverflowError for what cannot be encoded."""
-    return _encoder.encode(data)
+    """Plain data -> msgpack. TypeError or OverflowError for what cannot be encoded
+    (ValueError for data nested past the interpreter's recursion limit)."""
+    try:
+        return _encoder.encode(data)
+    except RecursionError:
+        raise ValueError("data nests too deeply to encode") from None
 
 
 def unpack(data: bytes) -> Any:
@@ -126,13 +134,59 @@ def decode_envelope(
 
 
 def decode_body(body: bytes, encoding: Encoding, limits: SizeLimits) -> Any:
-    """Bytes -> plain data, after the size check."""
+    """Bytes -> plain data, after the size check, nested no deeper than the limit."""
     if len(body) > limits.max_message:
         raise MessageTooLargeError("message", len(body), limits.max_message)
     try:
-        return unpack(body) if encoding is Encoding.MSGPACK else json.loads(body)
+        data = unpack(body) if encoding is Encoding.MSGPACK else json.loads(body)
+    except RecursionError:
+        raise too_deep(limits) from None
     except Exception as exc:
         raise DecodeError(f"body is not valid {encoding.value}: {exc}") from exc
+    check_depth(body, data, encoding, limits)
+    return data
+
+
+def check_depth(
+    body: bytes, data: Any, encoding: Encoding, limits: SizeLimits, above: int = 0
+) -> None:
+    """DecodeError if ``data`` (decoded from ``body``, found ``above`` levels down
+    in it) nests deeper than allowed.
+
+    Every message is checked, so the common cases answer first: a body shorter
+    than the limit cannot nest that deep (each level takes a byte), and a
+    scalar or a map/list of scalars is one level."""
+    if len(body) <= limits.max_depth:
+        return
+    if type(data) is dict:
+        children: Any = data.values()
+    elif type(data) is list:
+        children = data
+    else:
+        return
+    for child in children:
+        if type(child) is dict or type(child) is list:
+            break
+    else:
+        return
+    if nests_deeper(data, limits.max_depth - above):
+        raise too_deep(limits)
+
+
+def nests_deeper(data: Any, limit: int) -> bool:
+    """Do maps and lists in ``data`` nest more than ``limit`` levels? (No recursion.)"""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def too_deep(limits: SizeLimits) -> DecodeError:
+    return DecodeError(f"message nests maps/lists deeper than {limits.max_depth} levels")
 
 
 def envelope_from(raw: Any) -> Envelope:
@@ -140,7 +194,9 @@ def envelope_from(raw: Any) -> Envelope:
     if not isinstance(raw, dict):
         raise DecodeError(f"envelope must be a map, got {type(raw).__name__}")
     try:
-        return Envelope.model_validate(raw)
+        # Strict: what arrives must have the types the envelope declares (a
+        # context.stream of "yes" is refused, not read as true).
+        return Envelope.model_validate(raw, strict=True)
     except ValidationError as exc:
         raise DecodeError(f"invalid envelope: {validation_summary(exc)}") from exc
 

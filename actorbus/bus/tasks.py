@@ -1,0 +1,116 @@
+"""Background tasks that cannot die quietly, and stops that cannot hang.
+
+Every long-running loop actorbus starts (durable readers, lease renewers,
+watchers, relays) runs under :func:`supervise`: an unexpected exception is
+logged loudly, with what the task serves, and the loop starts again after a
+backoff, so one bad moment never leaves a queue unread for good. One-shot tasks
+go through :func:`spawn`, which logs a failure instead of leaving it as "Task
+exception was never retrieved".
+
+:func:`stop_task` is the one way to stop a task: it cancels it *until it is
+done*, bounded. On Python 3.11, ``asyncio.wait_for`` can swallow a
+cancellation that arrives as its inner future completes; a loop waiting that
+way survives one ``cancel()`` and an unbounded ``await task`` then hangs
+forever. Cancelling again each round, within a deadline, cannot hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+log = logging.getLogger("actorbus.tasks")
+T = TypeVar("T")
+
+_HEALTHY_AFTER = 60.0  # a run this long resets the backoff
+
+
+def backoff_delay(attempt: int, initial: float, maximum: float) -> float:
+    """Exponential backoff with 'equal jitter': half fixed, half random."""
+    ceiling = min(maximum, initial * 2.0 ** min(attempt, 20))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def supervise(
+    what: str,
+    run: Callable[[], Awaitable[None]],
+    *,
+    backoff: tuple[float, float] = (0.1, 5.0),
+    logger: logging.Logger = log,
+) -> asyncio.Task[None]:
+    """Run ``run()`` in a task; restart it with backoff whenever it raises.
+
+    ``what`` names the task in logs (say, ``"durable reader of billing/eu"``).
+    Returning normally ends the task; cancelling it (``stop_task``) stops it.
+    """
+    return asyncio.create_task(_supervised(what, run, backoff, logger), name=what)
+
+
+async def _supervised(
+    what: str,
+    run: Callable[[], Awaitable[None]],
+    backoff: tuple[float, float],
+    logger: logging.Logger,
+) -> None:
+    loop = asyncio.get_running_loop()
+    failures = 0
+    while True:
+        started = loop.time()
+        try:
+            await run()
+            return
+        except Exception:
+            if loop.time() - started > _HEALTHY_AFTER:
+                failures = 0
+            delay = backoff_delay(failures, *backoff)
+            failures += 1
+            logger.error(
+                "%s crashed (failure %d); restarting in %.2fs", what, failures, delay, exc_info=True
+            )
+        await asyncio.sleep(delay)
+
+
+def spawn(
+    coro: Coroutine[Any, Any, T], what: str, tasks: set[asyncio.Task[Any]] | None = None
+) -> asyncio.Task[T]:
+    """A one-shot task whose failure is logged (never "never retrieved");
+    kept in ``tasks`` (if given) until it ends, so it can be waited for."""
+    task = asyncio.create_task(coro, name=what)
+    if tasks is not None:
+        tasks.add(task)
+    task.add_done_callback(lambda t: _settled(t, what, tasks))
+    return task
+
+
+def _settled(task: asyncio.Task[Any], what: str, tasks: set[asyncio.Task[Any]] | None) -> None:
+    if tasks is not None:
+        tasks.discard(task)
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("%s failed", what, exc_info=exc)
+
+
+async def stop_task(task: asyncio.Task[Any] | None, timeout: float = 5.0, what: str = "") -> bool:
+    """Cancel ``task`` until it is done, for at most ``timeout`` seconds.
+
+    True when it ended; False (logged) when it would not, which is then left
+    behind rather than hanging the caller's ``stop()``.
+    """
+    if task is None or task.done():
+        return True
+    if task is asyncio.current_task():
+        return False  # stopping oneself: the caller is on its way out already
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not task.done():
+        left = deadline - loop.time()
+        if left <= 0:
+            log.error("%s did not stop within %gs; left behind", what or task.get_name(), timeout)
+            return False
+        task.cancel()
+        await asyncio.wait({task}, timeout=min(0.25, left))
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.debug("%s ended with %r while stopping", what or task.get_name(), exc)
+    return True

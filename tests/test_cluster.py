@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from test_durable import Entry, spawn_ledger
 
-from actorbus import ActorBusError, ActorSystem
+from actorbus import ActorBusError, ActorSystem, AskTimeoutError, StoreUnavailableError
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.connection import ConnectOptions
-from actorbus.bus.jetstream import DurableSettings
+from actorbus.bus.jetstream import DurableSettings, stream_name
 
 R3 = DurableSettings(replicas=3, backoff=(0.05, 0.1), ack_wait=5.0)
 
@@ -54,3 +54,71 @@ async def test_a_node_killed_mid_run_loses_nothing(cluster: EmbeddedCluster, ns:
     finally:
         await system.close(timeout=2)
         cluster.restart(0)
+
+
+async def stream_leader(system: ActorSystem, ns: str) -> str:
+    """The server leading the durable stream (asked until a node that knows answers)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            info = await system.js.stream_info(stream_name(ns))
+            if info.cluster is not None and info.cluster.leader:
+                return info.cluster.leader
+        except Exception:
+            assert time.monotonic() < deadline, "the stream has no leader"
+        await asyncio.sleep(0.1)
+
+
+async def test_durable_tells_ride_through_a_stream_leader_failover(
+    cluster: EmbeddedCluster, ns: str
+) -> None:
+    """The stream's leader is SIGKILLed while tells keep coming, with no retry in
+    the test: each tell rides through the election itself (same message id, so
+    stored once) and none fails; every one is handled once, in order."""
+    system = await ActorSystem.connect(
+        cluster.urls,
+        namespace=ns,
+        durable=R3,
+        connect_options=ConnectOptions(reconnect_deadline=30.0),
+    )
+    killed = None
+    try:
+        await system.durable_ready()
+        leader = await stream_leader(system, ns)
+        killed = next(
+            i for i, node in enumerate(cluster.nodes) if node.config.server_name == leader
+        )
+        total = 300
+        for n in range(total):
+            if n == 100:
+                cluster.kill(killed)
+                killed_at = time.monotonic()
+            await system.tell("ledger/fo", Entry(n=n), durable=True)  # default deadline
+            if n == 100:
+                print(f"the tell during the election took {time.monotonic() - killed_at:.2f}s")
+        progress = await spawn_ledger(system, "fo")
+        await progress.reached(total)
+        assert progress.seen == list(range(total))
+        assert await stream_leader(system, ns) != leader
+    finally:
+        await system.close(timeout=2)
+        if killed is not None:
+            cluster.restart(killed)
+
+
+async def test_a_store_that_never_answers_is_a_store_unavailable_error(
+    cluster: EmbeddedCluster, ns: str
+) -> None:
+    """With no JetStream stream for the subject, the send retries to its deadline and
+    then names what happened (not an ask's timeout)."""
+    system = await ActorSystem.connect(cluster.urls, namespace=ns, durable=R3)
+    try:
+        await system.durable_ready()
+        await system.js.delete_stream(stream_name(ns))
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match="no stream leader answered") as info:
+            await system.tell("ledger/gone", Entry(n=1), durable=True, timeout=1.5)
+        assert not isinstance(info.value, AskTimeoutError)
+        assert 1.4 < time.monotonic() - started < 5
+    finally:
+        await system.close(timeout=2)

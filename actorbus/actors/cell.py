@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from actorbus.actors.actor import Actor, Crash, Incoming, current_incoming
 from actorbus.actors.handlers import HandlerSpec
 from actorbus.actors.messages import validate
-from actorbus.bus.tasks import backoff_delay
+from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorStoppedError,
@@ -170,7 +170,8 @@ class ActorCell:
         try:
             if self._busy:
                 self._idle = asyncio.get_running_loop().create_future()
-                await asyncio.wait_for(asyncio.shield(self._idle), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(self._idle)
         except TimeoutError:
             log.warning(
                 "%s: %d handler(s) still running after %gs; cancelling",
@@ -201,9 +202,7 @@ class ActorCell:
                 self._done()
             return
         await self._gate.acquire()
-        task = asyncio.create_task(self._handle_then_release(msg, env, arrived))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        spawn(self._handle_then_release(msg, env, arrived), self.address, self._tasks)
 
     async def deliver_durable(self, msg: Msg, env: Inbound) -> Exception | None:
         """Handle one durable message to the end and say how it went.
@@ -222,9 +221,7 @@ class ActorCell:
 
     def deliver_later(self, msg: Msg, env: Inbound) -> None:
         """Queue a message without blocking the caller (shared subscriptions)."""
-        task = asyncio.create_task(self.deliver(msg, env))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        spawn(self.deliver(msg, env), self.address, self._tasks)
 
     async def _handle_then_release(self, msg: Msg, env: Inbound, arrived: int) -> None:
         try:

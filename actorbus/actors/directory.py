@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from actorbus.actors.delivery import DeliveryPolicy
 from actorbus.bus.registry_store import Registration, RegistryStore
+from actorbus.bus.tasks import spawn
 from actorbus.codecs.errors import ActorNotFoundError
 from actorbus.codecs.uap import (
     EphemeralCheck,
@@ -85,9 +86,7 @@ class Directory:
         """Register ``cls`` in the background (spawn must not wait for it)."""
         if not self.enabled or not cls.advertise or cls.type_name in self._registrations:
             return
-        task = asyncio.create_task(self._announce(cls), name=f"announce {cls.type_name}")
-        self._announcing.add(task)
-        task.add_done_callback(self._announcing.discard)
+        spawn(self._announce(cls), f"announce {cls.type_name}", self._announcing)
 
     async def _announce(self, cls: type[Actor]) -> None:
         try:
@@ -113,9 +112,8 @@ class Directory:
         registrations = list(self._registrations.values())
         self._registrations.clear()
         if registrations:
-            await asyncio.wait(
-                {asyncio.ensure_future(r.stop()) for r in registrations}, timeout=timeout
-            )
+            stopping = {spawn(r.stop(), f"deregister {r.record.id}") for r in registrations}
+            await asyncio.wait(stopping, timeout=timeout)
         if self._store is not None:
             with contextlib.suppress(Exception):
                 await self._store.close()

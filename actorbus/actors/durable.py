@@ -46,13 +46,15 @@ from actorbus.bus.jetstream import (
     consumer_name,
     expired_entry,
     idempotency_entry,
+    patiently,
+    store_message,
     stream_name,
     type_consumer_config,
     type_consumer_name,
 )
 from actorbus.bus.leases import LeaderElection, lease_key
 from actorbus.bus.subjects import Address
-from actorbus.bus.tasks import backoff_delay, stop_task, supervise
+from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -132,37 +134,26 @@ class _Reader:
         """A JetStream call at start-up, tried again while a cluster elects a new
         leader (a node just died: answers come late or not at all for a few
         seconds), within ``start_timeout``."""
-        system = self.system
-        await system.durable_ready()
-        timeout = system.durable_settings.start_timeout
-        deadline = time.monotonic() + timeout
-        attempt = 0
-        while True:
-            try:
-                return await call()
-            except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
-                if time.monotonic() > deadline:
-                    raise ActorBusError(
-                        f"{self.what}: JetStream did not set up the durable queue within "
-                        f"{timeout:g}s ({type(exc).__name__})"
-                    ) from exc
-                attempt += 1
-                await asyncio.sleep(backoff_delay(attempt, 0.1, 2.0))
+        await self.system.durable_ready()
+        timeout = self.system.durable_settings.start_timeout
+        return await patiently(call, timeout, f"{self.what}: the durable queue")
 
-    async def stop(self) -> None:
-        """Finish the message(s) in hand, then stop fetching (the consumer stays on
-        the server, so nothing queued is lost)."""
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Finish the message(s) in hand (for up to ``timeout``), then stop fetching
+        (the consumer stays on the server, so nothing queued is lost; a message
+        still in hand at the timeout is delivered again later)."""
         self._stopping = True
         await stop_task(self._gauge, what=f"queue depth of {self.what}")
         self._gauge = None
         if self._task is not None:  # ends within a fetch wait plus the message in hand
-            await asyncio.wait({self._task})
-        await self._drained()
+            await asyncio.wait({self._task}, timeout=timeout)
+            await stop_task(self._task, what=f"durable reader of {self.what}")
+        await self._drained(timeout)
         if self._psub is not None:
             with contextlib.suppress(Exception):
                 await self._psub.unsubscribe()
 
-    async def _drained(self) -> None:
+    async def _drained(self, timeout: float) -> None:
         """Wait for work handed out by the fetch loop (none for a one-at-a-time reader)."""
 
     async def _run(self) -> None:
@@ -326,8 +317,10 @@ class _Reader:
         record = dead_letter_record(
             msg, address, reason, code, attempt, envelope_id, self.system.nc.max_payload
         )
-        subject = self.system.subjects.dead_letter(Address.parse(address))
-        await self.system.js.publish(subject, record)
+        system = self.system
+        subject = system.subjects.dead_letter(Address.parse(address))
+        timeout = system.durable_settings.store_timeout
+        await store_message(system.mux, subject, record, None, address, timeout)
         await msg.term()
         self.dead_lettered += 1
         log.warning(
@@ -474,6 +467,7 @@ class TypeInbox(_Reader):
         self._keys: dict[str, deque[Msg]] = {}
         self._workers: set[asyncio.Task[None]] = set()
         self._election: LeaderElection | None = None
+        self._stop_timeout = 10.0
 
     async def start(self) -> None:
         system = self.system
@@ -502,7 +496,8 @@ class TypeInbox(_Reader):
         )
         await self._election.start()
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 10.0) -> None:
+        self._stop_timeout = timeout
         if self._election is not None:
             await self._election.stop()  # a reader halts (on_lost) and lets go
 
@@ -519,7 +514,7 @@ class TypeInbox(_Reader):
         )
 
     async def _halt(self) -> None:
-        await super().stop()
+        await super().stop(self._stop_timeout)
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -554,9 +549,11 @@ class TypeInbox(_Reader):
         finally:
             del self._keys[key]
 
-    async def _drained(self) -> None:
+    async def _drained(self, timeout: float) -> None:
         if self._workers:
-            await asyncio.wait(set(self._workers))
+            await asyncio.wait(set(self._workers), timeout=timeout)
+            for worker in list(self._workers):
+                await stop_task(worker, what=f"durable worker of {self.what}")
 
     async def _one(self, msg: Msg, key: str) -> None:
         address = f"{self.cls.type_name}/{key}"

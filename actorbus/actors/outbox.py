@@ -93,7 +93,7 @@ def recorded_sends(value: bytes | None) -> list[Held]:
 async def release(system: ActorSystem, held: list[Held]) -> None:
     """Send held messages, each stored before the next (repeats are dropped by id)."""
     for h in held:
-        await system.store(h.subject, h.out, h.what, system.default_timeout)
+        await system.store(h.subject, h.out, h.what, system.durable_settings.store_timeout)
 
 
 current_outbox: ContextVar[Outbox | None] = ContextVar("actorbus_outbox", default=None)

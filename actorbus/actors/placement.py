@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from actorbus.bus.leases import Lease, LeaseBucket, LeaseLostError, lease_key
+from actorbus.bus.tasks import stop_task, supervise
 
 if TYPE_CHECKING:
     from nats.js import JetStreamContext
@@ -124,7 +125,7 @@ class Placement:
 
     def _ensure_renewer(self) -> None:
         if self._renewer is None or self._renewer.done():
-            self._renewer = asyncio.create_task(self._renew_forever(), name="activation leases")
+            self._renewer = supervise("activation lease renewal", self._renew_forever, logger=log)
 
     async def _renew_forever(self) -> None:
         while self._held:
@@ -145,10 +146,7 @@ class Placement:
                     log.debug("renewing activation of %s: %r", address, exc)
 
     async def close(self) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
+        await stop_task(self._renewer, what="activation lease renewal")
         for address in list(self._held):
             await self.release(address)
 

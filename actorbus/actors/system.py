@@ -12,10 +12,9 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -51,11 +50,12 @@ from actorbus.actors.replies import Replies
 from actorbus.actors.streaming import StreamProducers, consume_stream
 from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.connection import BusConnection, ConnectOptions
-from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket
+from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket, store_message
 from actorbus.bus.leases import LeaseBucket
 from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, Subjects, validate_key, validate_topic
+from actorbus.bus.tasks import spawn
 from actorbus.codecs.envelope import Envelope, new_id, now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -438,7 +438,7 @@ class ActorSystem:
     async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
         inbox = self._inboxes.pop(cell, None)
         if inbox is not None:
-            await inbox.stop()
+            await inbox.stop(timeout)
         subs, cell.subscriptions = cell.subscriptions, []
         await _drain(subs, timeout)
         await cell.stop(timeout)
@@ -708,7 +708,7 @@ class ActorSystem:
             raise InvalidAddressError(f"durable sends need a 'type/key' address, not {address!r}")
         await self.durable_ready()
         subject = self.subjects.durable(addr)
-        wait = self.default_timeout if timeout is None else timeout
+        wait = self.durable_settings.store_timeout if timeout is None else timeout
 
         async def send(span: Span | None) -> None:
             out = self._encode(
@@ -722,7 +722,8 @@ class ActorSystem:
             await send(None)
 
     async def store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
-        """Publish into JetStream and wait for the publish-ack: stored, or an error.
+        """Publish into JetStream and wait for the publish-ack: stored, or an error
+        (``StoreUnavailableError`` when no stream leader confirmed it in time).
 
         Inside an idempotent durable handler the message is held instead, and sent
         once the handler succeeded (see ``actors/outbox.py``)."""
@@ -731,19 +732,9 @@ class ActorSystem:
             box.hold(subject, out, what)
             return
         try:
-            ack = await self.mux.request(subject, out.body, out.headers, timeout)
-        except RequestTimeout:
-            raise AskTimeoutError(what, out.intent, timeout) from None
-        except NoResponders:
-            raise ActorBusError(f"no JetStream stream stores messages for {what}") from None
+            await store_message(self.mux, subject, out.body, out.headers, what, timeout)
         except nats.errors.Error as exc:
             raise self.conn.translate(exc) from exc
-        reply = json.loads(ack.data or b"{}")
-        if "error" in reply:
-            raise ActorBusError(
-                f"JetStream refused the message for {what}: "
-                f"{reply['error'].get('description', reply['error'])}"
-            )
 
     async def publish(
         self,
@@ -767,7 +758,8 @@ class ActorSystem:
                 destination, message, intent, session_id, None, None, False, keep, span
             )
             if keep:
-                await self.store(subject, out, f"topic {topic!r}", self.default_timeout)
+                timeout = self.durable_settings.store_timeout
+                await self.store(subject, out, f"topic {topic!r}", timeout)
             else:
                 await self.conn.publish(subject, out.body, out.headers)
 
@@ -930,10 +922,8 @@ class ActorSystem:
         if self.conn.lost_error is not None:
             raise self.conn.lost_error
 
-    def _spawn_task(self, coro: Awaitable[Any]) -> None:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn_task(self, coro: Coroutine[Any, Any, Any], what: str = "actorbus task") -> None:
+        spawn(coro, what, self._tasks)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Graceful shutdown: stop accepting, let in-flight handlers finish (bounded
@@ -943,17 +933,13 @@ class ActorSystem:
             return
         self._closing = True
         try:
-            await self.directory.close(timeout)  # discovery stops offering us at once
-            await _drain([sub for host in self._hosts.values() for sub in host.subs], timeout)
-            inboxes = [host.inbox for host in self._hosts.values() if host.inbox is not None]
-            await asyncio.gather(*(inbox.stop() for inbox in inboxes))
-            cells = [c for cs in self._cells.values() for c in cs]
-            self._cells.clear()
-            await self.virtual.close()
-            await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
-            await self.placement.close()
-            if self._tasks:
-                await asyncio.wait(self._tasks, timeout=timeout)
+            try:
+                # Each step is bounded; this bounds them together, so that the
+                # connection and an embedded server are always closed below.
+                async with asyncio.timeout(3 * timeout):
+                    await self._stop_hosting(timeout)
+            except TimeoutError:
+                log.error("actors did not stop within %gs; closing the connection", 3 * timeout)
             await self.conn.close(timeout)
             if STATE.tracing:
                 await asyncio.to_thread(flush, timeout)  # this process may end now
@@ -961,6 +947,20 @@ class ActorSystem:
             if self.server is not None:
                 await self.server.stop()
             self._closed.set()
+
+    async def _stop_hosting(self, timeout: float) -> None:
+        """Stop discovery, readers, actors and leases, each bounded by ``timeout``."""
+        await self.directory.close(timeout)  # discovery stops offering us at once
+        await _drain([sub for host in self._hosts.values() for sub in host.subs], timeout)
+        inboxes = [host.inbox for host in self._hosts.values() if host.inbox is not None]
+        await asyncio.gather(*(inbox.stop(timeout) for inbox in inboxes))
+        cells = [c for cs in self._cells.values() for c in cs]
+        self._cells.clear()
+        await self.virtual.close()
+        await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
+        await self.placement.close()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=timeout)
 
     async def __aenter__(self) -> Self:
         return self

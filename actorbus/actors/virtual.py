@@ -31,6 +31,7 @@ from nats.aio.msg import Msg
 from actorbus.actors.outbox import Outbox, current_outbox
 from actorbus.bus.requests import NoResponders, RequestTimeout
 from actorbus.bus.subjects import Address
+from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.errors import ActorNotFoundError, AskTimeoutError, error_from_wire
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_FWD, H_MOVED, pack, unpack
@@ -214,7 +215,7 @@ class VirtualActors:
     # -- passivation -------------------------------------------------------
     def watch_idle(self) -> None:
         if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.create_task(self._sweep_forever(), name="passivation")
+            self._sweeper = supervise("passivation sweeper", self._sweep_forever, logger=log)
 
     async def _sweep_forever(self) -> None:
         system = self.system
@@ -232,6 +233,4 @@ class VirtualActors:
                     await system.stop_actor(address)
 
     async def close(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
+        await stop_task(self._sweeper, what="passivation sweeper")

@@ -25,10 +25,17 @@ changes nothing, a start with new settings updates the streams.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
+import json
 import re
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -41,7 +48,12 @@ from nats.js.api import (
 )
 from nats.js.kv import KeyValue
 
+from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.subjects import Address, Subjects
+from actorbus.bus.tasks import backoff_delay
+from actorbus.codecs.errors import ActorBusError, StoreUnavailableError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,7 @@ class DurableSettings:
     idempotency_ttl: float = 24 * 3600.0  # how long a handled idempotency key is remembered
     keep_topics: bool = False  # also store pub/sub topics, for history and replay
     start_timeout: float = 30.0  # how long an actor retries setting up its queue (failover)
+    store_timeout: float = 15.0  # a durable send's default deadline: rides through an election
     type_window: int = 64  # messages in flight for a lazily hosted type (all its keys)
     reader_lease_ttl: float = 3.0  # a lazily hosted type's reader is replaced this fast
 
@@ -156,24 +169,71 @@ async def ensure_streams(
             else []
         ),
     ):
-        try:
-            await js.add_stream(config)
-        except nats.js.errors.BadRequestError:
-            await js.update_stream(config)  # exists with other settings
-    handled = await js.create_key_value(
-        KeyValueConfig(
-            bucket=idempotency_bucket(subjects.ns),
-            ttl=s.idempotency_ttl,
-            storage=StorageType.FILE,
-            replicas=s.replicas,
-        )
+        await patiently(functools.partial(_create_or_update, js, config), s.start_timeout)
+    handled = await patiently(
+        lambda: js.create_key_value(
+            KeyValueConfig(
+                bucket=idempotency_bucket(subjects.ns),
+                ttl=s.idempotency_ttl,
+                storage=StorageType.FILE,
+                replicas=s.replicas,
+            )
+        ),
+        s.start_timeout,
     )
-    stats = await js.create_key_value(
-        KeyValueConfig(
-            bucket=stats_bucket(subjects.ns), storage=StorageType.FILE, replicas=s.replicas
-        )
+    stats = await patiently(
+        lambda: js.create_key_value(
+            KeyValueConfig(
+                bucket=stats_bucket(subjects.ns), storage=StorageType.FILE, replicas=s.replicas
+            )
+        ),
+        s.start_timeout,
     )
     return DurableStores(handled, stats)
+
+
+async def _create_or_update(js: JetStreamContext, config: StreamConfig) -> None:
+    try:
+        await js.add_stream(config)
+    except nats.js.errors.BadRequestError as exc:
+        if exc.err_code != _STREAM_EXISTS_OTHERWISE:
+            raise
+        await js.update_stream(config)
+
+
+_STREAM_EXISTS_OTHERWISE = 10058  # "stream name already in use with a different configuration"
+_NO_PEERS = 10005  # "no suitable peers for placement": a node is (re)joining
+_NOT_ENABLED = (10039, 10076)  # JetStream not enabled (for the account)
+
+
+def transient(exc: BaseException) -> bool:
+    """A JetStream answer that a cluster settling (a leader election, a node
+    rejoining) gives for a few seconds, and that a retry soon gets past."""
+    if isinstance(exc, nats.errors.TimeoutError):
+        return True
+    if isinstance(exc, nats.js.errors.ServiceUnavailableError):
+        # No code: nobody answered the API (JetStream is off); no retry will help.
+        return exc.err_code is not None and exc.err_code not in _NOT_ENABLED
+    return isinstance(exc, nats.js.errors.APIError) and exc.err_code == _NO_PEERS
+
+
+async def patiently(call: Callable[[], Awaitable[T]], timeout: float, what: str = "") -> T:
+    """``call()``, tried again with backoff while JetStream answers transiently
+    (see :func:`transient`), for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise ActorBusError(
+                    f"{what or 'JetStream'}: not ready within {timeout:g}s ({exc!r})"
+                ) from exc
+            attempt += 1
+            await asyncio.sleep(backoff_delay(attempt, 0.1, 2.0))
 
 
 def consumer_config(
@@ -199,3 +259,45 @@ def type_consumer_config(subjects: Subjects, type_: str, s: DurableSettings) -> 
         max_deliver=-1,  # the reader dead-letters; the server must never drop one
         max_ack_pending=s.type_window,
     )
+
+
+async def store_message(
+    mux: RequestMux, subject: str, body: bytes, headers: Any, what: str, timeout: float
+) -> None:
+    """Publish into JetStream and wait for its publish-ack, riding through a leader
+    election: while no stream leader answers (no responders, a 503, no ack in
+    time) the same bytes are sent again, so with the same ``Nats-Msg-Id`` the
+    server stores them once, until ``timeout`` runs out.
+
+    Raises :class:`StoreUnavailableError` (with the last cause) when no attempt
+    was confirmed in time, :class:`ActorBusError` when JetStream refused the
+    message for good (too large, a wrong expected sequence ...).
+    """
+    deadline = time.monotonic() + timeout
+    attempt, cause = 0, ""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise StoreUnavailableError(
+                f"JetStream did not confirm storing the message for {what} within "
+                f"{timeout:g}s ({attempt} attempt(s); last: {cause}); it may or may not be stored"
+            )
+        attempt += 1
+        try:
+            ack = await mux.request(subject, body, headers, min(left, max(0.5, timeout / 4)))
+        except RequestTimeout:
+            cause = "no publish-ack in time"
+            continue  # already waited: send again at once
+        except NoResponders:
+            cause = "no stream leader answered (no responders)"
+        else:
+            reply = json.loads(ack.data or b"{}")
+            error = reply.get("error")
+            if error is None:
+                return
+            if error.get("code") != 503:
+                raise ActorBusError(
+                    f"JetStream refused the message for {what}: {error.get('description', error)}"
+                )
+            cause = f"JetStream unavailable: {error.get('description', error)}"
+        await asyncio.sleep(min(backoff_delay(attempt, 0.05, 1.0), max(0.0, left)))

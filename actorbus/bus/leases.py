@@ -42,6 +42,7 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
 from actorbus.bus.kvkeys import key as _kv_key
+from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.errors import ActorBusError
 
 log = logging.getLogger("actorbus.leases")
@@ -213,11 +214,12 @@ class LeaderElection:
         """Try once right away (so a lone candidate leads when this returns), then
         keep going in the background."""
         await self._step()
-        self._task = asyncio.create_task(self._run(), name=f"leader election {self.key}")
+        self._task = supervise(f"leader election {self.key}", self._run, logger=log)
 
     async def wait_elected(self, timeout: float) -> bool:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.leading.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.leading.wait()
         return self.is_leader
 
     async def _run(self) -> None:
@@ -228,14 +230,14 @@ class LeaderElection:
     async def _step(self) -> None:
         try:
             if self._lease is None:
-                lease = await asyncio.wait_for(
-                    self.leases.acquire(self.key, self.holder), self.interval
-                )
+                async with asyncio.timeout(self.interval):
+                    lease = await self.leases.acquire(self.key, self.holder)
                 if lease is not None and not self._stopping:
                     self._lease = lease
                     await self._elected()
             else:
-                self._lease = await asyncio.wait_for(self.leases.renew(self._lease), self.interval)
+                async with asyncio.timeout(self.interval):
+                    self._lease = await self.leases.renew(self._lease)
         except LeaseLostError as err:
             log.warning("%s", err)
             await self._lost()
@@ -272,10 +274,7 @@ class LeaderElection:
     async def stop(self) -> None:
         """Stop campaigning; a leader steps down (``on_lost``) and releases the lease."""
         self._stopping = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task, what=f"leader election {self.key}")
         lease = self._lease
         await self._lost()
         if lease is not None:

@@ -42,6 +42,7 @@ from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from pydantic import ValidationError
 
 from actorbus.bus.kvkeys import decode_token, encode_token
+from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.uap import (
     HEALTHY,
@@ -111,12 +112,25 @@ class BucketMirror:
 
     async def start(self, timeout: float) -> None:
         self._watcher = await self._kv.watchall()
-        self._task = asyncio.create_task(self._run(), name=f"mirror {self._name}")
-        await asyncio.wait_for(self._loaded.wait(), timeout)
+        self._task = supervise(f"mirror of {self._name}", self._run, logger=log)
+        async with asyncio.timeout(timeout):
+            await self._loaded.wait()
 
     async def _run(self) -> None:
-        assert self._watcher is not None
-        async for entry in self._watcher:
+        """Apply every change the watcher reports; restarted with a new watcher
+        (which replays the current values, applied idempotently) if it fails."""
+        if self._watcher is None:
+            self._watcher = await self._kv.watchall()
+        watcher = self._watcher
+        try:
+            await self._follow(watcher)
+        finally:
+            self._watcher = None
+            with contextlib.suppress(Exception):
+                await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def _follow(self, watcher: KeyValue.KeyWatcher) -> None:
+        async for entry in watcher:
             if entry is None:  # the initial values are all in
                 self._loaded.set()
                 continue
@@ -137,10 +151,15 @@ class BucketMirror:
         self._changed = asyncio.Event()
 
     async def next_change(self, timeout: float) -> bool:
-        """Wait for the next entry (True) or the timeout (False)."""
+        """Wait for the next entry (True) or the timeout (False).
+
+        ``asyncio.timeout``, not ``wait_for``: on Python 3.11 the latter can
+        swallow a cancellation that arrives as the event fires, and a renewal
+        loop waiting here would then survive its ``stop()``."""
         event = self._changed
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
         except TimeoutError:
             return False
         return True
@@ -155,13 +174,10 @@ class BucketMirror:
         return True
 
     async def stop(self) -> None:
+        await stop_task(self._task, what=f"mirror of {self._name}")
         if self._watcher is not None:
             with contextlib.suppress(Exception):
                 await self._watcher.stop()  # type: ignore[no-untyped-call]
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
 
 def _parse(model: type[M], value: bytes, revision: int) -> M | None:
@@ -599,7 +615,7 @@ class Registration:
 
     async def start(self) -> ServiceResponse:
         await self._register()
-        self._task = asyncio.create_task(self._renew_forever(), name=f"renew {self.record.id}")
+        self._task = supervise(f"renewal of {self.record.id}", self._renew_forever, logger=log)
         return self.service
 
     async def _register(self) -> None:
@@ -619,11 +635,9 @@ class Registration:
                 log.warning("renewing service %s failed: %r", self.record.id, exc)
 
     async def stop(self, *, deregister: bool = True) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop renewing (bounded, however the renewal is waiting) and deregister."""
+        await stop_task(self._task, what=f"renewal of {self.record.id}")
+        self._task = None
         if deregister:
             for attempt in range(3):  # a busy server may time one out: discovery must
                 try:  # stop offering a service whose registrant left

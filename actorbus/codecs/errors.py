@@ -145,6 +145,15 @@ class AuthError(ActorBusError, PermissionError):
     code = "E_AUTH"
 
 
+class StoreUnavailableError(ActorBusError):
+    """JetStream did not confirm storing a durable message before the send's deadline
+    (no stream leader during an election, a node away, the store refusing). The
+    message may or may not be stored; sending it again is safe only with the same
+    ``idempotency_key`` or message id."""
+
+    code = "E_STORE_UNAVAILABLE"
+
+
 class StreamCancelledError(ActorBusError):
     """The consumer of a stream stopped early; raised inside the producer."""
 
@@ -209,6 +218,7 @@ CLASS_OF_CODE: dict[str, type[ActorBusError]] = {
         RateLimitedError,
         AuthError,
         StreamCancelledError,
+        StoreUnavailableError,
         RemoteError,
     )
 }

@@ -24,7 +24,8 @@ async def sse_data(
     lines: list[bytes] = []
     while True:
         try:
-            line = await asyncio.wait_for(resp.content.readline(), item_timeout)
+            async with asyncio.timeout(item_timeout):
+                line = await resp.content.readline()
         except TimeoutError:
             raise AskTimeoutError(url, "stream item", item_timeout) from None
         except aiohttp.ClientPayloadError as e:

@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 
 from actorbus.bus.registry_store import RegistryStore, now_ms
+from actorbus.bus.tasks import stop_task
 from actorbus.codecs.uap import (
     HEALTHY,
     UNHEALTHY,
@@ -239,12 +240,8 @@ class Lifecycle:
 
     async def stop(self) -> None:
         """Cancel running checks and forget their history (a new term starts afresh)."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task in list(self._tasks):
+            await stop_task(task, what="registry check")
         self._checks.clear()
         self._card_due.clear()
         if self._session is not None:

@@ -31,6 +31,7 @@ from aiohttp import web
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.leases import LeaderElection, LeaseBucket
 from actorbus.bus.registry_store import RegistryStore
+from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import new_id
 from actorbus.services.registry.actor import RegistryActor
 from actorbus.services.registry.cards import AgentInfoFetcher
@@ -181,15 +182,12 @@ class RegistryService:
 
     async def _lead(self) -> None:
         assert self._lifecycle is not None
-        self._lifecycle_task = asyncio.create_task(self._lifecycle.run(), name="registry leader")
+        self._lifecycle_task = supervise("registry lifecycle", self._lifecycle.run, logger=log)
         log.info("registry %s leads namespace %s", self.instance_id, self.namespace)
 
     async def _follow(self) -> None:
         task, self._lifecycle_task = self._lifecycle_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task, what="registry lifecycle")
 
     async def stop(self) -> None:
         """Stop serving, step down (releasing the lease), close what was opened."""

@@ -32,6 +32,7 @@ from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
 
 from actorbus.actors.system import ActorSystem
+from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.synadia import (
     DEFAULT_HEARTBEAT_INTERVAL_S,
@@ -121,7 +122,7 @@ class BridgedAgent:
             )
         await self.system.nc.flush()  # started = reachable: no race with a caller
         await self._beat()
-        self._heartbeats = asyncio.create_task(self._beat_every_interval())
+        self._heartbeats = supervise("synadia heartbeats", self._beat_every_interval, logger=log)
 
     def heartbeat(self) -> dict[str, Any]:
         """The heartbeat (and ``status`` reply) payload as of now."""
@@ -161,19 +162,15 @@ class BridgedAgent:
     async def stop(self) -> None:
         """Stop beating and serving; prompts in flight get ``stop_timeout`` to
         finish, then are cancelled (their callers still get the end marker)."""
-        if self._heartbeats is not None:
-            self._heartbeats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeats
-            self._heartbeats = None
+        await stop_task(self._heartbeats, what="synadia heartbeats")
+        self._heartbeats = None
         if self._service is not None:
             with contextlib.suppress(Exception):
                 await self._service.stop()
         if self._prompts:
             _, pending = await asyncio.wait(set(self._prompts), timeout=self.settings.stop_timeout)
             for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+                await stop_task(task)
 
 
 def _clamped(max_payload: str, server_limit: int) -> str:

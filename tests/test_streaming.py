@@ -417,3 +417,48 @@ async def test_producer_never_runs_more_than_a_window_ahead(make_system) -> None
     await asyncio.wait_for(probe.closed.wait(), 5)
     assert probe.produced <= 8 + 1, f"producer ran {probe.produced} items ahead"
     await stream.aclose()
+
+
+def raw_stream_request(ns: str, address: str, message: dict[str, Any], intent: str) -> bytes:
+    import msgpack
+
+    from actorbus.codecs.envelope import new_id, now_ms
+
+    return msgpack.packb(
+        {
+            "id": new_id(),
+            "ts": now_ms(),
+            "src": "raw",
+            "dst": address,
+            "intent": intent,
+            "content": message,
+            "context": {"stream": True},
+        }
+    )
+
+
+@pytest.mark.parametrize("reader", ["nobody-subscribed", "subscribed-never-reads"])
+async def test_a_stream_request_nobody_reads_frees_the_actor_within_seconds(
+    system, raw_nc, ns: str, reader: str
+) -> None:
+    """A raw stream request whose reply subject nobody reads (no subscriber at all, or
+    one that never answers the first frame) must not pin a one-at-a-time actor for
+    stream_credit_timeout (300 s): the producer stops within stream_start_timeout."""
+    probe = Probe()
+    await system.spawn(Streamer, "pinned", probe=probe)
+    inbox = raw_nc.new_inbox()
+    if reader == "subscribed-never-reads":
+
+        async def takes_never_answers(_msg: Any) -> None:
+            pass
+
+        await raw_nc.subscribe(inbox, cb=takes_never_answers)
+    body = raw_stream_request(ns, "streamer/pinned", {}, "StForever")
+    await raw_nc.publish(f"{ns}.a.streamer.pinned", body, reply=inbox)
+    await raw_nc.flush()
+    await asyncio.wait_for(probe.started.wait(), WAIT)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    # Handled in arrival order: this answer proves the stream request is over.
+    assert await system.ask("streamer/pinned", {}, timeout=10) == {"plain": True}
+    assert loop.time() - started < system.stream_start_timeout + 1.5

@@ -119,8 +119,10 @@ class Replies:
         *,
         src: str | None = None,
         msg: Msg | None = None,
+        reply: str = "",
     ) -> None:
-        """Send one answer (a reply or a stream frame) to ``inbox``."""
+        """Send one answer (a reply or a stream frame) to ``inbox``; ``reply`` asks
+        the receiver for an answer (a stream's first frame)."""
         enc = request_encoding(msg)
         try:
             body = encode_body(_answer(env, src or env.dst, intent, content), enc)
@@ -131,7 +133,7 @@ class Replies:
             return
         if enc is not Encoding.MSGPACK:
             headers = {**(headers or {}), H_ENC: enc.value}
-        await self.conn.publish(inbox, body, headers)
+        await self.conn.publish(inbox, body, headers, reply=reply)
 
     async def error(self, msg: Msg, err: ActorBusError, env: Inbound | None, address: str) -> None:
         """Answer ``msg`` with a typed error, or log it when nobody waits for one."""

@@ -5,6 +5,11 @@ Wire protocol (core NATS, one publisher to one inbox, so order is kept):
 - the request carries ``context.stream = true`` and a reply inbox;
 - each item goes to the inbox as a frame with header ``Ab-Seq: n`` (1, 2, ...);
 - the last frame is intent ``$end`` (or ``$error`` with the remote error);
+- the first frame carries a reply subject, which the consumer answers as it
+  takes the frame: a producer whose first frame finds nobody subscribed (the
+  server's no-responders status) or gets no answer within ``start_timeout``
+  (2 s) stops at once, so a request whose reply subject nobody reads cannot
+  pin an actor;
 - flow control: the producer may run ``window`` items ahead of the consumer.
   Halfway through each window a frame carries ``Ab-Credit: <inbox>``; when the
   consumer takes that item it answers on the inbox, which lets the producer go
@@ -36,7 +41,7 @@ from nats.aio.msg import Msg
 
 from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_content
 from actorbus.actors.outbound import Outgoing, read_reply
-from actorbus.bus.requests import NO_RESPONDERS_STATUS
+from actorbus.bus.requests import NO_RESPONDERS_STATUS, RequestTimeout
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
@@ -132,6 +137,7 @@ class StreamProducers:
         credit: asyncio.Future[Msg] | None = None
         credit_inbox = ""
         seq = 0
+        abandoned: list[str] = []  # why the consumer was taken for gone, if it was
         try:
             async for item in agen:
                 seq += 1
@@ -157,12 +163,18 @@ class StreamProducers:
                     credit_inbox, credit = system.mux.new_inbox()
                     headers[H_CREDIT] = credit_inbox
                 intent, content = to_content(item)
-                await system.replies.send(inbox, env, intent, content, headers, msg=request)
+                hello = self._greet(env, abandoned) if seq == 1 else ""
+                await system.replies.send(
+                    inbox, env, intent, content, headers, msg=request, reply=hello
+                )
             await system.replies.send(
                 inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request
             )
         except asyncio.CancelledError:
-            log.debug("stream %s cancelled by its consumer after %d items", env.id, seq)
+            if abandoned:
+                log.warning("stream %s to %s stopped: %s", env.id, env.src, abandoned[0])
+            else:
+                log.debug("stream %s cancelled by its consumer after %d items", env.id, seq)
             if credit_inbox:
                 system.mux.discard(credit_inbox)
         except Exception as exc:
@@ -173,6 +185,32 @@ class StreamProducers:
         finally:
             await _close(agen)
         return None
+
+    def _greet(self, env: Inbound, abandoned: list[str]) -> str:
+        """A reply subject for the first frame; the producing task (this one) is
+        cancelled if nobody is there to answer it, or nobody does in time."""
+        pump = asyncio.current_task()
+        assert pump is not None
+        timeout = self.system.stream_start_timeout
+        hello, answered = self.system.mux.new_inbox(timeout)
+
+        def check(done: asyncio.Future[Msg]) -> None:
+            if done.cancelled():
+                return
+            failed = done.exception()
+            if isinstance(failed, RequestTimeout):
+                why = f"the consumer did not take the first item within {timeout:g}s"
+            elif failed is not None:
+                why = f"the consumer's inbox failed: {failed!r}"
+            elif (done.result().headers or {}).get("Status") == NO_RESPONDERS_STATUS:
+                why = "nobody is subscribed to its reply subject"
+            else:
+                return  # the consumer is there
+            abandoned.append(why)
+            pump.cancel()
+
+        answered.add_done_callback(check)
+        return hello
 
 
 async def _close(agen: AsyncIterator[Any]) -> None:
@@ -218,6 +256,8 @@ async def consume_stream(
                 raise ProtocolError(
                     f"stream from {address} lost frames: expected #{expected}, got #{seq}"
                 )
+            if msg.reply:  # the first frame: tell the producer we are here
+                await system.conn.publish(msg.reply, b"")
             intent, content = read_reply(msg, address)
             if intent == INTENT_END:
                 finished = True

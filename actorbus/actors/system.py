@@ -129,6 +129,7 @@ class ActorSystem:
         debug: bool = False,
         stream_window: int = 64,
         stream_credit_timeout: float = 300.0,
+        stream_start_timeout: float = 2.0,
         durable: DurableSettings | None = None,
         activation_ttl: float = 5.0,
         registry: bool = True,
@@ -146,6 +147,7 @@ class ActorSystem:
             raise ValueError("stream_window must be >= 2")
         self.stream_window = stream_window
         self.stream_credit_timeout = stream_credit_timeout
+        self.stream_start_timeout = stream_start_timeout
         self.durable_settings = durable or DurableSettings()
         self.js = self.nc.jetstream()
         self._durable_lock = asyncio.Lock()

@@ -94,3 +94,48 @@ class Forward(Actor):
     async def who(self, q: WhoAsk) -> WhoReply:
         reply: WhoReply = await self.ask("whoami/w", q, returns=WhoReply)
         return reply
+
+
+class Sluggish(Actor):
+    """Takes a millisecond per message (without blocking the loop) and can say how
+    many it handled and how many its mailbox dropped."""
+
+    type_name = "sluggish"
+    mailbox_size = 2_000
+    mailbox_bytes = 4 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.handled = 0
+
+    @handler
+    async def take(self, data: bytes) -> None:
+        import asyncio
+
+        self.handled += 1
+        await asyncio.sleep(0.001)
+
+    @handler(intent="stats")
+    async def stats(self, _: dict[str, int]) -> dict[str, int]:
+        dropped = self.system.mailboxes.dropped.get(self.address, 0)
+        return {"handled": self.handled, "dropped": dropped, "rss_kb": _rss_kb()}
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Blocking(Sluggish):
+    """Blocks the event loop for a millisecond per message (what not to do)."""
+
+    type_name = "blocking"
+
+    @handler
+    async def take(self, data: bytes) -> None:
+        import time
+
+        self.handled += 1
+        time.sleep(0.001)  # noqa: ASYNC251 - blocking on purpose

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeVar
 
 from actorbus.actors.handlers import HandlerSpec, resolve_handlers
 from actorbus.bus.subjects import validate_topic, validate_type
@@ -66,6 +66,10 @@ class Actor:
       whole namespace (an activation lease); other processes forward to it
     - ``idle_timeout``: seconds without a message after which a lazily activated
       instance is passivated (stopped; the next message activates it again)
+    - ``mailbox_size`` / ``mailbox_bytes``: messages (10,000) and bytes (32 MiB) that
+      may wait for one instance (per subscription: its address, its type's anycast
+      address, each topic); what does not fit is dropped and counted, and an ask
+      is answered with ``RateLimitedError`` unless ``mailbox_overflow = "drop"``
     - ``skills``, ``tags``, ``description``, ``protocols``: what the registry says
       about the type (skills default to the intents it handles; the description to
       the docstring's first line); ``advertise = False`` keeps it out of the registry
@@ -81,6 +85,9 @@ class Actor:
     crash_on: ClassVar[tuple[type[BaseException], ...]] = ()
     keyed: ClassVar[bool] = False
     idle_timeout: ClassVar[float | None] = None
+    mailbox_size: ClassVar[int] = 10_000
+    mailbox_bytes: ClassVar[int] = 32 * 1024 * 1024
+    mailbox_overflow: ClassVar[Literal["refuse", "drop"]] = "refuse"
     skills: ClassVar[tuple[str, ...]] = ()
     tags: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
@@ -101,6 +108,10 @@ class Actor:
         validate_type(cls.type_name)
         if cls.concurrency < 1:
             raise TypeError(f"{cls.__qualname__}.concurrency must be >= 1")
+        if cls.mailbox_size < 1 or cls.mailbox_bytes < 1:
+            raise TypeError(f"{cls.__qualname__}: mailbox_size and mailbox_bytes must be >= 1")
+        if cls.mailbox_overflow not in ("refuse", "drop"):
+            raise TypeError(f"{cls.__qualname__}.mailbox_overflow must be 'refuse' or 'drop'")
         if cls.idle_timeout is not None and cls.idle_timeout <= 0:
             raise TypeError(f"{cls.__qualname__}.idle_timeout must be > 0 (or None)")
         cls.handlers = resolve_handlers(cls)

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("actorbus.actors")
 
+_HOGGING = 0.002  # seconds of messages handled back to back before the loop gets a turn
+
 
 class ActorCell:
     def __init__(
@@ -64,6 +66,7 @@ class ActorCell:
         self.restart_count = 0
         self.failure: BaseException | None = None
         self.last_active = time.monotonic()  # when it last finished a message
+        self._yielded_at = self.last_active
 
     def idle_for(self, now: float) -> float:
         """Seconds without a message in hand (0 while one is)."""
@@ -192,6 +195,9 @@ class ActorCell:
         self._busy += 1
         arrived = spans.now_ns() if STATE.tracing else 0
         if self.cls.concurrency == 1:
+            now = time.monotonic()
+            if now - self.last_active > _HOGGING:
+                self._yielded_at = now  # it was idle: the loop had its turn since
             try:
                 async with self._lock:
                     if arrived:  # tracing: the spanned path
@@ -200,6 +206,13 @@ class ActorCell:
                         await self._handle_now(msg, env)
             finally:
                 self._done()
+            if self.last_active - self._yielded_at > _HOGGING:
+                # nats-py hands a subscription's queued messages over without
+                # returning to the loop; handlers that never await (blocking work)
+                # would keep the connection from reading for the whole backlog,
+                # until NATS cuts it off as a slow consumer. Give the reader a turn.
+                self._yielded_at = self.last_active
+                await asyncio.sleep(0)
             return
         await self._gate.acquire()
         spawn(self._handle_then_release(msg, env, arrived), self.address, self._tasks)
@@ -220,7 +233,12 @@ class ActorCell:
             self._done()
 
     def deliver_later(self, msg: Msg, env: Inbound) -> None:
-        """Queue a message without blocking the caller (shared subscriptions)."""
+        """Queue a message without blocking the caller (shared subscriptions),
+        within the mailbox bound: what does not fit is dropped (an ask refused)."""
+        if len(self._tasks) >= self.cls.mailbox_size:
+            mailboxes = self.system.mailboxes
+            spawn(mailboxes.overflowed(self.address, self.cls, msg.reply), self.address)
+            return
         spawn(self.deliver(msg, env), self.address, self._tasks)
 
     async def _handle_then_release(self, msg: Msg, env: Inbound, arrived: int) -> None:

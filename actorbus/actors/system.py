@@ -42,6 +42,7 @@ from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory, Listing
 from actorbus.actors.durable import DurableInbox, TypeInbox
 from actorbus.actors.history import read_history
+from actorbus.actors.mailbox import ENTRANCE, Mailboxes, limits_of
 from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbound import Outgoing, encode_request, read_reply
 from actorbus.actors.outbox import current_outbox
@@ -172,6 +173,8 @@ class ActorSystem:
         self.directory = Directory(self, registry)
         self.streams = StreamProducers(self)
         self.replies = Replies(conn, limits, debug)
+        self.mailboxes = Mailboxes(self._refuse, self.emit_event)
+        conn.on_slow_consumer.append(self.mailboxes.on_overflow)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
         conn.on_lost.append(self.mux.fail_all)
         self._cells: dict[str, list[ActorCell]] = {}
@@ -342,21 +345,21 @@ class ActorSystem:
         async def on_direct(msg: Msg) -> None:
             await self._route_lazy(host, s.key_of(msg.subject), msg)
 
+        limits = ENTRANCE  # each activated key's own mailbox bound is in deliver_later
+        everyone = f"{type_name}/*"
+
         async def on_anycast(msg: Msg) -> None:
             local = [a for a in self._cells if a.startswith(type_name + "/")]
             key = local[next(host.rr) % len(local)].split("/", 1)[1] if local else "default"
             await self._route_lazy(host, key, msg)
 
-        host.subs.append(
-            await self.nc.subscribe(
-                s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct
-            )
+        direct = await self.nc.subscribe(
+            s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct, **limits
         )
-        host.subs.append(
-            await self.nc.subscribe(
-                s.anycast(type_name), queue=s.queue(Address(type_name)), cb=on_anycast
-            )
+        anycast = await self.nc.subscribe(
+            s.anycast(type_name), queue=s.queue(Address(type_name)), cb=on_anycast, **limits
         )
+        host.subs += [self.mailboxes.watch(sub, everyone, cls) for sub in (direct, anycast)]
         if cls.idle_timeout is not None:
             self.virtual.watch_idle()
         if cls.has_durable_queue:
@@ -402,14 +405,13 @@ class ActorSystem:
                 return
             await cell.deliver(msg, env)
 
-        cell.subscriptions.append(
-            await self.nc.subscribe(s.direct(addr), queue=s.queue(addr), cb=on_msg)
+        limits = limits_of(cell.cls)
+        direct = await self.nc.subscribe(s.direct(addr), queue=s.queue(addr), cb=on_msg, **limits)
+        anycast = await self.nc.subscribe(
+            s.anycast(addr.type), queue=s.queue(Address(addr.type)), cb=on_msg, **limits
         )
-        cell.subscriptions.append(
-            await self.nc.subscribe(
-                s.anycast(addr.type), queue=s.queue(Address(addr.type)), cb=on_msg
-            )
-        )
+        for sub in (direct, anycast):
+            cell.subscriptions.append(self.mailboxes.watch(sub, cell.address, cell.cls))
         await self._subscribe_topics(cell)
 
     async def _subscribe_topics(self, cell: ActorCell) -> None:
@@ -422,13 +424,13 @@ class ActorSystem:
                 if env is not None:
                     await cell.deliver(msg, env)
 
-            cell.subscriptions.append(
-                await self.nc.subscribe(
-                    self.subjects.topic(spec.topic, wildcards=True),
-                    queue=self.subjects.queue(addr),
-                    cb=on_topic,
-                )
+            sub = await self.nc.subscribe(
+                self.subjects.topic(spec.topic, wildcards=True),
+                queue=self.subjects.queue(addr),
+                cb=on_topic,
+                **limits_of(cell.cls),
             )
+            cell.subscriptions.append(self.mailboxes.watch(sub, cell.address, cell.cls))
 
     async def stop_actor(self, address: str, timeout: float = 10.0) -> None:
         """Stop every local replica of ``address`` (they finish what they are doing);
@@ -443,6 +445,8 @@ class ActorSystem:
             await inbox.stop(timeout)
         subs, cell.subscriptions = cell.subscriptions, []
         await _drain(subs, timeout)
+        for sub in subs:
+            self.mailboxes.forget(sub)
         await cell.stop(timeout)
 
     async def forget_cell(self, cell: ActorCell) -> None:
@@ -453,6 +457,7 @@ class ActorSystem:
             if not cells:
                 del self._cells[cell.address]
         for sub in cell.subscriptions:
+            self.mailboxes.forget(sub)
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
         cell.subscriptions.clear()
@@ -460,6 +465,10 @@ class ActorSystem:
     def local_actors(self) -> dict[str, int]:
         """Addresses hosted here and their replica counts."""
         return {address: len(cells) for address, cells in self._cells.items()}
+
+    async def _refuse(self, inbox: str, err: ActorBusError) -> None:
+        """Answer an ask that did not fit its actor's mailbox."""
+        await self.replies.send_error(inbox, err, None, None)
 
     # -- events ------------------------------------------------------------
     async def emit_event(self, event: str, data: dict[str, Any]) -> None:

@@ -19,9 +19,11 @@ from typing import Any
 
 import nats
 from nats.aio.client import Server
+from nats.errors import SlowConsumerError
 
 from actorbus.bus.client import Client
-from actorbus.bus.tasks import backoff_delay
+from actorbus.bus.loopwatch import LoopWatch
+from actorbus.bus.tasks import backoff_delay, stop_task, supervise
 from actorbus.codecs.errors import ConnectionLostError
 
 log = logging.getLogger("actorbus.bus")
@@ -60,6 +62,10 @@ class BusConnection:
         self.on_disconnect: list[Callable[[], Awaitable[None]]] = []
         self.on_reconnect: list[Callable[[], Awaitable[None]]] = []
         self.on_lost: list[Callable[[ConnectionLostError], None]] = []
+        # A subscription's pending limit was reached and nats-py dropped a message.
+        self.on_slow_consumer: list[Callable[[SlowConsumerError], Awaitable[None]]] = []
+        self.loop_watch = LoopWatch()
+        self._loop_task: asyncio.Task[None] | None = None
 
     @classmethod
     async def connect(cls, options: ConnectOptions) -> BusConnection:
@@ -106,6 +112,7 @@ class BusConnection:
                 f"cannot connect to NATS at {', '.join(o.servers)}: {exc or type(exc).__name__}"
             ) from exc
         self.nc.options["max_reconnect_attempts"] = -1
+        self._loop_task = supervise("event loop watch", self.loop_watch.run, logger=log)
 
     def _pick_server(
         self, servers: list[Server], info: dict[str, Any]
@@ -117,6 +124,12 @@ class BusConnection:
         return server, delay
 
     async def _on_error(self, exc: Exception) -> None:
+        if isinstance(exc, SlowConsumerError):  # one subscription full: its owner's business
+            for cb in self.on_slow_consumer:
+                await cb(exc)
+            if not self.on_slow_consumer:
+                log.warning("%s", exc)
+            return
         if self._lost_since is None and self.nc.is_connected:
             log.warning("%s", exc or type(exc).__name__)
         else:
@@ -126,6 +139,15 @@ class BusConnection:
         if self.nc.is_closed or self._lost_since is not None:
             return
         self._lost_since = time.monotonic()
+        blocked = self.loop_watch.blocked_for()
+        if blocked:
+            log.error(
+                "lost connection to NATS right after the event loop was blocked for %.2fs: "
+                "most likely cut off as a slow consumer. Core NATS messages sent to this "
+                "process meanwhile (tells, asks) are lost; durable ones wait in JetStream. "
+                "Move blocking work off the loop (asyncio.to_thread).",
+                blocked,
+            )
         log.warning(
             "lost connection to NATS; reconnecting for up to %gs", self.options.reconnect_deadline
         )
@@ -204,6 +226,7 @@ class BusConnection:
         server died a moment ago and the client has not noticed yet."""
         if self._watchdog is not None:
             self._watchdog.cancel()
+        await stop_task(self._loop_task, what="event loop watch")
         if self.nc.is_closed:
             return
         bound = self.options.drain_timeout if timeout is None else timeout

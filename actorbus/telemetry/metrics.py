@@ -33,6 +33,10 @@ failures = _meter.create_counter(
 restarts = _meter.create_counter(
     "actorbus.actor.restarts", description="actor instances restarted after a crash"
 )
+mailbox_dropped = _meter.create_counter(
+    "actorbus.mailbox.dropped",
+    description="messages that did not fit an actor's mailbox (tells dropped, asks refused)",
+)
 
 # Durable queues report here (refreshed by their readers); the gauges sum them
 # per actor type (one series per type, however many keys).

@@ -1,0 +1,196 @@
+"""Overload: an actor that falls behind keeps a bounded mailbox, drops what does not
+fit where everyone can see it, and refuses asks at once instead of letting them
+time out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import nats
+import pytest
+from _util import WAIT, barrier, run_host, subject_of
+
+from actorbus import Actor, RateLimitedError, handler
+from actorbus.actors.outbound import encode_request
+from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding
+
+
+class Gated(Actor):
+    """Handles nothing until the test opens its gate."""
+
+    type_name = "gated"
+    mailbox_size = 50
+
+    def __init__(self, gate: asyncio.Event, seen: list[int]) -> None:
+        self.gate = gate
+        self.seen = seen
+
+    @handler(intent="take")
+    async def take(self, n: Any) -> int:
+        await self.gate.wait()
+        self.seen.append(n)
+        return n
+
+
+class GatedDrop(Gated):
+    type_name = "gated-drop"
+    mailbox_overflow = "drop"
+
+
+def tell_bytes(address: str, n: int) -> tuple[bytes, Any]:
+    out = encode_request(
+        address,
+        n,
+        client_address="client/test",
+        encoding=Encoding.MSGPACK,
+        limits=DEFAULT_LIMITS,
+        intent="take",
+    )
+    return out.body, out.headers
+
+
+async def flood(nc: nats.NATS, ns: str, address: str, count: int) -> None:
+    subject = subject_of(ns, address)
+    for n in range(count):
+        body, headers = tell_bytes(address, n)
+        await nc.publish(subject, body, headers=dict(headers_of(headers)))
+    await barrier(nc)
+
+
+def headers_of(block: bytes) -> dict[str, str]:
+    lines = block.decode().split("\r\n")[1:]
+    return dict(line.split(": ", 1) for line in lines if line)
+
+
+@pytest.mark.parametrize("hosting", ["spawn", "register"])
+async def test_a_full_mailbox_drops_tells_visibly_and_refuses_asks_at_once(
+    system: Any, raw_nc: nats.NATS, ns: str, hosting: str, caplog: Any
+) -> None:
+    gate, seen = asyncio.Event(), []
+    events: list[dict[str, Any]] = []
+
+    async def on_event(env: Any) -> None:
+        events.append(env.content)
+
+    await system.subscribe("actor.overloaded", on_event, system=True)
+    if hosting == "spawn":
+        await system.spawn(Gated, "a", gate=gate, seen=seen)
+    else:
+        await system.register(Gated, gate=gate, seen=seen)
+    with caplog.at_level(logging.WARNING, logger="actorbus.mailbox"):
+        await flood(raw_nc, ns, "gated/a", 500)
+        started = time.monotonic()
+        with pytest.raises(RateLimitedError, match="gated/a is overloaded"):
+            await system.ask("gated/a", 999, intent="take", timeout=5)
+        assert time.monotonic() - started < 1.0  # refused, not timed out
+        gate.set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while len(seen) + system.mailboxes.dropped.get("gated/a", 0) < 501:
+            assert loop.time() < deadline, (len(seen), system.mailboxes.dropped)
+            await asyncio.sleep(0.02)
+    dropped = system.mailboxes.dropped["gated/a"]
+    assert len(seen) + dropped == 501  # every tell and the ask: handled or counted
+    assert seen == sorted(seen)  # what was taken keeps its order
+    assert len(seen) <= Gated.mailbox_size + 2  # the one in hand, the bound, nothing more
+    assert any("gated/a is overloaded" in r.getMessage() for r in caplog.records)
+    await barrier(system)
+    assert events
+    assert events[0]["address"] == "gated/a"
+    assert await system.ask("gated/a", 1000, intent="take", timeout=2) == 1000
+
+
+async def test_drop_policy_lets_asks_time_out(system: Any, raw_nc: nats.NATS, ns: str) -> None:
+    gate, seen = asyncio.Event(), []
+    await system.spawn(GatedDrop, "a", gate=gate, seen=seen)
+    await flood(raw_nc, ns, "gated-drop/a", 200)
+    with pytest.raises(TimeoutError):
+        await system.ask("gated-drop/a", 999, intent="take", timeout=0.5)
+    assert system.mailboxes.dropped["gated-drop/a"] >= 200 - GatedDrop.mailbox_size - 1
+    gate.set()
+
+
+@pytest.mark.parametrize("kind", ["sluggish", "blocking"])
+async def test_an_overloaded_actor_process_stays_within_its_mailbox_bound(
+    nats_server: Any, raw_nc: nats.NATS, ns: str, system: Any, kind: str
+) -> None:
+    """50,000 tells of 2 KB (100 MB) at full speed to an actor taking 1 ms each, in its
+    own process: its memory grows by its mailbox bound (4 MiB) and change, not by the
+    flood, and every tell is either handled or counted as dropped. Also when the
+    handler blocks the event loop for its millisecond: the process keeps reading
+    (NATS does not cut it off as a slow consumer, which would lose tells silently)."""
+    target = "_actors:Sluggish" if kind == "sluggish" else "_actors:Blocking"
+    async with run_host(target, nats_server.url, ns, "s") as host:
+        address = f"{kind}/s"
+        before = await stats(system, address)
+        subject = subject_of(ns, address)
+        blob, blob_headers = _blob_tell(address)  # the same 2 KB tell every time
+        total = 50_000
+        peak = before["rss_kb"]
+        for i in range(total):
+            await raw_nc.publish(subject, blob, headers=blob_headers)
+            if i % 5_000 == 0:
+                await raw_nc.flush()
+                peak = max(peak, await rss_kb(host.pid))
+        await barrier(raw_nc)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while True:
+            peak = max(peak, await rss_kb(host.pid))
+            now = await stats(system, address)
+            if now["handled"] + now["dropped"] - before["handled"] >= total:
+                break
+            assert loop.time() < deadline, now
+            await asyncio.sleep(0.2)
+        log = host.stderr_text().lower()
+        assert "slow consumer" not in log
+        assert "lost connection" not in log
+    assert now["handled"] + now["dropped"] - before["handled"] == total
+    assert now["dropped"] > 0
+    growth_mb = (peak - before["rss_kb"]) / 1024
+    print(f"handled {now['handled']}, dropped {now['dropped']}, RSS growth {growth_mb:.1f} MB")
+    assert growth_mb < 40, f"RSS grew {growth_mb:.1f} MB"
+
+
+def _blob_tell(address: str) -> tuple[bytes, dict[str, str]]:
+    out = encode_request(
+        address,
+        b"x" * 2_000,
+        client_address="client/test",
+        encoding=Encoding.MSGPACK,
+        limits=DEFAULT_LIMITS,
+        intent="bytes",
+    )
+    return out.body, headers_of(out.headers)
+
+
+async def stats(system: Any, address: str) -> dict[str, int]:
+    while True:
+        try:
+            result: dict[str, int] = await system.ask(address, {}, intent="stats", timeout=WAIT)
+            return result
+        except RateLimitedError:
+            await asyncio.sleep(0.05)
+
+
+async def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:  # noqa: ASYNC230 - a tiny procfs read
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+async def test_a_blocked_event_loop_is_reported(system: Any, caplog: Any) -> None:
+    """A handler doing blocking work stops the whole process from reading: say so."""
+    with caplog.at_level(logging.WARNING, logger="actorbus.bus"):
+        time.sleep(0.8)  # noqa: ASYNC251 - the blocking work being reported
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while not any("event loop was blocked" in r.getMessage() for r in caplog.records):
+            assert loop.time() < deadline
+            await asyncio.sleep(0.05)
+    assert system.conn.loop_watch.longest >= 0.5

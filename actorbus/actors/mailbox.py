@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, Protocol, TypedDict
 
 from nats.aio.subscription import Subscription
 from nats.errors import SlowConsumerError
@@ -35,12 +35,20 @@ from actorbus.codecs.errors import RateLimitedError
 from actorbus.telemetry import STATE
 from actorbus.telemetry import metrics as meters
 
-if TYPE_CHECKING:
-    from actorbus.actors.actor import Actor
-
 log = logging.getLogger("actorbus.mailbox")
 
 Overflow = Literal["refuse", "drop"]
+
+
+class Bounded(Protocol):
+    """What a mailbox needs of an actor type (an ``Actor`` subclass is one)."""
+
+    type_name: str
+    mailbox_size: int
+    mailbox_bytes: int
+    mailbox_overflow: Overflow
+
+
 REPORT_EVERY = 5.0  # seconds between two warnings (and events) for one address
 
 
@@ -49,7 +57,7 @@ class SubscriptionLimits(TypedDict):
     pending_bytes_limit: int
 
 
-def limits_of(cls: type[Actor]) -> SubscriptionLimits:
+def limits_of(cls: Bounded) -> SubscriptionLimits:
     """The nats-py subscription arguments that bound one of ``cls``'s mailboxes."""
     return {"pending_msgs_limit": cls.mailbox_size, "pending_bytes_limit": cls.mailbox_bytes}
 
@@ -73,12 +81,12 @@ class Mailboxes:
     ) -> None:
         self._refuse = refuse  # answer an ask's reply subject with the error
         self._emit = emit  # publish a system event
-        self._owners: dict[Subscription, tuple[str, type[Actor]]] = {}
+        self._owners: dict[Subscription, tuple[str, Bounded]] = {}
         self.dropped: dict[str, int] = {}  # address -> messages dropped, ever
         self._unreported: dict[str, int] = {}
         self._reported_at: dict[str, float] = {}
 
-    def watch(self, sub: Subscription, address: str, cls: type[Actor]) -> Subscription:
+    def watch(self, sub: Subscription, address: str, cls: Bounded) -> Subscription:
         """Count ``sub``'s overflows as ``address``'s."""
         self._owners[sub] = (address, cls)
         return sub
@@ -96,7 +104,7 @@ class Mailboxes:
         address, cls = owner
         await self.overflowed(address, cls, err.reply)
 
-    async def overflowed(self, address: str, cls: type[Actor], reply: str) -> None:
+    async def overflowed(self, address: str, cls: Bounded, reply: str) -> None:
         """One message for ``address`` did not fit its mailbox."""
         self.dropped[address] = self.dropped.get(address, 0) + 1
         self._unreported[address] = self._unreported.get(address, 0) + 1
@@ -115,7 +123,7 @@ class Mailboxes:
         except Exception as exc:  # the read loop must go on whatever happens here
             log.debug("%s: reporting an overflow failed: %r", address, exc)
 
-    async def _report(self, address: str, cls: type[Actor]) -> None:
+    async def _report(self, address: str, cls: Bounded) -> None:
         now = time.monotonic()
         if now - self._reported_at.get(address, -REPORT_EVERY) < REPORT_EVERY:
             return

@@ -64,6 +64,8 @@ from actorbus.codecs.a2a_types import (
     state_to_wire,
     wire_method,
 )
+from actorbus.codecs.common import read_json
+from actorbus.codecs.errors import DecodeError
 
 T = TypeVar("T")
 ErrorClass = type[A2AError]
@@ -340,11 +342,9 @@ def parse_json(body: Any, err: ErrorClass = A2AParseError) -> Any:
     """Raw JSON (bytes/str) parsed; anything else is taken as already parsed."""
     if isinstance(body, bytes | bytearray | memoryview | str):
         try:
-            return _JSON.decode(body)
-        except msgspec.DecodeError as e:
-            raise err(f"body is not valid JSON: {e}") from None
-        except RecursionError:
-            raise err("body is nested too deeply") from None
+            return read_json(bytes(body) if not isinstance(body, str) else body)
+        except DecodeError as e:
+            raise err(str(e)) from None
     return body
 
 

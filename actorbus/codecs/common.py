@@ -35,6 +35,7 @@ from actorbus.codecs.errors import (
     NoRespondersError,
     error_for_code,
 )
+from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding, SizeLimits, check_depth, too_deep
 
 INTENT_ERROR = "$error"  # the bus's error-reply intent (actorbus.actors.messages)
 
@@ -127,6 +128,22 @@ def json_text(value: Any) -> str:
         return msgspec.json.encode(value).decode()
     except (TypeError, ValueError, OverflowError) as exc:
         raise EncodeError(f"content is not JSON data: {exc}") from exc
+
+
+def read_json(
+    body: bytes | str, what: str = "the body", limits: SizeLimits = DEFAULT_LIMITS
+) -> Any:
+    """JSON off the wire, bounded: the one reader every edge uses. A DecodeError
+    (never a UnicodeDecodeError or RecursionError) for bytes that are not UTF-8 or
+    not JSON, and for maps/lists nested deeper than ``limits.max_depth``."""
+    try:
+        data = msgspec.json.decode(body)
+    except RecursionError:
+        raise too_deep(limits) from None
+    except (msgspec.DecodeError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise DecodeError(f"{what} is not valid JSON: {exc}") from None
+    check_depth(body if isinstance(body, bytes) else body.encode(), data, Encoding.JSON, limits)
+    return data
 
 
 def json_value(text: str | bytes, what: str) -> Any:

@@ -78,7 +78,7 @@ def decode_inbound(
                 inbound = _FAST_MSGPACK.decode(body)
             else:
                 inbound = _FAST_JSON.decode(body)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             pass  # not the canonical shape (or not valid at all): pydantic decides
         except RecursionError:
             raise too_deep(limits) from None

@@ -63,10 +63,10 @@ from actorbus.codecs.acp import (
     run_status,
     sse_frame,
 )
+from actorbus.codecs.common import read_json
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorNotFoundError,
-    DecodeError,
     RemoteError,
     ValidationFailedError,
 )
@@ -249,10 +249,7 @@ async def _body(request: web.Request) -> Any:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge as e:
         raise _TooLarge(f"request body too large: {e.text}") from None
-    try:
-        return _JSON.decode(raw)
-    except msgspec.DecodeError as e:
-        raise DecodeError(f"the body is not JSON: {e}") from None
+    return read_json(raw)
 
 
 class _TooLarge(ValidationFailedError):

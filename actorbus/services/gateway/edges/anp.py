@@ -44,7 +44,6 @@ import binascii
 import contextlib
 import hashlib
 import ipaddress
-import json
 import logging
 import os
 import re
@@ -87,6 +86,7 @@ from actorbus.codecs.anp import (
     verify_auth_header,
 )
 from actorbus.codecs.common import content_intent, rebuild_error
+from actorbus.codecs.common import read_json as bounded_json
 from actorbus.codecs.envelope import Envelope, EnvelopeContext
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -186,11 +186,9 @@ def base_url(request: web.Request, settings: GatewaySettings) -> str:
 
 
 def read_json(body: bytes) -> Any:
-    """A request body as JSON (whatever its Content-Type); DecodeError if it is not."""
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DecodeError(f"the body is not JSON: {exc}") from None
+    """A request body as JSON (whatever its Content-Type); DecodeError if it is not
+    (or nests too deeply)."""
+    return bounded_json(body)
 
 
 # -- identity -------------------------------------------------------------------------

@@ -58,7 +58,8 @@ from opentelemetry import trace
 import actorbus
 from actorbus.codecs.a2a import parts_from_content
 from actorbus.codecs.a2a_types import Message
-from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.common import read_json
+from actorbus.codecs.errors import ActorBusError, DecodeError
 from actorbus.services.gateway.core import (
     GatewayCore,
     TaskNotContinuableError,
@@ -246,9 +247,9 @@ class McpEdge:
             too_big = McpError(INVALID_REQUEST, f"request body too large: {e.text}")
             return _json(error_body(None, too_big), status=413)
         try:
-            decoded = json.loads(body)
-        except (ValueError, RecursionError):
-            return _json(error_body(None, McpError(PARSE_ERROR, "Parse error")), status=400)
+            decoded = read_json(body)
+        except DecodeError as e:
+            return _json(error_body(None, McpError(PARSE_ERROR, f"Parse error: {e}")), status=400)
         if not isinstance(decoded, dict):
             err = McpError(INVALID_REQUEST, "the body must be one JSON-RPC request or notification")
             return _json(error_body(None, err), status=400)

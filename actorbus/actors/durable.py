@@ -54,7 +54,7 @@ from actorbus.bus.jetstream import (
 )
 from actorbus.bus.leases import LeaderElection, lease_key
 from actorbus.bus.subjects import Address
-from actorbus.bus.tasks import stop_task, supervise
+from actorbus.bus.tasks import spawn, stop_task, supervise
 from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -421,9 +421,7 @@ class DurableInbox(_Reader):
                 if batch is None:
                     return
                 for msg in batch:
-                    task = asyncio.create_task(one(msg))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
+                    spawn(one(msg), f"durable message of {self.what}", running)
         finally:
             if running:
                 await asyncio.wait(set(running))
@@ -531,9 +529,7 @@ class TypeInbox(_Reader):
             queued.append(msg)  # its worker is running and takes it in order
             return
         self._keys[key] = deque([msg])
-        worker = asyncio.create_task(self._work(key), name=f"durable {self.cls.type_name}/{key}")
-        self._workers.add(worker)
-        worker.add_done_callback(self._workers.discard)
+        spawn(self._work(key), f"durable {self.cls.type_name}/{key}", self._workers)
 
     async def _work(self, key: str) -> None:
         queued = self._keys[key]

@@ -29,6 +29,7 @@ from nats.micro.request import Request
 from pydantic import BaseModel
 
 from actorbus.actors.system import ActorSystem
+from actorbus.bus.tasks import stop_task
 from actorbus.codecs.common import content_intent
 from actorbus.codecs.envelope import Envelope, EnvelopeContext
 from actorbus.codecs.errors import (
@@ -127,9 +128,7 @@ async def _answer(
                 for frame in reply_frames(item_envelope(item, target, env)):
                     await writer.send(frame)
     finally:
-        keepalive.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await keepalive
+        await stop_task(keepalive, what="synadia keep-alive")
 
 
 async def _keep_alive(writer: ReplyWriter, interval: float) -> None:

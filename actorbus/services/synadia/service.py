@@ -32,7 +32,7 @@ from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
 
 from actorbus.actors.system import ActorSystem
-from actorbus.bus.tasks import stop_task, supervise
+from actorbus.bus.tasks import spawn, stop_task, supervise
 from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.synadia import (
     DEFAULT_HEARTBEAT_INTERVAL_S,
@@ -152,12 +152,11 @@ class BridgedAgent:
         await request.respond(msgspec.json.encode(self.heartbeat()))
 
     async def _on_prompt(self, request: Request) -> None:
-        task = asyncio.create_task(
+        spawn(
             serve_prompt(self.system, self.target, request, self.settings.prompt),
-            name=f"synadia prompt {self.subject.prompt}",
+            f"synadia prompt {self.subject.prompt}",
+            self._prompts,
         )
-        self._prompts.add(task)
-        task.add_done_callback(self._prompts.discard)
 
     async def stop(self) -> None:
         """Stop beating and serving; prompts in flight get ``stop_timeout`` to

@@ -40,7 +40,7 @@ from actorbus.actors.dead_letters import (
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory, Listing
-from actorbus.actors.durable import DurableInbox, TypeInbox
+from actorbus.actors.durable import DurableInbox
 from actorbus.actors.history import read_history
 from actorbus.actors.mailbox import ENTRANCE, Mailboxes, limits_of
 from actorbus.actors.messages import INTENT_ERROR, from_content
@@ -49,6 +49,7 @@ from actorbus.actors.outbox import current_outbox
 from actorbus.actors.placement import Placement
 from actorbus.actors.replies import Replies
 from actorbus.actors.streaming import StreamProducers, consume_stream
+from actorbus.actors.type_inbox import TypeInbox
 from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket, store_message

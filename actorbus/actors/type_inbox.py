@@ -1,0 +1,199 @@
+"""The durable messages of a lazily hosted type: one consumer for all its keys.
+
+Many messages are in flight (``type_window``), and a queue per key keeps each
+key's messages in order; a retry waits in place (the message kept in progress)
+so only its own key waits. The host processes of the type take turns reading,
+chosen by a lease; the steps of one message are the shared ones of
+:class:`~actorbus.actors.durable.DurableReader`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from nats.aio.msg import Msg
+
+from actorbus.actors.durable import DurableReader
+from actorbus.actors.outbox import Outbox
+from actorbus.bus.jetstream import stream_name, type_consumer_config, type_consumer_name
+from actorbus.bus.leases import LeaderElection, lease_key
+from actorbus.bus.tasks import spawn, stop_task
+from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.inbound import Inbound
+from actorbus.telemetry import STATE
+
+if TYPE_CHECKING:
+    from actorbus.actors.actor import Actor
+    from actorbus.actors.cell import ActorCell
+    from actorbus.actors.system import ActorSystem
+
+
+class TypeInbox(DurableReader):
+    """The durable messages of a lazily hosted type, for every key, in order per key.
+
+    The host processes of the type take turns: one of them (the holder of the
+    type's reader lease) reads the queue, so that a key's messages are never
+    handled in two processes at once, and another takes over within the lease's
+    ttl when it dies. Each message activates its key's actor in the reading
+    process (``cell_for``) the way a direct message does.
+    """
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        cls: type[Actor],
+        place: Callable[[str], Awaitable[ActorCell | str]],
+    ) -> None:
+        super().__init__(system, cls, type_consumer_name(cls.type_name), f"{cls.type_name}/*")
+        self.place = place  # a key's local instance, or the system hosting it elsewhere
+        self._slots = asyncio.Semaphore(system.durable_settings.type_window)
+        self._keys: dict[str, deque[Msg]] = {}
+        self._workers: set[asyncio.Task[None]] = set()
+        self._election: LeaderElection | None = None
+        self._stop_timeout = 10.0
+
+    async def start(self) -> None:
+        system = self.system
+        await system.durable_ready()
+        mine = system.subjects.durable_type(self.cls.type_name)[:-1]  # '{ns}.d.{type}.'
+        infos = await self._patiently(
+            lambda: system.js.consumers_info(stream_name(system.namespace))
+        )
+        spawned = [
+            i.name
+            for i in infos
+            if i.name != self.consumer and (i.config.filter_subject or "").startswith(mine)
+        ]
+        if spawned:
+            raise ActorBusError(
+                f"{self.cls.type_name!r} has spawned durable instances in this namespace "
+                f"(consumers {', '.join(spawned[:3])}); hosting it lazily too would deliver "
+                "their durable messages twice (delete those consumers or keep to spawn())"
+            )
+        self._election = LeaderElection(
+            await system.reader_leases(),
+            lease_key("durable-reader", self.cls.type_name),
+            system.system_id,
+            on_elected=self._begin,
+            on_lost=self._halt,
+        )
+        await self._election.start()
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        self._stop_timeout = timeout
+        if self._election is not None:
+            await self._election.stop()  # a reader halts (on_lost) and lets go
+
+    @property
+    def reading(self) -> bool:
+        return self._election is not None and self._election.is_leader
+
+    async def _begin(self) -> None:
+        self._stopping = False
+        s = self.system.durable_settings
+        await self._subscribe(
+            self.system.subjects.durable_type(self.cls.type_name),
+            type_consumer_config(self.system.subjects, self.cls.type_name, s),
+        )
+
+    async def _halt(self) -> None:
+        await super().stop(self._stop_timeout)
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            batch = await self._fetch_free(self._slots)
+            if batch is None:
+                return
+            for msg in batch:
+                self._enqueue(msg)
+
+    def _enqueue(self, msg: Msg) -> None:
+        key = self.system.subjects.key_of(msg.subject)
+        queued = self._keys.get(key)
+        if queued is not None:
+            queued.append(msg)  # its worker is running and takes it in order
+            return
+        self._keys[key] = deque([msg])
+        spawn(self._work(key), f"durable {self.cls.type_name}/{key}", self._workers)
+
+    async def _work(self, key: str) -> None:
+        queued = self._keys[key]
+        try:
+            while queued:
+                msg = queued[0]
+                if self._stopping:  # hand the rest back at once: another host takes them
+                    await _settle(msg.nak)
+                else:
+                    await self._one(msg, key)
+                queued.popleft()
+                self._slots.release()
+        finally:
+            del self._keys[key]
+
+    async def _drained(self, timeout: float) -> None:
+        if self._workers:
+            await asyncio.wait(set(self._workers), timeout=timeout)
+            for worker in list(self._workers):
+                await stop_task(worker, what=f"durable worker of {self.what}")
+
+    async def _one(self, msg: Msg, key: str) -> None:
+        address = f"{self.cls.type_name}/{key}"
+        await self._guarded(msg, address, self._one_of(msg, key, address))
+
+    async def _one_of(self, msg: Msg, key: str, address: str) -> None:
+        opened = await self._open(msg, address)
+        if opened is None:
+            return
+        plain, env = opened
+        attempt = msg.metadata.num_delivered if STATE.tracing else 0
+        while True:
+            failed = await self._attempt_at(key, address, plain, env, attempt)
+            if isinstance(failed, Outbox):
+                await self._succeeded(msg, address, env, failed)
+                return
+            attempt = attempt or msg.metadata.num_delivered  # parsed only when needed
+            if self._gives_up(failed, attempt):
+                await self._dead_letter(msg, address, env, failed, attempt)
+                return
+            if self._stopping:  # redelivered later, to this or another host
+                await msg.nak(delay=self._delay(attempt))
+                return
+            await self._hold(msg, self._delay(attempt))
+            if self._stopping:
+                await msg.nak()
+                return
+            attempt += 1
+
+    async def _attempt_at(
+        self, key: str, address: str, msg: Msg, env: Inbound, attempt: int
+    ) -> Outbox | Exception:
+        """Run the handler where the key lives: here, or (a keyed actor hosted by
+        another process) there, with the outcome brought back."""
+        while True:
+            where = await self.place(key)
+            if not isinstance(where, str):
+                return await self._attempt(where, msg, env, attempt)
+            try:
+                outcome = await self.system.virtual.forward_durable(where, address, msg, env)
+            except ActorBusError as err:
+                return err
+            if outcome is not None:
+                return outcome
+
+    async def _hold(self, msg: Msg, delay: float) -> None:
+        """Wait before a retry, telling JetStream the message is still being worked on."""
+        beat = max(0.5, self.system.durable_settings.ack_wait / 3)
+        deadline = time.monotonic() + delay
+        while (left := deadline - time.monotonic()) > 0 and not self._stopping:
+            await msg.in_progress()
+            await asyncio.sleep(min(beat, left))
+
+
+async def _settle(action: Callable[[], Awaitable[None]]) -> None:
+    with contextlib.suppress(Exception):
+        await action()

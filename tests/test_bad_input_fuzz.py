@@ -7,6 +7,7 @@ answer or a dead letter, the actor still serves, and no good message is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from collections.abc import Iterator
@@ -16,14 +17,20 @@ from typing import Any
 import aiohttp
 import msgpack
 import nats
+import pytest
 from _gateway import host_agents, message, running_gateway
 from _util import WAIT, RawNats, barrier, subject_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from actorbus import Actor, handler
+from actorbus import Actor, DecodeError, MessageTooLargeError, handler
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.subjects import Address
+from actorbus.codecs.common import read_json
 from actorbus.codecs.envelope import new_id, now_ms
+from actorbus.codecs.inbound import decode_inbound
+from actorbus.codecs.wire import Encoding
 
 SEED = 20261124
 FAST = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=2.0)
@@ -305,3 +312,72 @@ async def test_the_gateway_answers_every_malformed_body_with_a_protocol_error(
         ) as resp:
             answer = await resp.json()
     assert "STILL HERE" in str(answer)
+
+
+# -- the decoders themselves, property-based -------------------------------------
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=True)
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
+    | st.binary(max_size=20)
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=st.binary(max_size=3_000))
+def test_any_bytes_decode_to_an_envelope_or_a_typed_error(body: bytes) -> None:
+    for encoding in (Encoding.MSGPACK, Encoding.JSON):
+        with contextlib.suppress(DecodeError, MessageTooLargeError):
+            decode_inbound(body, encoding)
+
+
+@settings(max_examples=400, deadline=None)
+@given(fields=st.dictionaries(st.sampled_from([*FIELDS, "extra"]), _VALUES, max_size=9))
+def test_any_envelope_shaped_map_decodes_or_is_a_typed_error(fields: dict[str, Any]) -> None:
+    body = msgpack.packb(fields, use_bin_type=True)
+    try:
+        inbound = decode_inbound(body)
+    except (DecodeError, MessageTooLargeError):
+        return
+    # What is accepted has the envelope's types, strictly.
+    assert isinstance(inbound.id, str)
+    assert inbound.id
+    assert isinstance(inbound.intent, str)
+    assert inbound.intent
+    assert type(inbound.ts) is int
+    assert isinstance(inbound.context.stream, bool)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_VALUES, depth=st.integers(min_value=0, max_value=400))
+def test_json_from_an_edge_is_read_or_refused_with_a_decode_error(value: Any, depth: int) -> None:
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):  # bytes, NaN: not JSON at all
+        return
+    body = ("[" * depth + text + "]" * depth).encode()
+    if depth + _nesting(value) > 128:
+        with pytest.raises(DecodeError, match="deeper than 128"):
+            read_json(body)
+    else:
+        assert read_json(body) == json.loads(body)
+    with contextlib.suppress(DecodeError):  # anything but DecodeError fails the test
+        read_json(body[: max(1, len(body) // 2)] + b"\xff")
+
+
+def _nesting(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_nesting(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_nesting(v) for v in value), default=0)
+    return 0

@@ -143,8 +143,9 @@ class StreamProducers:
                 seq += 1
                 if seq > allowed:
                     assert credit is not None
-                    try:
-                        await asyncio.wait_for(credit, system.stream_credit_timeout)
+                    try:  # asyncio.timeout: a cancel arriving with the credit still cancels
+                        async with asyncio.timeout(system.stream_credit_timeout):
+                            await credit
                     except TimeoutError:
                         why = (
                             f"stream {env.id} stopped: the consumer took no item for "

@@ -992,7 +992,8 @@ async def _drain(subs: list[Subscription], timeout: float) -> None:
 
     async def one(sub: Subscription) -> None:
         try:
-            await asyncio.wait_for(sub.drain(), timeout)  # type: ignore[no-untyped-call]
+            async with asyncio.timeout(timeout):
+                await sub.drain()  # type: ignore[no-untyped-call]
         except Exception:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()

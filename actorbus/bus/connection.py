@@ -232,12 +232,14 @@ class BusConnection:
         bound = self.options.drain_timeout if timeout is None else timeout
         deadline = time.monotonic() + bound
         try:
-            if self.nc.is_connected:
-                await asyncio.wait_for(self.nc.drain(), bound)
-            else:
-                await asyncio.wait_for(self.nc.close(), bound)
+            async with asyncio.timeout(bound):
+                if self.nc.is_connected:
+                    await self.nc.drain()
+                else:
+                    await self.nc.close()
         except Exception as exc:  # drain can time out; closing is what matters now
             log.debug("drain: %s", exc)
             # A reconnect attempt in progress can hold close() up: bounded too.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.nc.close(), max(0.5, deadline - time.monotonic()))
+                async with asyncio.timeout(max(0.5, deadline - time.monotonic())):
+                    await self.nc.close()

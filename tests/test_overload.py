@@ -14,7 +14,7 @@ import pytest
 from _util import WAIT, barrier, run_host, subject_of
 
 from actorbus import Actor, RateLimitedError, handler
-from actorbus.actors.outbound import encode_request
+from actorbus.actors.pipeline import encode_request
 from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding
 
 

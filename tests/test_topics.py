@@ -11,7 +11,7 @@ import pytest
 from _util import WAIT, barrier
 from pydantic import BaseModel
 
-from actorbus import Actor, Envelope, InvalidAddressError, handler
+from actorbus import Actor, Encoding, Envelope, InvalidAddressError, handler
 
 
 class TpNews(BaseModel):
@@ -230,3 +230,31 @@ async def test_lazy_actor_gets_topics_once_active(system) -> None:
     await system.publish("news.after", TpNews(seq=2))
     (second,) = await take(inbox, 1)
     assert (second.key, second.seq) == ("lazy", 2)
+
+
+@pytest.mark.parametrize("encoding", [Encoding.MSGPACK, Encoding.JSON])
+async def test_subscribe_hears_what_a_system_of_either_encoding_publishes(
+    make_system: Any, encoding: Encoding
+) -> None:
+    """subscribe() decodes through the pipeline, honouring Ab-Enc: a JSON system
+    hears its own publishes (it used to hear none) and a msgpack one's."""
+    sender = await make_system(encoding=encoding)
+    listener = await make_system()
+    heard: dict[str, list[Any]] = {"sender": [], "listener": []}
+    both = asyncio.Event()
+
+    def on(who: str) -> Any:
+        async def callback(env: Any) -> None:
+            heard[who].append(env.content)
+            if all(heard.values()):
+                both.set()
+
+        return callback
+
+    await sender.subscribe("enc.*", on("sender"))
+    await listener.subscribe("enc.*", on("listener"))
+    await barrier(sender)
+    await barrier(listener)
+    await sender.publish("enc.one", {"n": 1}, intent="dict")
+    await asyncio.wait_for(both.wait(), WAIT)
+    assert heard == {"sender": [{"n": 1}], "listener": [{"n": 1}]}

@@ -19,7 +19,7 @@ import logging
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from actorbus.actors.outbound import Outgoing
+from actorbus.actors.pipeline import Outgoing
 from actorbus.bus.client import EncodedHeaders
 from actorbus.codecs.wire import pack, unpack
 

@@ -40,7 +40,7 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_content
-from actorbus.actors.outbound import Outgoing, read_reply
+from actorbus.actors.pipeline import Outgoing, decode_answer
 from actorbus.bus.requests import NO_RESPONDERS_STATUS, RequestTimeout
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -259,7 +259,7 @@ async def consume_stream(
                 )
             if msg.reply:  # the first frame: tell the producer we are here
                 await system.conn.publish(msg.reply, b"")
-            intent, content = read_reply(msg, address)
+            intent, content = decode_answer(msg, address)
             if intent == INTENT_END:
                 finished = True
                 return

@@ -44,8 +44,14 @@ from actorbus.actors.durable import DurableInbox
 from actorbus.actors.history import read_history
 from actorbus.actors.mailbox import ENTRANCE, Mailboxes, limits_of
 from actorbus.actors.messages import INTENT_ERROR, from_content
-from actorbus.actors.outbound import Outgoing, encode_request, read_reply
 from actorbus.actors.outbox import current_outbox
+from actorbus.actors.pipeline import (
+    Outgoing,
+    decode_answer,
+    decode_request,
+    encode_event,
+    encode_request,
+)
 from actorbus.actors.placement import Placement
 from actorbus.actors.replies import Replies
 from actorbus.actors.streaming import StreamProducers, consume_stream
@@ -58,7 +64,7 @@ from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, Subjects, validate_key, validate_topic
 from actorbus.bus.tasks import spawn
-from actorbus.codecs.envelope import Envelope, new_id, now_ms
+from actorbus.codecs.envelope import Envelope, new_id
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
@@ -70,8 +76,6 @@ from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
     Encoding,
     SizeLimits,
-    decode_envelope,
-    encode_body,
 )
 from actorbus.telemetry import STATE, configure, flush, spans
 from actorbus.telemetry import metrics as meters
@@ -475,17 +479,7 @@ class ActorSystem:
     async def emit_event(self, event: str, data: dict[str, Any]) -> None:
         """Publish a system event on ``{ns}.sys.{event}`` (best effort)."""
         try:
-            body = encode_body(
-                {
-                    "id": new_id(),
-                    "ts": now_ms(),
-                    "src": f"system/{self.system_id}",
-                    "dst": f"sys.{event}",
-                    "intent": event,
-                    "content": data,
-                },
-                Encoding.MSGPACK,
-            )
+            body = encode_event(f"system/{self.system_id}", event, data)
             await self.nc.publish(self.subjects.system(event), body)
         except Exception as exc:
             log.warning("could not emit %s event: %r", event, exc)
@@ -657,7 +651,7 @@ class ActorSystem:
             raise NoRespondersError(address, out.intent) from None
         except nats.errors.Error as exc:
             raise self.conn.translate(exc) from exc
-        reply_intent, content = read_reply(msg, address)
+        reply_intent, content = decode_answer(msg, address)
         if reply_intent == INTENT_ERROR:
             raise error_from_wire(content, address)
         return from_content(reply_intent, content, returns)
@@ -914,8 +908,8 @@ class ActorSystem:
             subject = self.subjects.topic(topic, wildcards=True)
 
         async def on_msg(msg: Msg) -> None:
-            try:
-                env = decode_envelope(msg.data, Encoding.MSGPACK, self.limits)
+            try:  # the pipeline's decoder: JSON or msgpack, as the sender chose
+                env = decode_request(msg, subject, self.limits).envelope
             except ActorBusError as err:
                 log.warning("subscriber on %s: %s", subject, err)
                 return

@@ -1,0 +1,222 @@
+"""The one message pipeline: every envelope that leaves is built here, every one
+that arrives is decoded here.
+
+Leaving, in three stages::
+
+    encode   the envelope and its NATS headers: a request (``encode_request``),
+             an answer to one (``encode_answer``: replies, errors, stream frames)
+             or a system event (``encode_event``)
+    seal     (the slot for signing and sealing; nothing yet: issue "identities,
+             sealed payloads" fills it, here and only here)
+    send     the bus: ``BusConnection.publish``, the request mux, or the
+             retrying JetStream store (``bus.jetstream.store_message``)
+
+Arriving, in three stages::
+
+    decode   ``decode_request`` (an envelope for an actor: honours ``Ab-Enc``,
+             refuses a malformed header block, checks the ttl) and
+             ``decode_answer`` (what a caller needs of a reply)
+    open     (the slot for verifying and opening)
+    dispatch the cell (``ActorCell.deliver``), a durable reader, a subscriber
+
+Inside a handler, the message being handled is the parent of what the handler
+sends: the trace id and the session travel along and ``parent_id`` points back,
+so nobody threads a context by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from nats.aio.msg import Msg
+
+from actorbus.actors.actor import current_incoming
+from actorbus.actors.messages import to_content
+from actorbus.bus.client import BadHeaders, EncodedHeaders, encode_headers
+from actorbus.codecs.envelope import new_id, new_trace_id, now_ms
+from actorbus.codecs.errors import DecodeError, ExpiredError
+from actorbus.codecs.inbound import Inbound, decode_inbound, decode_reply
+from actorbus.codecs.wire import (
+    H_DST,
+    H_ENC,
+    H_ID,
+    H_INTENT,
+    H_MSG_ID,
+    H_PARENT,
+    H_SRC,
+    H_TRACE,
+    Encoding,
+    SizeLimits,
+    check_size,
+    encode_body,
+    encoding_from_header,
+    pack,
+)
+from actorbus.telemetry.spans import TRACEPARENT
+
+
+class Outgoing(NamedTuple):
+    body: bytes
+    headers: EncodedHeaders
+    intent: str
+    id: str
+
+
+# -- leaving ----------------------------------------------------------------------
+
+
+def encode_request(
+    dst: str,
+    message: Any,
+    *,
+    client_address: str,
+    encoding: Encoding,
+    limits: SizeLimits,
+    intent: str | None = None,
+    session_id: str | None = None,
+    idempotency_key: str | None = None,
+    ttl_ms: int | None = None,
+    stream: bool = False,
+    durable: bool = False,
+    trace: tuple[str, str] | None = None,
+) -> Outgoing:
+    """An outgoing request (tell, ask, stream, publish, durable store): the envelope
+    and its routing headers.
+
+    ``trace`` (trace id, W3C traceparent) comes from the send's span when tracing
+    is on: the envelope's ``trace_id`` is then the OpenTelemetry trace's."""
+    intent, content = to_content(message, intent)
+    inc = current_incoming.get()
+    ctx: dict[str, Any]
+    if inc is None:
+        src = client_address
+        ctx = {"trace_id": trace[0] if trace else new_trace_id()}
+    else:
+        parent = inc.message
+        src = inc.address
+        trace_id = trace[0] if trace else parent.context.trace_id or new_trace_id()
+        ctx = {"trace_id": trace_id, "parent_id": parent.id}
+        session_id = session_id or parent.context.session_id
+    if session_id is not None:
+        ctx["session_id"] = session_id
+    if idempotency_key is not None:
+        ctx["idempotency_key"] = idempotency_key
+    if ttl_ms is not None:
+        ctx["ttl_ms"] = ttl_ms
+    if stream:
+        ctx["stream"] = True
+    msg_id = new_id()
+    data = {
+        "id": msg_id,
+        "ts": now_ms(),
+        "src": src,
+        "dst": dst,
+        "intent": intent,
+        "content": content,
+        "context": ctx,
+    }
+    body = encode_body(data, encoding)
+    check_size(body, content, encoding, limits)
+    headers = {H_ID: msg_id, H_SRC: src, H_DST: dst, H_INTENT: intent, H_TRACE: ctx["trace_id"]}
+    if "parent_id" in ctx:
+        headers[H_PARENT] = ctx["parent_id"]
+    if encoding is not Encoding.MSGPACK:
+        headers[H_ENC] = encoding.value
+    if durable:  # JetStream drops a repeat of this id within its duplicate window
+        headers[H_MSG_ID] = msg_id
+    if trace:
+        headers[TRACEPARENT] = trace[1]
+    # seal: (none yet)
+    return Outgoing(body, encode_headers(headers), intent, msg_id)
+
+
+def encode_answer(
+    to: Inbound | None,
+    src: str,
+    intent: str,
+    content: Any,
+    encoding: Encoding,
+    limits: SizeLimits,
+    headers: dict[str, str] | None = None,
+) -> tuple[bytes, dict[str, str] | None]:
+    """An answer to ``to`` (a reply, an error, a stream frame), in the encoding the
+    request came in: the body and the headers to send it with.
+
+    The plain msgpack reply is the hot path of the whole system: no headers, one
+    pack; its size is only measured when it could be too large. EncodeError or
+    MessageTooLargeError when the answer itself cannot be sent."""
+    data = {
+        "id": new_id(),
+        "ts": now_ms(),
+        "src": src,
+        "dst": to.src if to else "",
+        "intent": intent,
+        "content": content,
+        "context": {"trace_id": to.context.trace_id, "parent_id": to.id} if to else {},
+    }
+    body = encode_body(data, encoding)
+    if len(body) > limits.max_payload:
+        check_size(body, content, encoding, limits)
+    if encoding is not Encoding.MSGPACK:
+        headers = {**(headers or {}), H_ENC: encoding.value}
+    # seal: (none yet)
+    return body, headers
+
+
+def encode_event(src: str, event: str, data: dict[str, Any]) -> bytes:
+    """A system event (``{ns}.sys.{event}``): an envelope, msgpack, no headers."""
+    body = {
+        "id": new_id(),
+        "ts": now_ms(),
+        "src": src,
+        "dst": f"sys.{event}",
+        "intent": event,
+        "content": data,
+    }
+    return pack(body)
+
+
+# -- arriving ----------------------------------------------------------------------
+
+
+def request_encoding(msg: Msg | None) -> Encoding:
+    """The encoding a request came in (msgpack unless its Ab-Enc header says
+    otherwise, or is unreadable): what its answer is sent in."""
+    headers = msg.headers if msg is not None else None
+    if headers is None or H_ENC not in headers:  # no header parse needed
+        return Encoding.MSGPACK
+    try:
+        return encoding_from_header(headers[H_ENC])
+    except DecodeError:
+        return Encoding.MSGPACK
+
+
+def decode_request(msg: Msg, address: str, limits: SizeLimits) -> Inbound:
+    """What arrived for ``address``, or the typed error to answer with: a DecodeError
+    (malformed header block, unknown encoding, bad body) or ExpiredError."""
+    headers: Mapping[str, str] | None = msg.headers  # nats-py says dict; ours may not be
+    if headers is None:
+        enc = Encoding.MSGPACK
+    elif H_ENC in headers:
+        enc = encoding_from_header(headers[H_ENC])  # an unknown one is a DecodeError
+    elif type(headers) is BadHeaders:
+        raise DecodeError(headers.problem)
+    else:
+        enc = Encoding.MSGPACK
+    env = decode_inbound(msg.data, enc, limits)
+    # open: (none yet)
+    ttl = env.context.ttl_ms
+    if ttl is not None and now_ms() > env.ts + ttl:
+        raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
+    return env
+
+
+def decode_answer(msg: Msg, address: str) -> tuple[str, Any]:
+    """A reply's (intent, content): only those matter to the caller."""
+    try:
+        headers = msg.headers
+        enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
+        return decode_reply(msg.data, enc)
+    except Exception as exc:
+        raise DecodeError(f"malformed reply from {address}: {exc!r}") from exc

@@ -364,3 +364,25 @@ async def test_an_actor_with_concurrency_takes_that_many_durable_messages_at_onc
     await progress.reached(8)
     assert sorted(progress.seen) == list(range(8))
     assert actor.peak == 4
+
+
+async def test_history_and_dead_letters_read_messages_of_either_encoding(make_system) -> None:
+    """Stored messages are decoded through the pipeline in the encoding their headers
+    name: a JSON system's messages show in history and in its dead letters."""
+    from actorbus import Encoding
+
+    json_system = await make_system(durable=FAST, encoding=Encoding.JSON)
+    msgpack_system = await make_system(durable=FAST)
+    await json_system.tell("ledger/enc", Entry(n=1), durable=True)
+    await msgpack_system.tell("ledger/enc", Entry(n=2), durable=True)
+    history = [e.content async for e in msgpack_system.history(address="ledger/enc")]
+    assert history == [{"n": 1}, {"n": 2}]
+    progress = await spawn_ledger(json_system, "enc-dead", fail={3: -1})
+    await json_system.tell("ledger/enc-dead", Entry(n=3), durable=True)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while not (letters := await json_system.dead_letters("ledger/enc-dead")):
+        assert loop.time() < deadline
+        await asyncio.sleep(0.05)
+    assert letters[0].envelope().content == {"n": 3}
+    assert progress.seen == []

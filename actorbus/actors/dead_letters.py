@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import nats.js.errors
 from nats.aio.msg import Msg
 
+from actorbus.actors.pipeline import decode_stored
 from actorbus.bus.client import BadHeaders
 from actorbus.bus.jetstream import (
     consumer_name,
@@ -29,7 +30,7 @@ from actorbus.bus.jetstream import (
 from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
-from actorbus.codecs.wire import H_MSG_ID, decode_envelope, pack, unpack
+from actorbus.codecs.wire import H_MSG_ID, pack, unpack
 
 if TYPE_CHECKING:
     from actorbus.actors.system import ActorSystem
@@ -49,8 +50,8 @@ class DeadLetter:
     original_kept: bool = True  # False: too large to copy; read from original_seq
 
     def envelope(self) -> Envelope:
-        """The message as it was sent."""
-        return decode_envelope(self.original)
+        """The message as it was sent (in the encoding its headers name)."""
+        return decode_stored(self.original, self.original_headers).envelope
 
 
 _REASON_MAX = 2_000  # characters of the reason kept (an exception may quote a whole payload)

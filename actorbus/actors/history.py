@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 import nats.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from actorbus.actors.pipeline import decode_stored
 from actorbus.bus.jetstream import stream_name, topics_stream_name
 from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, DecodeError
-from actorbus.codecs.inbound import decode_inbound
 from actorbus.telemetry.spans import TRACEPARENT
 
 if TYPE_CHECKING:
@@ -84,7 +84,8 @@ async def _read(
             for msg in batch:
                 meta = msg.metadata
                 try:
-                    env: Envelope | None = decode_inbound(msg.data, limits=system.limits).envelope
+                    stored = decode_stored(msg.data, msg.headers, system.limits)
+                    env: Envelope | None = stored.envelope
                 except DecodeError:
                     env = None  # not an envelope: history shows envelopes only
                 if env is not None:

@@ -38,6 +38,7 @@ from actorbus.codecs.envelope import new_id, new_trace_id, now_ms
 from actorbus.codecs.errors import DecodeError, ExpiredError
 from actorbus.codecs.inbound import Inbound, decode_inbound, decode_reply
 from actorbus.codecs.wire import (
+    DEFAULT_LIMITS,
     H_DST,
     H_ENC,
     H_ID,
@@ -195,7 +196,18 @@ def request_encoding(msg: Msg | None) -> Encoding:
 def decode_request(msg: Msg, address: str, limits: SizeLimits) -> Inbound:
     """What arrived for ``address``, or the typed error to answer with: a DecodeError
     (malformed header block, unknown encoding, bad body) or ExpiredError."""
-    headers: Mapping[str, str] | None = msg.headers  # nats-py says dict; ours may not be
+    env = decode_stored(msg.data, msg.headers, limits)
+    ttl = env.context.ttl_ms
+    if ttl is not None and now_ms() > env.ts + ttl:
+        raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
+    return env
+
+
+def decode_stored(
+    data: bytes, headers: Mapping[str, str] | None, limits: SizeLimits = DEFAULT_LIMITS
+) -> Inbound:
+    """An envelope as sent or stored (a history entry, a dead letter's original),
+    decoded in the encoding its headers name; a DecodeError if it is not one."""
     if headers is None:
         enc = Encoding.MSGPACK
     elif H_ENC in headers:
@@ -204,11 +216,8 @@ def decode_request(msg: Msg, address: str, limits: SizeLimits) -> Inbound:
         raise DecodeError(headers.problem)
     else:
         enc = Encoding.MSGPACK
-    env = decode_inbound(msg.data, enc, limits)
+    env = decode_inbound(data, enc, limits)
     # open: (none yet)
-    ttl = env.context.ttl_ms
-    if ttl is not None and now_ms() > env.ts + ttl:
-        raise ExpiredError(f"message {env.id} to {address} expired ({ttl} ms ttl)")
     return env
 
 

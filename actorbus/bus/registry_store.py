@@ -501,7 +501,10 @@ class RegistryStore:
         return await self.modify_service(service_id, heal) or svc
 
     async def _beat(self, service_id: str) -> None:
-        await self.renewals_kv.put(_service_key(service_id), str(now_ms()).encode())
+        """Stamp a renewal and wait (bounded) until this store's mirror has it, so
+        ``renewed_at`` reads the store's own writes like every other read does."""
+        seq = await self.renewals_kv.put(_service_key(service_id), str(now_ms()).encode())
+        await self._renewals_mirror.wait_seen(seq)
 
     def renewed_at(self, service_id: str) -> int | None:
         """Unix ms of the service's last renewal (or registration), as the server

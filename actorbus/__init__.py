@@ -5,6 +5,8 @@ subpackages (``actorbus.bus``, ``actorbus.codecs`` ...).
 """
 
 from actorbus.actors import Actor, ActorRef, ActorSystem, Crash, handler
+from actorbus.bus.connection import ConnectOptions
+from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -36,9 +38,11 @@ __all__ = [
     "ActorStoppedError",
     "ActorSystem",
     "AskTimeoutError",
+    "ConnectOptions",
     "ConnectionLostError",
     "Crash",
     "DecodeError",
+    "DurableSettings",
     "Encoding",
     "Envelope",
     "ExpiredError",

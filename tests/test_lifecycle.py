@@ -420,3 +420,23 @@ async def test_close_does_not_strand_queued_messages(system, make_system) -> Non
     for result in results:
         assert result == "finished" or isinstance(result, ActorBusError), result
         assert not isinstance(result, TimeoutError), "a queued ask was dropped silently"
+
+
+async def test_an_unknown_option_is_a_clear_error(nats_server) -> None:
+    from actorbus import ActorSystem
+
+    with pytest.raises(TypeError, match="unknown ActorSystem option.*namepsace"):
+        await ActorSystem.connect(nats_server.url, namepsace="typo")  # type: ignore[call-arg]
+
+
+async def test_typed_options_reach_the_system(nats_server, ns: str) -> None:
+    from actorbus import ActorSystem, DurableSettings, Encoding
+
+    settings = DurableSettings(backoff=(0.1,))
+    async with ActorSystem.connect(
+        nats_server.url, namespace=ns, encoding=Encoding.JSON, durable=settings, name="typed"
+    ) as system:
+        assert system.namespace == ns
+        assert system.encoding is Encoding.JSON
+        assert system.durable_settings is settings
+        assert system.conn.options.name == "typed"

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Gener
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import Any, Self, TypedDict, TypeVar, Unpack, overload
 
 import nats.errors
 import nats.js.errors
@@ -120,6 +120,29 @@ class _TypeHost:
         self.inbox: TypeInbox | None = None  # its durable messages, when it has any
 
 
+class SystemOptions(TypedDict, total=False):
+    """What ``ActorSystem.start()`` and ``ActorSystem.connect()`` take besides the
+    URL (see the README's Configuration table for the defaults)."""
+
+    namespace: str
+    encoding: Encoding
+    limits: SizeLimits
+    default_timeout: float
+    debug: bool
+    stream_window: int
+    stream_credit_timeout: float
+    stream_start_timeout: float
+    durable: DurableSettings | None
+    activation_ttl: float
+    registry: bool
+    name: str
+    connect_options: ConnectOptions | None
+    tracing: bool | None
+
+
+_CONNECTION_OPTIONS = frozenset({"tracing", "name", "connect_options"})
+
+
 class ActorSystem:
     """The runtime. Create with ``ActorSystem.start()`` (embedded nats-server) or
     ``ActorSystem.connect(url)``; both work with ``async with`` or ``await``."""
@@ -197,7 +220,7 @@ class ActorSystem:
         *,
         store_dir: str | Path | None = None,
         server_config: ServerConfig | None = None,
-        **kwargs: Any,
+        **options: Unpack[SystemOptions],
     ) -> _Opening:
         """Start an embedded nats-server (JetStream on) and a system on it."""
 
@@ -206,7 +229,7 @@ class ActorSystem:
             server = EmbeddedServer(config)
             await server.start()
             try:
-                return await cls._open([server.url], server=server, **kwargs)
+                return await cls._open([server.url], server, options)
             except BaseException:
                 await server.stop()
                 raise
@@ -214,26 +237,29 @@ class ActorSystem:
         return _Opening(open_())
 
     @classmethod
-    def connect(cls, servers: str | list[str] = "nats://127.0.0.1:4222", **kwargs: Any) -> _Opening:
+    def connect(
+        cls,
+        servers: str | list[str] = "nats://127.0.0.1:4222",
+        **options: Unpack[SystemOptions],
+    ) -> _Opening:
         """Connect to an existing NATS server or cluster."""
         urls = [servers] if isinstance(servers, str) else list(servers)
-        return _Opening(cls._open(urls, **kwargs))
+        return _Opening(cls._open(urls, None, options))
 
     @classmethod
     async def _open(
-        cls,
-        urls: list[str],
-        *,
-        name: str = "actorbus",
-        connect_options: ConnectOptions | None = None,
-        server: EmbeddedServer | None = None,
-        tracing: bool | None = None,
-        **kwargs: Any,
+        cls, urls: list[str], server: EmbeddedServer | None, options: SystemOptions
     ) -> ActorSystem:
-        configure(tracing)  # once per process: OTEL_* variables, or tracing=True
-        options = dataclasses.replace(connect_options or ConnectOptions(name=name), servers=urls)
-        conn = await BusConnection.connect(options)
-        system = cls(conn, server=server, **kwargs)
+        unknown = set(options) - set(SystemOptions.__annotations__)
+        if unknown:  # what mypy catches for typed callers, said at run time for the rest
+            raise TypeError(f"unknown ActorSystem option(s): {', '.join(sorted(unknown))}")
+        configure(options.get("tracing"))  # once per process: OTEL_*, or tracing=True
+        name = options.get("name", "actorbus")
+        connect_options = options.get("connect_options") or ConnectOptions(name=name)
+        conn = await BusConnection.connect(dataclasses.replace(connect_options, servers=urls))
+        runtime = {k: v for k, v in options.items() if k not in _CONNECTION_OPTIONS}
+        # The rest are exactly __init__'s keywords (SystemOptions lists them, typed).
+        system = cls(conn, server=server, **runtime)  # type: ignore[arg-type]
         await system._subscribe_system()
         if system.durable_settings.keep_topics:
             await system.durable_ready()  # topics are stored from the first publish on

@@ -47,6 +47,26 @@ from actorbus.codecs.errors import (
     UnknownIntentError,
     UnsupportedError,
 )
+from actorbus.security.did import (
+    VerificationMethod,
+    did_document,
+    did_document_url,
+    e1_did,
+    e1_fingerprint,
+    k1_fingerprint,
+    parse_did,
+    parse_did_document,
+    public_key_of,
+)
+from actorbus.security.didwba import (
+    DidWbaAuthError,
+    build_auth_header,
+    parse_auth_header,
+    signing_input,
+    verify_auth_header,
+)
+from actorbus.security.jcs import jcs
+from actorbus.security.multibase import b58decode, b58encode, b64url, b64url_decode
 
 FIXTURES = FIXTURES_ROOT / "anp"
 FAST = fast(60)
@@ -73,8 +93,8 @@ def replay_guard() -> Callable[[str, str], bool]:
 
 @pytest.fixture
 def alice() -> tuple[str, dict[str, Any]]:
-    did = anp.e1_did("agents.example.com", ["user", "alice"], KEY.public_key())
-    return did, anp.did_document(did, KEY.public_key())
+    did = e1_did("agents.example.com", ["user", "alice"], KEY.public_key())
+    return did, did_document(did, KEY.public_key())
 
 
 # -- did:wba ------------------------------------------------------------------------------
@@ -82,86 +102,86 @@ def alice() -> tuple[str, dict[str, Any]]:
 
 @pytest.mark.parametrize(("did", "url"), fixture("did_urls.json")["valid"])
 def test_did_resolves_to_its_document_url(did: str, url: str) -> None:
-    assert anp.did_document_url(did) == url
+    assert did_document_url(did) == url
 
 
 @pytest.mark.parametrize("did", fixture("did_urls.json")["invalid"])
 def test_malformed_dids_are_refused(did: str) -> None:
     with pytest.raises(DecodeError):
-        anp.parse_did(did)
+        parse_did(did)
 
 
 def test_parsed_did_parts() -> None:
-    parsed = anp.parse_did("did:wba:Example.COM%3A8443:agents:travel")
+    parsed = parse_did("did:wba:Example.COM%3A8443:agents:travel")
     assert (parsed.host, parsed.port, parsed.path) == ("example.com", 8443, ("agents", "travel"))
 
 
 def test_document_id_must_equal_the_did() -> None:
     doc = fixture("sdk_e1_did_document.json")
-    assert anp.parse_did_document(doc, doc["id"]).id == doc["id"]
+    assert parse_did_document(doc, doc["id"]).id == doc["id"]
     with pytest.raises(DecodeError, match="not"):
-        anp.parse_did_document(doc, "did:wba:agents.example.com:user:mallory")
+        parse_did_document(doc, "did:wba:agents.example.com:user:mallory")
 
 
 def test_sdk_documents_parse_with_their_keys() -> None:
-    e1 = anp.parse_did_document(fixture("sdk_e1_did_document.json"))
-    key = anp.public_key_of(e1.verificationMethod[0])
+    e1 = parse_did_document(fixture("sdk_e1_did_document.json"))
+    key = public_key_of(e1.verificationMethod[0])
     assert isinstance(key, ed25519.Ed25519PublicKey)
-    assert e1.id.endswith("e1_" + anp.e1_fingerprint(key))
-    k1 = anp.parse_did_document(fixture("sdk_k1_did_document.json"))
-    assert isinstance(anp.public_key_of(k1.verificationMethod[0]), ec.EllipticCurvePublicKey)
+    assert e1.id.endswith("e1_" + e1_fingerprint(key))
+    k1 = parse_did_document(fixture("sdk_k1_did_document.json"))
+    assert isinstance(public_key_of(k1.verificationMethod[0]), ec.EllipticCurvePublicKey)
     assert k1.keyAgreement == [k1.id + "#key-3"]
 
 
 def test_did_document_builder(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
-    parsed = anp.parse_did_document(doc, did)
+    parsed = parse_did_document(doc, did)
     method = parsed.method(did + "#key-1")
     assert method is not None
     assert (method.publicKeyMultibase or "").startswith("z6Mk")
     assert parsed.authenticates(did + "#key-1")
-    with_agreement = anp.did_document(did, KEY.public_key(), agreement_key=b"\x01" * 32)
+    with_agreement = did_document(did, KEY.public_key(), agreement_key=b"\x01" * 32)
     assert with_agreement["keyAgreement"] == [did + "#key-x25519"]
 
 
 def test_jwk_keys_are_read() -> None:
-    method = anp.VerificationMethod(
+    method = VerificationMethod(
         id="did:wba:x.example#k",
         type="JsonWebKey2020",
-        publicKeyJwk={"kty": "OKP", "crv": "Ed25519", "x": anp.b64url(bytes(32))},
+        publicKeyJwk={"kty": "OKP", "crv": "Ed25519", "x": b64url(bytes(32))},
     )
-    assert isinstance(anp.public_key_of(method), ed25519.Ed25519PublicKey)
+    assert isinstance(public_key_of(method), ed25519.Ed25519PublicKey)
     method.publicKeyJwk = {"kty": "RSA", "n": "x"}
     with pytest.raises(DecodeError):
-        anp.public_key_of(method)
+        public_key_of(method)
 
 
 # -- JCS -----------------------------------------------------------------------------------
 
 
 def test_jcs_matches_rfc_8785_examples() -> None:
-    assert anp.jcs({"b": 1, "a": [True, None, "é"]}) == '{"a":[true,null,"é"],"b":1}'.encode()
+    assert jcs({"b": 1, "a": [True, None, "é"]}) == '{"a":[true,null,"é"],"b":1}'.encode()
     numbers = [0.0, -0.0, 1e21, 1e20, 1e-7, 1e-6, 333333333.3333333, 4.5, 2e-3, -1.5e300]
     expected = (
         "[0,0,1e+21,100000000000000000000,1e-7,0.000001,333333333.3333333,4.5,0.002,-1.5e+300]"
     )
-    assert anp.jcs(numbers) == expected.encode()
-    assert anp.jcs('\u0001\n\u2028"') == b'"\\u0001\\n\xe2\x80\xa8\\""'
+    assert jcs(numbers) == expected.encode()
+    assert jcs('\u0001\n\u2028"') == b'"\\u0001\\n\xe2\x80\xa8\\""'
     # Keys sort by UTF-16 code units: U+1F600 (surrogates D83D...) before U+FB33.
-    assert anp.jcs({"\ufb33": 1, "\U0001f600": 2}).startswith('{"\U0001f600"'.encode())
+    assert jcs({"\ufb33": 1, "\U0001f600": 2}).startswith('{"\U0001f600"'.encode())
 
 
 @pytest.mark.parametrize("bad", [float("nan"), {1: 2}, "\ud800", object()])
 def test_jcs_refuses_what_it_cannot_canonicalise(bad: Any) -> None:
     with pytest.raises(EncodeError):
-        anp.jcs(bad)
+        jcs(bad)
 
 
 def test_base58_round_trip() -> None:
     for data in (b"", b"\0\0\x01", bytes(range(40))):
-        assert anp.b58decode(anp.b58encode(data)) == data
+        assert b58decode(b58encode(data)) == data
     with pytest.raises(DecodeError):
-        anp.b58decode("0OIl")
+        b58decode("0OIl")
 
 
 # -- the DIDWba header ------------------------------------------------------------------
@@ -172,33 +192,33 @@ def test_headers_made_by_the_anp_sdk_verify(profile: str) -> None:
     doc = fixture(f"sdk_{profile}_did_document.json")
     sample = fixture(f"sdk_{profile}_auth.json")
     now = datetime.fromisoformat(sample["now"]) + timedelta(seconds=3)
-    auth = anp.verify_auth_header(sample["header"], doc, aud=sample["aud"], now=now)
+    auth = verify_auth_header(sample["header"], doc, aud=sample["aud"], now=now)
     assert auth.did == doc["id"]
     assert auth.version == "1.1"
 
 
 def test_sign_and_verify_round_trip(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
-    header = anp.build_auth_header(did, KEY, AUD, now=NOW)
+    header = build_auth_header(did, KEY, AUD, now=NOW)
     assert header.startswith('DIDWba v="1.1", did="')
-    auth = anp.verify_auth_header(
+    auth = verify_auth_header(
         header, doc, aud=AUD, now=NOW + timedelta(seconds=30), seen_nonce=replay_guard()
     )
     assert auth.did == did
     assert auth.timestamp == "2026-03-01T12:00:00Z"
-    parsed = anp.parse_auth_header(header)
-    assert anp.verify_auth_header(parsed, anp.parse_did_document(doc), aud=AUD, now=NOW) == parsed
+    parsed = parse_auth_header(header)
+    assert verify_auth_header(parsed, parse_did_document(doc), aud=AUD, now=NOW) == parsed
 
 
 def test_secp256k1_keys_sign_too() -> None:
     key = ec.generate_private_key(ec.SECP256K1())
-    did = "did:wba:example.com:user:k1_" + anp.k1_fingerprint(key.public_key())
+    did = "did:wba:example.com:user:k1_" + k1_fingerprint(key.public_key())
     nums = key.public_key().public_numbers()
     jwk = {
         "kty": "EC",
         "crv": "secp256k1",
-        "x": anp.b64url(nums.x.to_bytes(32, "big")),
-        "y": anp.b64url(nums.y.to_bytes(32, "big")),
+        "x": b64url(nums.x.to_bytes(32, "big")),
+        "y": b64url(nums.y.to_bytes(32, "big")),
     }
     method = {
         "id": did + "#key-1",
@@ -206,20 +226,20 @@ def test_secp256k1_keys_sign_too() -> None:
         "publicKeyJwk": jwk,
     }
     doc = {"id": did, "verificationMethod": [method], "authentication": [method["id"]]}
-    header = anp.build_auth_header(did, key, AUD, now=NOW)
-    assert anp.verify_auth_header(header, doc, aud=AUD, now=NOW).did == did
+    header = build_auth_header(did, key, AUD, now=NOW)
+    assert verify_auth_header(header, doc, aud=AUD, now=NOW).did == did
 
 
 def _tamper(header: str, field: str, value: str) -> str:
-    fields = anp.parse_auth_header(header)
+    fields = parse_auth_header(header)
     old = getattr(fields, field)
     return header.replace(f'{field}="{old}"', f'{field}="{value}"')
 
 
-def _fails(problem: str, header: str, doc: Any, **kwargs: Any) -> anp.DidWbaAuthError:
+def _fails(problem: str, header: str, doc: Any, **kwargs: Any) -> DidWbaAuthError:
     options: dict[str, Any] = {"aud": AUD, "now": NOW} | kwargs
-    with pytest.raises(anp.DidWbaAuthError) as info:
-        anp.verify_auth_header(header, doc, **options)
+    with pytest.raises(DidWbaAuthError) as info:
+        verify_auth_header(header, doc, **options)
     err = info.value
     assert isinstance(err, AuthError)
     assert err.code == "E_AUTH"
@@ -230,8 +250,8 @@ def _fails(problem: str, header: str, doc: Any, **kwargs: Any) -> anp.DidWbaAuth
 
 def test_tampered_signature_is_refused(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
-    header = anp.build_auth_header(did, KEY, AUD, now=NOW)
-    sig = anp.parse_auth_header(header).signature
+    header = build_auth_header(did, KEY, AUD, now=NOW)
+    sig = parse_auth_header(header).signature
     flipped = ("A" if sig[0] != "A" else "B") + sig[1:]
     _fails("invalid_signature", _tamper(header, "signature", flipped), doc)
     _fails("invalid_signature", _tamper(header, "nonce", "0" * 32), doc)
@@ -240,55 +260,53 @@ def test_tampered_signature_is_refused(alice: tuple[str, dict[str, Any]]) -> Non
 
 def test_expired_and_future_timestamps_are_refused(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
-    header = anp.build_auth_header(did, KEY, AUD, now=NOW)
+    header = build_auth_header(did, KEY, AUD, now=NOW)
     _fails("invalid_timestamp", header, doc, now=NOW + timedelta(minutes=6))
     _fails("invalid_timestamp", header, doc, now=NOW - timedelta(minutes=2))
-    anp.verify_auth_header(header, doc, aud=AUD, now=NOW + timedelta(minutes=4, seconds=59))
+    verify_auth_header(header, doc, aud=AUD, now=NOW + timedelta(minutes=4, seconds=59))
     _fails("invalid_timestamp", _tamper(header, "timestamp", "yesterday"), doc)
 
 
 def test_replayed_nonce_is_refused(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
     guard = replay_guard()
-    header = anp.build_auth_header(did, KEY, AUD, now=NOW)
-    anp.verify_auth_header(header, doc, aud=AUD, now=NOW, seen_nonce=guard)
+    header = build_auth_header(did, KEY, AUD, now=NOW)
+    verify_auth_header(header, doc, aud=AUD, now=NOW, seen_nonce=guard)
     _fails("invalid_nonce", header, doc, seen_nonce=guard)
-    fresh = anp.build_auth_header(did, KEY, AUD, now=NOW)  # a new nonce
-    anp.verify_auth_header(fresh, doc, aud=AUD, now=NOW, seen_nonce=guard)
+    fresh = build_auth_header(did, KEY, AUD, now=NOW)  # a new nonce
+    verify_auth_header(fresh, doc, aud=AUD, now=NOW, seen_nonce=guard)
 
 
 def test_a_bad_signature_does_not_burn_the_nonce(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
     guard = replay_guard()
-    header = anp.build_auth_header(did, KEY, AUD, now=NOW, nonce="ab" * 16)
-    sig = anp.parse_auth_header(header).signature
+    header = build_auth_header(did, KEY, AUD, now=NOW, nonce="ab" * 16)
+    sig = parse_auth_header(header).signature
     forged = _tamper(header, "signature", ("A" if sig[0] != "A" else "B") + sig[1:])
     _fails("invalid_signature", forged, doc, seen_nonce=guard)
-    anp.verify_auth_header(header, doc, aud=AUD, now=NOW, seen_nonce=guard)
+    verify_auth_header(header, doc, aud=AUD, now=NOW, seen_nonce=guard)
 
 
 def test_wrong_did_is_refused(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
     other_key = ed25519.Ed25519PrivateKey.generate()
-    other = anp.e1_did("agents.example.com", ["user", "mallory"], other_key.public_key())
+    other = e1_did("agents.example.com", ["user", "mallory"], other_key.public_key())
     # Mallory signs as herself but presents Alice's document.
-    _fails("invalid_did", anp.build_auth_header(other, other_key, AUD, now=NOW), doc)
+    _fails("invalid_did", build_auth_header(other, other_key, AUD, now=NOW), doc)
     # Mallory puts her key in a document claiming Alice's e1 DID: the binding fails.
-    forged = anp.did_document(did, other_key.public_key())
-    _fails("invalid_did", anp.build_auth_header(did, other_key, AUD, now=NOW), forged)
+    forged = did_document(did, other_key.public_key())
+    _fails("invalid_did", build_auth_header(did, other_key, AUD, now=NOW), forged)
     # Not a did:wba DID at all.
-    header = anp.build_auth_header(did, KEY, AUD, now=NOW)
+    header = build_auth_header(did, KEY, AUD, now=NOW)
     _fails("invalid_did", header.replace("did:wba:", "did:web:", 1), doc)
 
 
 def test_method_must_be_listed_for_authentication(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
-    header = anp.build_auth_header(did, KEY, AUD, now=NOW, verification_method="key-9")
+    header = build_auth_header(did, KEY, AUD, now=NOW, verification_method="key-9")
     _fails("invalid_verification_method", header, doc)
     no_auth = {**doc, "authentication": []}
-    err = _fails(
-        "invalid_verification_method", anp.build_auth_header(did, KEY, AUD, now=NOW), no_auth
-    )
+    err = _fails("invalid_verification_method", build_auth_header(did, KEY, AUD, now=NOW), no_auth)
     assert err.status == 403
 
 
@@ -312,9 +330,9 @@ def test_malformed_headers_are_invalid_requests(
 
 def test_version_1_0_signs_service_instead_of_aud(alice: tuple[str, dict[str, Any]]) -> None:
     did, doc = alice
-    header = anp.build_auth_header(did, KEY, AUD, now=NOW, version="1.0")
-    assert anp.verify_auth_header(header, doc, aud=AUD, now=NOW).version == "1.0"
-    assert anp.signing_input("n", "t", AUD, did, "1.0") != anp.signing_input("n", "t", AUD, did)
+    header = build_auth_header(did, KEY, AUD, now=NOW, version="1.0")
+    assert verify_auth_header(header, doc, aud=AUD, now=NOW).version == "1.0"
+    assert signing_input("n", "t", AUD, did, "1.0") != signing_input("n", "t", AUD, did)
 
 
 # -- agent description ------------------------------------------------------------------
@@ -494,11 +512,11 @@ def test_malformed_messages_raise_only_typed_errors(obj: Any, decode: Any) -> No
 @given(json_data | st.text())
 def test_parsers_raise_only_typed_errors(obj: Any) -> None:
     assert isinstance(anp.error_from(obj), ActorBusError)
-    for parse in (anp.parse_did, anp.did_document_url, anp.parse_did_document, anp.b64url_decode):
+    for parse in (parse_did, did_document_url, parse_did_document, b64url_decode):
         with contextlib.suppress(ActorBusError):
             parse(obj)
     with contextlib.suppress(ActorBusError):
-        anp.parse_auth_header(obj)
+        parse_auth_header(obj)
 
 
 @FAST
@@ -506,7 +524,7 @@ def test_parsers_raise_only_typed_errors(obj: Any) -> None:
 def test_header_parser_and_verifier_raise_only_auth_errors(text: str) -> None:
     doc = fixture("sdk_e1_did_document.json")
     with pytest.raises(AuthError):
-        anp.verify_auth_header(text, doc, aud=AUD, now=NOW)
+        verify_auth_header(text, doc, aud=AUD, now=NOW)
 
 
 @FAST
@@ -514,9 +532,7 @@ def test_header_parser_and_verifier_raise_only_auth_errors(text: str) -> None:
 def test_a_garbage_document_is_an_auth_error(doc: Any) -> None:
     sample = fixture("sdk_e1_auth.json")
     with pytest.raises(AuthError):
-        anp.verify_auth_header(
-            sample["header"], doc if isinstance(doc, dict) else {}, aud=AUD, now=NOW
-        )
+        verify_auth_header(sample["header"], doc if isinstance(doc, dict) else {}, aud=AUD, now=NOW)
 
 
 def test_codec_is_registered() -> None:

@@ -19,9 +19,12 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
-from actorbus.codecs.anp import build_auth_header, did_document, multikey, parse_did
+from actorbus.security.did import did_document, parse_did
+from actorbus.security.didwba import build_auth_header
+from actorbus.security.keys import load_key
+from actorbus.security.multibase import multikey
 from actorbus.services.gateway import GatewayService
-from actorbus.services.gateway.edges.anp import KEY_SUFFIX, load_key
+from actorbus.services.gateway.edges.anp import KEY_SUFFIX
 
 AGENTS = ("gw-echo", "gw-streamer")
 

@@ -425,7 +425,7 @@ async def test_close_does_not_strand_queued_messages(system, make_system) -> Non
 async def test_an_unknown_option_is_a_clear_error(nats_server) -> None:
     from actorbus import ActorSystem
 
-    with pytest.raises(TypeError, match="unknown ActorSystem option.*namepsace"):
+    with pytest.raises(TypeError, match=r"unknown ActorSystem option.*namepsace"):
         await ActorSystem.connect(nats_server.url, namepsace="typo")  # type: ignore[call-arg]
 
 

@@ -39,14 +39,8 @@ actorbus code); bodies are read as JSON whatever their Content-Type.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
-import hashlib
 import ipaddress
 import logging
-import os
-import re
 import time
 import uuid
 from collections import OrderedDict
@@ -59,31 +53,15 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 import msgspec
 from aiohttp import web
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from actorbus.codecs.a2a import content_from_parts, parts_from_content
 from actorbus.codecs.a2a_types import Message, Task, TaskState
 from actorbus.codecs.anp import (
-    AUTH_SCHEME,
-    DidDocument,
-    DidWbaAuthError,
-    PublicKey,
     agent_description,
     decode_request,
-    did_document,
-    e1_fingerprint,
     encode_response,
     error_response,
-    k1_fingerprint,
-    parse_auth_header,
-    parse_did,
-    parse_did_document,
-    public_key_of,
     rpc_error,
-    verify_auth_header,
 )
 from actorbus.codecs.common import content_intent, rebuild_error
 from actorbus.codecs.common import read_json as bounded_json
@@ -95,6 +73,16 @@ from actorbus.codecs.errors import (
     UnsupportedError,
     ValidationFailedError,
 )
+from actorbus.security.did import DidDocument, did_document, parse_did, parse_did_document
+from actorbus.security.didwba import (
+    AUTH_SCHEME,
+    DidWbaAuthError,
+    parse_auth_header,
+    verify_auth_header,
+)
+from actorbus.security.http_signatures import parse_http_signature, verify_http_signature
+from actorbus.security.keys import load_key
+from actorbus.security.multibase import b64url
 from actorbus.services.gateway.core import (
     META_KEY,
     Agent,
@@ -194,33 +182,6 @@ def read_json(body: bytes) -> Any:
 # -- identity -------------------------------------------------------------------------
 
 
-def load_key(path: Path) -> ed25519.Ed25519PrivateKey:
-    """The gateway's Ed25519 key from ``path``, generated and saved there (0600) first.
-
-    If the file cannot be written the key lives as long as the process."""
-    with contextlib.suppress(FileNotFoundError):
-        loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
-        if isinstance(loaded, ed25519.Ed25519PrivateKey):
-            return loaded
-        log.warning("ANP key %s is not an Ed25519 key: a new one replaces it", path)
-    key = ed25519.Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(pem)
-        tmp.replace(path)
-    except OSError as exc:
-        log.warning("ANP key not saved to %s (%s): it lasts until the gateway stops", path, exc)
-    return key
-
-
 def is_loopback(host: str) -> bool:
     """Whether did:wba documents of ``host`` may be fetched over plain HTTP."""
     if host.lower() == "localhost":
@@ -286,167 +247,6 @@ def _text_content(content: Any) -> Any:
     if isinstance(content, list) and len(content) == 1 and isinstance(content[0], str):
         return content[0]
     return content
-
-
-# -- RFC 9421 HTTP message signatures (anp 1.x's default client auth) ------------------
-
-_SIG_INPUT = re.compile(r"\s*([A-Za-z0-9_-]+)=\(([^)]*)\)(.*)")
-_SIG = re.compile(r"\s*([A-Za-z0-9_-]+)=:([A-Za-z0-9+/=]+):\s*")
-
-
-class HttpSignature(msgspec.Struct, frozen=True):
-    """One parsed ``Signature-Input`` / ``Signature`` pair."""
-
-    components: tuple[str, ...]
-    params: str  # the serialized parameters after the component list, as signed
-    keyid: str
-    created: int
-    expires: int | None
-    nonce: str | None
-    signature: bytes
-
-
-def b64url_text(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def parse_http_signature(headers: Mapping[str, str], realm: str) -> HttpSignature:
-    """The signature of a request (one label); DidWbaAuthError ``invalid_request``."""
-
-    def bad(why: str) -> DidWbaAuthError:
-        return DidWbaAuthError("invalid_request", why, realm=realm)
-
-    given = _SIG_INPUT.fullmatch(headers.get("Signature-Input", ""))
-    value = _SIG.fullmatch(headers.get("Signature", ""))
-    if given is None or value is None:
-        raise bad("malformed Signature-Input or Signature header")
-    if given.group(1) != value.group(1):
-        raise bad("Signature-Input and Signature name different labels")
-    components = tuple(re.findall(r'"([^"]+)"', given.group(2)))
-    params: dict[str, str | int] = {}
-    for raw in given.group(3).split(";"):
-        name, eq, text = raw.strip().partition("=")
-        if not name:
-            continue
-        if not eq:
-            params[name] = 1
-        elif len(text) >= 2 and text[0] == text[-1] == '"':
-            params[name] = text[1:-1]
-        elif text.lstrip("-").isdigit():
-            params[name] = int(text)
-        else:
-            raise bad(f"bad signature parameter {name!r}")
-    keyid, created, expires = params.get("keyid"), params.get("created"), params.get("expires")
-    nonce = params.get("nonce")
-    if not isinstance(keyid, str) or "#" not in keyid:
-        raise bad("the signature's keyid is not a DID URL")
-    if not isinstance(created, int) or not (expires is None or isinstance(expires, int)):
-        raise bad("the signature needs created (and an integer expires)")
-    try:
-        signature = base64.b64decode(value.group(2), validate=True)
-    except (binascii.Error, ValueError):
-        raise bad("the Signature value is not base64") from None
-    return HttpSignature(
-        components=components,
-        params=f"({given.group(2)}){given.group(3).rstrip()}",
-        keyid=keyid,
-        created=created,
-        expires=expires,
-        nonce=nonce if isinstance(nonce, str) else None,
-        signature=signature,
-    )
-
-
-def signature_base(
-    sig: HttpSignature, method: str, url: str, headers: Mapping[str, str], realm: str
-) -> bytes:
-    """RFC 9421's signature base for the derived components anp signs."""
-    lines = []
-    for name in sig.components:
-        if name == "@method":
-            value = method.upper()
-        elif name == "@target-uri":
-            value = url
-        elif name == "@authority":
-            value = urlsplit(url).netloc
-        elif name.startswith("@") or name.lower() not in {k.lower() for k in headers}:
-            raise DidWbaAuthError("invalid_request", f"cannot cover {name!r}", realm=realm)
-        else:
-            value = headers[name]
-        lines.append(f'"{name}": {value}')
-    lines.append(f'"@signature-params": {sig.params}')
-    return "\n".join(lines).encode()
-
-
-def _key_bound(did: str, key: PublicKey) -> bool:
-    """An ``e1_``/``k1_`` DID names its key's thumbprint: the key must match it."""
-    last = did.rsplit(":", 1)[-1]
-    if last.startswith("e1_"):
-        return isinstance(key, ed25519.Ed25519PublicKey) and last[3:] == e1_fingerprint(key)
-    if last.startswith("k1_"):
-        return isinstance(key, ec.EllipticCurvePublicKey) and last[3:] == k1_fingerprint(key)
-    return True
-
-
-def verify_http_signature(
-    sig: HttpSignature,
-    doc: DidDocument,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    realm: str,
-) -> None:
-    """Check an HTTP message signature against the signer's DID document: it covers
-    the method and target, a Content-Digest of the body, is fresh, and verifies."""
-    covered = {c.lower() for c in sig.components}
-    if "@method" not in covered or not covered & {"@target-uri", "@authority"}:
-        raise DidWbaAuthError(
-            "invalid_request", "the signature must cover @method and @target-uri", realm=realm
-        )
-    if body or "content-digest" in covered:
-        want = "sha-256=:" + base64.b64encode(hashlib.sha256(body).digest()).decode() + ":"
-        if "content-digest" not in covered or headers.get("Content-Digest", "").strip() != want:
-            raise DidWbaAuthError(
-                "invalid_signature", "the Content-Digest does not match the body", realm=realm
-            )
-    now = time.time()
-    expired = sig.expires is not None and sig.expires < now
-    if now - sig.created > MAX_AGE or sig.created - now > MAX_SKEW or expired:
-        raise DidWbaAuthError("invalid_timestamp", "the signature is expired or ahead", realm=realm)
-    vm = doc.method(sig.keyid)
-    if vm is None:
-        raise DidWbaAuthError(
-            "invalid_verification_method", "no such verification method", realm=realm
-        )
-    if not doc.authenticates(sig.keyid):
-        raise DidWbaAuthError(
-            "invalid_verification_method",
-            "the verification method is not for authentication",
-            realm=realm,
-            status=403,
-        )
-    try:
-        key = public_key_of(vm)
-    except DecodeError as e:
-        raise DidWbaAuthError("invalid_verification_method", str(e), realm=realm) from None
-    if not _key_bound(doc.id, key):
-        raise DidWbaAuthError("invalid_did", "the DID is not bound to this key", realm=realm)
-    data = signature_base(sig, method, url, headers, realm)
-    try:
-        if isinstance(key, ed25519.Ed25519PublicKey):
-            key.verify(sig.signature, data)
-        else:
-            size = (key.curve.key_size + 7) // 8
-            if len(sig.signature) != 2 * size:
-                raise ValueError("bad ECDSA signature length")
-            r = int.from_bytes(sig.signature[:size], "big")
-            s_ = int.from_bytes(sig.signature[size:], "big")
-            key.verify(encode_dss_signature(r, s_), data, ec.ECDSA(hashes.SHA256()))
-    except (InvalidSignature, ValueError):
-        raise DidWbaAuthError(
-            "invalid_signature", "the signature does not verify", realm=realm
-        ) from None
 
 
 class AnpEdge:
@@ -609,8 +409,18 @@ class AnpEdge:
         did = sig.keyid.partition("#")[0]
         doc = await self._resolve(did, realm)
         url = base + request.path_qs
-        verify_http_signature(sig, doc, request.method, url, request.headers, body, realm)
-        if self._seen_nonce(did, sig.nonce or b64url_text(sig.signature)):
+        verify_http_signature(
+            sig,
+            doc,
+            request.method,
+            url,
+            request.headers,
+            body,
+            realm,
+            max_age=MAX_AGE,
+            max_skew=MAX_SKEW,
+        )
+        if self._seen_nonce(did, sig.nonce or b64url(sig.signature)):
             raise DidWbaAuthError("invalid_nonce", "the nonce was already used", realm=realm)
         return did
 

@@ -1,0 +1,5 @@
+import sys
+
+from actorbus.cli.main import main
+
+sys.exit(main())

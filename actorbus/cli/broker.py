@@ -1,0 +1,122 @@
+"""``actorbus up``: an embedded nats-server (or an N-node cluster) until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+from pathlib import Path
+
+from rich.markup import escape
+
+from actorbus.bus.cluster import EmbeddedCluster
+from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
+from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_signals, stdout
+
+# -- actorbus up -------------------------------------------------------------
+
+
+async def _up(port: int, store_dir: Path | None) -> int:
+    out = stdout()
+    stop = asyncio.Event()
+    install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping nats-server"))
+    server = EmbeddedServer(ServerConfig(port=port, store_dir=store_dir))
+    # Started from this (main) thread on purpose: the server is tied to the
+    # lifetime of the thread that started it (PR_SET_PDEATHSIG), and only the
+    # main thread lives exactly as long as this process.
+    try:
+        server.start_sync()
+    except ServerStartError as exc:
+        raise CliError(f"nats-server did not start: {_server_failure(exc)}") from None
+    try:
+        store = f"{server.store_dir}" + ("" if store_dir else " (temporary, removed on exit)")
+        out.print(f"[bold green]nats-server ready[/] at [bold]{server.url}[/]")
+        out.print(f"  url         {server.url}")
+        out.print(f"  monitoring  {server.monitor_url or '-'}")
+        out.print(f"  store       {escape(store)}")
+        out.print(f"  pid         {server.pid}")
+        out.print("[dim]connect actors with: actorbus run module:Class --url " + server.url)
+        out.print("[dim]Ctrl-C to stop")
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await stop.wait()
+            if not server.running:
+                raise CliError(f"nats-server exited unexpectedly:\n{server.log_tail()}")
+    finally:
+        await asyncio.to_thread(server.stop_sync)
+    out.print("[green]stopped")
+    return EXIT_OK
+
+
+_SERVER_LOG_LINE = re.compile(r"^\[\d+\] \S+ \S+ \[(?P<level>[A-Z]{3})\] (?P<text>.*)$")
+
+
+def _server_failure(exc: ServerStartError) -> str:
+    """The server's own fatal/error line out of its log tail: the one line that
+    says what went wrong ("address already in use"), not twenty lines of banner."""
+    lines = str(exc).splitlines()
+    for line in reversed(lines):
+        m = _SERVER_LOG_LINE.match(line.strip())
+        if m and m["level"] in ("FTL", "ERR"):
+            return m["text"]
+    return lines[0] if lines else type(exc).__name__
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    store = Path(args.store_dir).resolve() if args.store_dir else None
+    if args.cluster is not None:
+        if args.cluster < 2:
+            raise CliError("--cluster needs at least 2 nodes", EXIT_USAGE)
+        return asyncio.run(_up_cluster(args.cluster, store))
+    return asyncio.run(_up(args.port, store))
+
+
+async def _up_cluster(size: int, store_dir: Path | None) -> int:
+    out = stdout()
+    stop = asyncio.Event()
+    install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping the cluster"))
+    cluster = EmbeddedCluster(size, store_dir=store_dir)
+    try:
+        await cluster.start()
+    except ServerStartError as exc:
+        raise CliError(f"cluster did not start: {_server_failure(exc)}") from None
+    try:
+        urls = ",".join(cluster.urls)
+        out.print(f"[bold green]NATS cluster ready[/]: {size} nodes, JetStream on")
+        for i, node in enumerate(cluster.nodes):
+            out.print(f"  node {i}  {node.url}  (pid {node.pid})")
+        out.print(f"  urls    {urls}")
+        out.print(f"  store   {escape(str(cluster.dir))}")
+        out.print("[dim]use DurableSettings(replicas=3) for streams that survive a node")
+        out.print("[dim]Ctrl-C to stop")
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await stop.wait()
+            if not cluster.running:
+                raise CliError("a cluster node exited unexpectedly")
+    finally:
+        await asyncio.to_thread(cluster.stop_sync)
+    out.print("[green]stopped")
+    return EXIT_OK
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    up = sub.add_parser(
+        "up",
+        parents=[common],
+        help="run a local nats-server (JetStream on) until Ctrl-C",
+        description="Start an embedded nats-server and print its URLs.",
+    )
+    up.add_argument("--port", type=int, default=-1, help="client port (default: a free one)")
+    up.add_argument(
+        "--store-dir", metavar="DIR", help="JetStream store (default: a temp dir removed on exit)"
+    )
+    up.add_argument(
+        "--cluster", type=int, metavar="N", help="start an N-node cluster on loopback instead"
+    )
+    up.set_defaults(func=cmd_up)

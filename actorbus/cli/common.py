@@ -1,0 +1,146 @@
+"""What every ``actorbus`` command shares: exit codes, the expected-failure error,
+consoles and logging, stop signals, and connecting to the bus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+from actorbus.actors import ActorSystem
+from actorbus.bus.jetstream import DurableSettings
+from actorbus.codecs.errors import ActorBusError
+
+# Exit codes: 2 for input the user must fix (argparse uses 2 too), 1 for failures
+# at run time, 130 for an interrupt that arrived before we could stop cleanly.
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """An expected failure: its message is shown as is, with ``code`` as exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- output ------------------------------------------------------------------
+# Machine-read lines (URLs, "ready") are printed with soft_wrap so that rich never
+# breaks them at the terminal width; colour is dropped automatically on pipes.
+
+
+def stdout() -> Console:
+    return Console(soft_wrap=True, highlight=False, emoji=False)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
+
+
+def setup_logging(verbosity: int) -> None:
+    """Configure logging only if nobody has: when ``main`` is called from a program
+    (or a test) that set logging up, its configuration wins."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    handler = RichHandler(console=stderr(), show_path=False, show_time=verbosity > 1)
+    logging.basicConfig(level=level, format="%(name)s: %(message)s", handlers=[handler])
+
+
+@contextlib.contextmanager
+def quiet(logger: str, unless: bool) -> Iterator[None]:
+    """Silence per-attempt warnings while a failure is still going to be reported
+    once, clearly, by the caller."""
+    target = logging.getLogger(logger)
+    previous = target.level
+    if not unless:
+        target.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        target.setLevel(previous)
+
+
+# -- signals -----------------------------------------------------------------
+
+
+def install_stop_signals(stop: asyncio.Event, on_signal: Callable[[str], None]) -> None:
+    """SIGINT/SIGTERM ask for a graceful stop once; a second one uses the default
+    action, so a stuck shutdown can still be interrupted."""
+    loop = asyncio.get_running_loop()
+    if threading.current_thread() is not threading.main_thread():
+        return  # signals reach the main thread only; an embedding program stops us
+
+    def handle(sig: signal.Signals) -> None:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(s)
+        on_signal(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, handle, sig)
+        except NotImplementedError:  # pragma: no cover - Windows event loops
+            signal.signal(sig, lambda n, _f: loop.call_soon_threadsafe(handle, signal.Signals(n)))
+
+
+async def connect(
+    url: str, namespace: str, wait_s: float, verbose: bool, js_replicas: int = 1
+) -> ActorSystem:
+    # The first contact gives up after a few quick tries; the timeout also bounds
+    # a server that accepts TCP but never answers the NATS handshake.
+    hint = "(is a server running? start one with `actorbus up`)"
+    try:
+        with quiet("actorbus.bus", unless=verbose):
+            async with asyncio.timeout(wait_s):
+                # "nats://a:4222,nats://b:4222": every node of a cluster, tried in turn
+                servers = [u.strip() for u in url.split(",") if u.strip()]
+                return await ActorSystem.connect(
+                    servers, namespace=namespace, durable=DurableSettings(replicas=js_replicas)
+                )
+    except TimeoutError:
+        raise CliError(f"cannot connect to NATS at {url} within {wait_s:g}s {hint}") from None
+    except ActorBusError as exc:
+        raise CliError(f"{exc} {hint}") from None
+
+
+async def with_system(
+    args: argparse.Namespace, work: Callable[[ActorSystem, argparse.Namespace], Any]
+) -> int:
+    system = await connect(args.url, args.namespace, args.connect_timeout, args.verbose > 0)
+    try:
+        await work(system, args)
+    finally:
+        await system.close()
+    return EXIT_OK
+
+
+def bus_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--url",
+        required=True,
+        help="NATS server URL, e.g. nats://127.0.0.1:4222 (a comma list for a cluster)",
+    )
+    p.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up if the server cannot be reached (default: 5)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")

@@ -1,0 +1,90 @@
+"""``actorbus demo``: a multi-agent flow on an embedded broker (``--trace``: in Phoenix)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from actorbus.actors import ActorSystem
+from actorbus.cli.common import EXIT_OK, CliError, stderr
+from actorbus.demo import DEFAULT_QUESTION, run_demo
+from actorbus.telemetry import configure, flush
+
+# -- actorbus demo -----------------------------------------------------------
+
+
+async def _demo(question: str, as_json: bool) -> int:
+    console = Console(quiet=True) if as_json else Console()
+    async with ActorSystem.start() as system:
+        result = await run_demo(system, question, console)
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.trace:
+        return asyncio.run(_demo(args.question, args.json))
+    return _demo_in_phoenix(args.question, args.json)
+
+
+def _demo_in_phoenix(question: str, as_json: bool) -> int:
+    """The demo with its spans in a local Arize Phoenix, left running to look at."""
+    from actorbus.services import trace_ui
+
+    err = stderr()
+    err.print("[dim]starting Arize Phoenix (10-30 s)...[/]")
+    try:
+        server = trace_ui.start_phoenix()
+    except trace_ui.TraceUIError as exc:
+        raise CliError(str(exc)) from None
+    with server:
+        # Before the first ActorSystem: tracing is configured once per process.
+        os.environ.update(server.otel_env(service_name="actorbus-demo"))
+        trace_id = asyncio.run(_demo_traced(question, as_json))
+        spans = server.client().wait_for_spans(trace_id, 1, timeout=15)
+        err.print(escape(trace_ui.format_tree(spans)))
+        err.print(f"trace:   [bold]{server.trace_url(trace_id)}[/]")
+        err.print(f"phoenix: {server.ui_url}  [dim](Ctrl-C stops it)[/]")
+        with contextlib.suppress(KeyboardInterrupt):
+            server.wait()
+    return EXIT_OK
+
+
+async def _demo_traced(question: str, as_json: bool) -> str:
+    """Run the demo under one root span, so the whole flow is one trace."""
+    from opentelemetry import trace
+
+    configure()  # from the environment just set: the root span must be a real one
+    with trace.get_tracer("actorbus.cli").start_as_current_span("actorbus demo") as root:
+        await _demo(question, as_json)
+    flush()
+    return format(root.get_span_context().trace_id, "032x")
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    demo = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="run a small multi-agent flow on an embedded nats-server",
+        description="Planner, readers, aggregator, narrator and monitor answer a question "
+        "deterministically, showing ask, fan-out, pub/sub and streaming.",
+    )
+    demo.add_argument("--question", default=DEFAULT_QUESTION, help="what to ask the team")
+    demo.add_argument("--json", action="store_true", help="print a JSON result instead")
+    demo.add_argument(
+        "--trace",
+        action="store_true",
+        help="send the demo's spans to a local Arize Phoenix and keep it open "
+        "(install it with `python -m actorbus.services.trace_ui --install`)",
+    )
+    demo.set_defaults(func=cmd_demo)

@@ -1,0 +1,194 @@
+"""``actorbus run``: host actor classes from the user's code on an existing NATS."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import inspect
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import nats.errors
+from rich.markup import escape
+
+from actorbus.actors import Actor, ActorSystem
+from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, connect, install_stop_signals, stdout
+from actorbus.codecs.errors import ActorBusError
+
+# -- actorbus run ------------------------------------------------------------
+
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_SPEC = re.compile(rf"^(?P<module>{_DOTTED}):(?P<attr>{_DOTTED})$")
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """A ``module:Class`` argument, resolved to the class it names."""
+
+    text: str
+    cls: type[Actor]
+
+
+def load_actor_class(spec: str) -> type[Actor]:
+    """Import ``module:Class`` the way a user means it (relative to the current
+    directory), turning every way it can go wrong into one sentence."""
+    m = _SPEC.match(spec)
+    if m is None:
+        hint = ""
+        if "/" in spec or spec.split(":", 1)[0].endswith(".py"):
+            hint = " (use a dotted module path, not a file path)"
+        raise CliError(
+            f"invalid actor {spec!r}: expected module:Class, e.g. examples.echo:Echo{hint}",
+            EXIT_USAGE,
+        )
+    module_name, attr = m["module"], m["attr"]
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing == module_name or module_name.startswith(missing + "."):
+            raise CliError(
+                f"module {module_name!r} not found (looked in {cwd} and installed packages)",
+                EXIT_USAGE,
+            ) from None
+        raise CliError(f"importing {module_name!r} failed: {exc}") from None
+    except Exception as exc:
+        raise CliError(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}") from None
+    obj: object = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise CliError(f"{module_name!r} has no attribute {attr!r}", EXIT_USAGE) from None
+    if not (isinstance(obj, type) and issubclass(obj, Actor)):
+        what = f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
+        raise CliError(
+            f"{spec} is not an Actor subclass (it is a {what}); subclass actorbus.Actor to host it",
+            EXIT_USAGE,
+        )
+    try:
+        signature = inspect.signature(obj)
+    except ValueError:  # pragma: no cover - no signature available (C types)
+        return obj
+    required = [
+        name
+        for name, p in signature.parameters.items()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    if required:
+        raise CliError(
+            f"{spec} needs constructor arguments ({', '.join(required)}); "
+            "`actorbus run` creates actors without arguments",
+            EXIT_USAGE,
+        )
+    return obj
+
+
+async def _host(
+    system: ActorSystem, specs: Sequence[ActorSpec], key: str | None, replicas: int | None
+) -> list[str]:
+    """Spawn or register each class; returns what to tell the user."""
+    lines: list[str] = []
+    for spec in specs:
+        type_name = spec.cls.type_name
+        if key is not None:
+            n = replicas or 1
+            ref = await system.spawn(spec.cls, key=key, replicas=n)
+            lines.append(f"{ref.address:<24} {n} replica(s)   {spec.text}")
+            continue
+        await system.register(spec.cls)
+        lines.append(f"{type_name + '/*':<24} on demand      {spec.text}")
+        if replicas:
+            ref = await system.spawn(spec.cls, key="0", replicas=replicas)
+            lines.append(f"{ref.address:<24} {replicas} replica(s)   {spec.text}")
+    return lines
+
+
+async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
+    out = stdout()
+    stop = asyncio.Event()
+    install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping actors"))
+    system = await connect(
+        args.url, args.namespace, args.connect_timeout, args.verbose > 0, args.js_replicas
+    )
+    try:
+        try:
+            lines = await _host(system, specs, args.key, args.replicas)
+            # A PING/PONG round trip: once it returns the server has processed every
+            # SUB above, so "ready" really means another process can reach us.
+            await system.nc.flush(timeout=max(1, round(args.connect_timeout)))
+        except (ActorBusError, ValueError) as exc:
+            raise CliError(f"cannot host actors: {exc}") from None
+        except nats.errors.Error as exc:
+            raise CliError(f"cannot host actors: NATS did not confirm: {exc}") from None
+        out.print(f"connected to [bold]{escape(args.url)}[/] (namespace {args.namespace})")
+        for line in lines:
+            out.print(f"  [cyan]{escape(line)}[/]")
+        # Tools (and tests) wait for this line: everything above is subscribed.
+        out.print(f"[bold green]ready[/]: hosting {len(specs)} actor type(s); Ctrl-C to stop")
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await stop.wait()
+            # The runtime gives up after its reconnect deadline; a host with no bus
+            # must say so and exit, not sit there looking healthy.
+            if system.nc.is_closed:
+                raise CliError(f"lost the connection to NATS at {args.url}; giving up")
+    finally:
+        await system.close()
+    out.print("[green]stopped")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.replicas is not None and args.replicas < 1:
+        raise CliError("--replicas must be at least 1", EXIT_USAGE)
+    specs = [ActorSpec(text, load_actor_class(text)) for text in args.actors]
+    return asyncio.run(_run(args, specs))
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="host actor classes on an existing NATS server",
+        description="Import module:Class actor classes (modules resolve from the current "
+        "directory) and host them until Ctrl-C/SIGTERM. Without --key the types "
+        "are activated on demand for any key.",
+    )
+    run.add_argument("actors", nargs="+", metavar="module:Class", help="actor classes to host")
+    run.add_argument(
+        "--url",
+        required=True,
+        help="NATS server URL, e.g. nats://127.0.0.1:4222 (a comma list for a cluster)",
+    )
+    run.add_argument("--key", help="spawn at this key (default: activate any key on demand)")
+    run.add_argument(
+        "--replicas", type=int, help="instances sharing the address (with no --key: at key 0)"
+    )
+    run.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
+    run.add_argument(
+        "--js-replicas",
+        type=int,
+        default=1,
+        choices=(1, 3, 5),
+        help="replicas of the JetStream streams and buckets it creates (3 on a cluster)",
+    )
+    run.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up if the server cannot be reached (default: 5)",
+    )
+    run.set_defaults(func=cmd_run)

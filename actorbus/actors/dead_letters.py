@@ -33,7 +33,7 @@ from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.wire import H_MSG_ID, pack, unpack
 
 if TYPE_CHECKING:
-    from actorbus.actors.system import ActorSystem
+    from actorbus.actors.runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -118,20 +118,20 @@ class QueueStats:
 
 
 async def list_dead_letters(
-    system: ActorSystem, address: str | None = None, limit: int = 100
+    rt: Runtime, address: str | None = None, limit: int = 100
 ) -> list[DeadLetter]:
-    await system.durable_ready()
-    stream = dlq_stream_name(system.namespace)
+    await rt.durable_ready()
+    stream = dlq_stream_name(rt.namespace)
     subject = (
-        system.subjects.dead_letter(Address.parse(address))
+        rt.subjects.dead_letter(Address.parse(address))
         if address
-        else system.subjects.dead_letter_all()
+        else rt.subjects.dead_letter_all()
     )
     out: list[DeadLetter] = []
     seq = 1
     while len(out) < limit:
         try:
-            raw = await system.js.get_msg(stream, seq=seq, subject=subject, next=True)
+            raw = await rt.js.get_msg(stream, seq=seq, subject=subject, next=True)
         except nats.js.errors.APIError as exc:
             if not _missing(exc):
                 raise
@@ -142,12 +142,12 @@ async def list_dead_letters(
     return out
 
 
-async def get_dead_letter(system: ActorSystem, seq: int) -> DeadLetter:
+async def get_dead_letter(rt: Runtime, seq: int) -> DeadLetter:
     """One dead letter, with its original (fetched from the durable stream when the
     record only references it)."""
-    await system.durable_ready()
+    await rt.durable_ready()
     try:
-        raw = await system.js.get_msg(dlq_stream_name(system.namespace), seq=seq)
+        raw = await rt.js.get_msg(dlq_stream_name(rt.namespace), seq=seq)
     except nats.js.errors.APIError as exc:
         if not _missing(exc):
             raise
@@ -156,7 +156,7 @@ async def get_dead_letter(system: ActorSystem, seq: int) -> DeadLetter:
     if letter.original_kept or letter.original_seq is None:
         return letter
     try:
-        stored = await system.js.get_msg(stream_name(system.namespace), seq=letter.original_seq)
+        stored = await rt.js.get_msg(stream_name(rt.namespace), seq=letter.original_seq)
     except nats.js.errors.APIError as exc:
         if not _missing(exc):
             raise
@@ -171,43 +171,43 @@ async def get_dead_letter(system: ActorSystem, seq: int) -> DeadLetter:
     )
 
 
-async def replay_dead_letter(system: ActorSystem, seq: int) -> None:
+async def replay_dead_letter(rt: Runtime, seq: int) -> None:
     """Send the original message to its actor again, then drop the dead letter."""
-    letter = await get_dead_letter(system, seq)
+    letter = await get_dead_letter(rt, seq)
     addr = Address.parse(letter.address)
     headers = dict(letter.original_headers)
     # A new id for JetStream's duplicate window: the original id was stored already.
     headers[H_MSG_ID] = f"{letter.envelope_id or 'dead'}~replay~{seq}"
-    ack = await system.js.publish(system.subjects.durable(addr), letter.original, headers=headers)
+    ack = await rt.js.publish(rt.subjects.durable(addr), letter.original, headers=headers)
     if ack.seq is None:
         raise ActorBusError(f"replay of dead letter #{seq} was not stored")
-    await drop_dead_letter(system, seq)
+    await drop_dead_letter(rt, seq)
 
 
-async def drop_dead_letter(system: ActorSystem, seq: int) -> None:
-    await system.durable_ready()
+async def drop_dead_letter(rt: Runtime, seq: int) -> None:
+    await rt.durable_ready()
     try:
-        await system.js.delete_msg(dlq_stream_name(system.namespace), seq)
+        await rt.js.delete_msg(dlq_stream_name(rt.namespace), seq)
     except nats.js.errors.APIError as exc:
         if not _missing(exc):
             raise
         raise ActorBusError(f"no dead letter #{seq}") from None
 
 
-async def queue_stats(system: ActorSystem, address: str) -> QueueStats:
+async def queue_stats(rt: Runtime, address: str) -> QueueStats:
     """Depth and lag of an address's durable queue (zeros if it never had a reader).
 
     A lazily hosted type has one queue for all its keys: ``type``, ``type/*`` or
     any ``type/key`` without a queue of its own report that one (``shared``).
     """
-    await system.durable_ready()
+    await rt.durable_ready()
     addr = Address.parse(address)
-    stream = stream_name(system.namespace)
+    stream = stream_name(rt.namespace)
     names = [] if addr.key in (None, "*") else [consumer_name(addr)]
     names.append(type_consumer_name(addr.type))
     for name in names:
         try:
-            info = await system.js.consumer_info(stream, name)
+            info = await rt.js.consumer_info(stream, name)
         except nats.js.errors.NotFoundError:
             continue
         shared = name == names[-1]
@@ -217,16 +217,16 @@ async def queue_stats(system: ActorSystem, address: str) -> QueueStats:
             in_flight=info.num_ack_pending or 0,
             redelivered=info.num_redelivered or 0,
             delivered=(info.delivered.consumer_seq or 0) if info.delivered else 0,
-            expired=await _expired(system, name),
+            expired=await _expired(rt, name),
             shared=shared,
         )
     return QueueStats(address, 0, 0, 0, 0)
 
 
-async def _expired(system: ActorSystem, consumer: str) -> int:
-    assert system.stats is not None
+async def _expired(rt: Runtime, consumer: str) -> int:
+    assert rt.stats is not None
     try:
-        entry = await system.stats.get(expired_entry(consumer))
+        entry = await rt.stats.get(expired_entry(consumer))
     except nats.js.errors.KeyNotFoundError:
         return 0
     return int(entry.value or b"0")

@@ -36,7 +36,7 @@ from actorbus.codecs.uap import (
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
-    from actorbus.actors.system import ActorSystem
+    from actorbus.actors.runtime import Runtime
 
 log = logging.getLogger("actorbus.registry")
 
@@ -62,8 +62,8 @@ class Listing:
 class Directory:
     """The registry side of one ActorSystem."""
 
-    def __init__(self, system: ActorSystem, enabled: bool) -> None:
-        self.system = system
+    def __init__(self, rt: Runtime, enabled: bool) -> None:
+        self.rt = rt
         self.enabled = enabled
         self._store: RegistryStore | None = None
         self._opening = asyncio.Lock()
@@ -75,9 +75,9 @@ class Directory:
         if self._store is None:
             async with self._opening:
                 if self._store is None:
-                    system = self.system
+                    rt = self.rt
                     self._store = await RegistryStore.open(
-                        system.js, system.namespace, replicas=system.durable_settings.replicas
+                        rt.js, rt.namespace, replicas=rt.durable_settings.replicas
                     )
         return self._store
 
@@ -91,7 +91,7 @@ class Directory:
     async def _announce(self, cls: type[Actor]) -> None:
         try:
             store = await self.store()
-            record = service_record(cls, self.system.system_id)
+            record = service_record(cls, self.rt.system_id)
             if cls.type_name in self._registrations:
                 return
             registration = Registration(store, record)

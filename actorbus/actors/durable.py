@@ -69,7 +69,7 @@ from actorbus.telemetry import metrics as meters
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.cell import ActorCell
-    from actorbus.actors.system import ActorSystem
+    from actorbus.actors.runtime import Runtime
 
 log = logging.getLogger("actorbus.durable")
 T = TypeVar("T")
@@ -84,8 +84,8 @@ class DurableReader:
     """A pull consumer's life (set-up with retries, fetch loop, stop) and the steps
     of one message that both readers share."""
 
-    def __init__(self, system: ActorSystem, cls: type[Actor], name: str, what: str) -> None:
-        self.system = system
+    def __init__(self, rt: Runtime, cls: type[Actor], name: str, what: str) -> None:
+        self.rt = rt
         self.cls = cls
         self.consumer = name
         self.what = what  # for logs and errors: an address or 'type/*'
@@ -98,14 +98,14 @@ class DurableReader:
         self._psub: JetStreamContext.PullSubscription | None = None
 
     async def _subscribe(self, subject: str, config: ConsumerConfig) -> None:
-        system = self.system
+        rt = self.rt
 
         async def pull_subscribe() -> JetStreamContext.PullSubscription:
-            stream = stream_name(system.namespace)
+            stream = stream_name(rt.namespace)
             # Created, or brought up to date (a consumer made by an older version
             # may still let the server drop messages after max_deliver).
-            await system.js.add_consumer(stream, config=config)
-            return await system.js.pull_subscribe(
+            await rt.js.add_consumer(stream, config=config)
+            return await rt.js.pull_subscribe(
                 subject, durable=self.consumer, stream=stream, config=config
             )
 
@@ -117,10 +117,10 @@ class DurableReader:
     async def _report_depth(self) -> None:
         """Refresh the queue depth and lag the metrics gauges read (they cannot ask
         the server themselves: their callbacks are synchronous)."""
-        stream = stream_name(self.system.namespace)
+        stream = stream_name(self.rt.namespace)
         while True:
             try:
-                info = await self.system.js.consumer_info(stream, self.consumer)
+                info = await self.rt.js.consumer_info(stream, self.consumer)
                 pending, in_flight = info.num_pending or 0, info.num_ack_pending or 0
                 meters.queue_state[self.what] = (pending + in_flight, pending)
             except Exception as exc:  # the broker away: keep the last figures
@@ -131,8 +131,8 @@ class DurableReader:
         """A JetStream call at start-up, tried again while a cluster elects a new
         leader (a node just died: answers come late or not at all for a few
         seconds), within ``start_timeout``."""
-        await self.system.durable_ready()
-        timeout = self.system.durable_settings.start_timeout
+        await self.rt.durable_ready()
+        timeout = self.rt.durable_settings.start_timeout
         return await patiently(call, timeout, f"{self.what}: the durable queue")
 
     async def stop(self, timeout: float = 10.0) -> None:
@@ -188,9 +188,9 @@ class DurableReader:
     async def _open(self, msg: Msg, address: str) -> tuple[Msg, Inbound] | None:
         """Decode a stored message; None when it was settled here already (expired,
         undecodable, or handled before under its idempotency key)."""
-        system = self.system
+        rt = self.rt
         delivered = msg.metadata.num_delivered
-        if delivered > system.durable_settings.max_deliver:
+        if delivered > rt.durable_settings.max_deliver:
             why = ActorBusError(
                 f"delivered {delivered} times without being settled (a reader crashed, stalled "
                 "or ran past ack_wait on it)"
@@ -198,11 +198,11 @@ class DurableReader:
             await self._dead_letter(msg, address, None, why, delivered - 1)
             return None
         # Handled without a reply subject: a JetStream message's reply is its ack subject.
-        plain = Msg(_client=system.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
+        plain = Msg(_client=rt.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
         try:
-            env = system.replies.decode(plain, address)
+            env = rt.replies.decode(plain, address)
             if env.context.ttl_ms is None:
-                _check_default_ttl(env, address, system.durable_settings.max_age)
+                _check_default_ttl(env, address, rt.durable_settings.max_age)
         except ExpiredError as err:
             await self._count_expired(err, address)
             await msg.term()
@@ -216,7 +216,7 @@ class DurableReader:
             if handled is not None:
                 # A crash may have come between recording and sending: send again
                 # (the stream drops what it has by id), then settle.
-                await release(system, recorded_sends(handled))
+                await release(rt, recorded_sends(handled))
                 self.skipped += 1
                 log.info("%s: %s already handled (idempotency key); acked", address, env.id)
                 await msg.ack()
@@ -244,24 +244,24 @@ class DurableReader:
     async def _succeeded(self, msg: Msg, address: str, env: Inbound, box: Outbox) -> None:
         entry = self._idempotency_entry(address, env)
         if entry is None:
-            await release(self.system, box.held)  # at least once: nothing to record
+            await release(self.rt, box.held)  # at least once: nothing to record
         else:
-            handled = self.system.handled
+            handled = self.rt.handled
             assert handled is not None
             record = box.record(env.id)
             if record is None:  # too large to keep with the key: sent first
-                await release(self.system, box.held)
+                await release(self.rt, box.held)
                 await handled.put(entry, pack({"id": env.id, "out": []}))
             else:
                 await handled.put(entry, record)
-                await release(self.system, box.held)
+                await release(self.rt, box.held)
         await msg.ack()
 
     def _gives_up(self, failed: Exception, attempt: int) -> bool:
-        return isinstance(failed, _POISON) or attempt >= self.system.durable_settings.max_deliver
+        return isinstance(failed, _POISON) or attempt >= self.rt.durable_settings.max_deliver
 
     def _delay(self, attempt: int) -> float:
-        backoff = self.system.durable_settings.backoff
+        backoff = self.rt.durable_settings.backoff
         return backoff[min(attempt, len(backoff)) - 1]
 
     def _idempotency_entry(self, address: str, env: Inbound) -> str | None:
@@ -275,9 +275,9 @@ class DurableReader:
 
     async def _handled_before(self, entry: str) -> bytes | None:
         """The key's record if it was handled already, else None."""
-        assert self.system.handled is not None
+        assert self.rt.handled is not None
         try:
-            found = await self.system.handled.get(entry)
+            found = await self.rt.handled.get(entry)
         except nats.js.errors.KeyNotFoundError:
             return None
         return found.value or b""
@@ -286,7 +286,7 @@ class DurableReader:
         """Count in the namespace's stats bucket, so every process sees the total."""
         self.expired += 1
         log.info("%s: %s; dropped", address, err)
-        stats = self.system.stats
+        stats = self.rt.stats
         assert stats is not None
         entry = expired_entry(self.consumer)
         for _ in range(10):  # compare-and-set: readers of one queue may count at once
@@ -312,12 +312,12 @@ class DurableReader:
         reason = f"{type(err).__name__}: {err}"
         envelope_id = env.id if env else None
         record = dead_letter_record(
-            msg, address, reason, code, attempt, envelope_id, self.system.nc.max_payload
+            msg, address, reason, code, attempt, envelope_id, self.rt.nc.max_payload
         )
-        system = self.system
-        subject = system.subjects.dead_letter(Address.parse(address))
-        timeout = system.durable_settings.store_timeout
-        await store_message(system.mux, subject, record, None, address, timeout)
+        rt = self.rt
+        subject = rt.subjects.dead_letter(Address.parse(address))
+        timeout = rt.durable_settings.store_timeout
+        await store_message(rt.mux, subject, record, None, address, timeout)
         await msg.term()
         self.dead_lettered += 1
         log.warning(
@@ -371,24 +371,22 @@ def _check_default_ttl(env: Inbound, address: str, max_age: float) -> None:
 class DurableInbox(DurableReader):
     """One spawned cell's reader of its address's durable messages."""
 
-    def __init__(self, system: ActorSystem, cell: ActorCell) -> None:
+    def __init__(self, rt: Runtime, cell: ActorCell) -> None:
         self.cell = cell
         self.addr = Address(cell.cls.type_name, cell.key)
-        super().__init__(system, cell.cls, consumer_name(self.addr), cell.address)
+        super().__init__(rt, cell.cls, consumer_name(self.addr), cell.address)
 
     async def start(self) -> None:
-        system = self.system
-        await system.durable_ready()
-        lazy = await self._patiently(lambda: _consumer_exists(system, self.cls.type_name))
+        rt = self.rt
+        await rt.durable_ready()
+        lazy = await self._patiently(lambda: _consumer_exists(rt, self.cls.type_name))
         if lazy:
             raise ActorBusError(
                 f"{self.cls.type_name!r} is hosted lazily (register()) elsewhere in this "
                 f"namespace; spawning {self.what} too would deliver its durable messages twice"
             )
-        config = consumer_config(
-            system.subjects, self.addr, system.durable_settings, self.cls.concurrency
-        )
-        await self._subscribe(system.subjects.durable(self.addr), config)
+        config = consumer_config(rt.subjects, self.addr, rt.durable_settings, self.cls.concurrency)
+        await self._subscribe(rt.subjects.durable(self.addr), config)
 
     async def _run(self) -> None:
         if self.cls.concurrency > 1:
@@ -440,10 +438,10 @@ class DurableInbox(DurableReader):
             await msg.nak(delay=self._delay(attempt))
 
 
-async def _consumer_exists(system: ActorSystem, type_: str) -> bool:
+async def _consumer_exists(rt: Runtime, type_: str) -> bool:
     """Does the lazily hosted type's shared consumer exist?"""
     try:
-        await system.js.consumer_info(stream_name(system.namespace), type_consumer_name(type_))
+        await rt.js.consumer_info(stream_name(rt.namespace), type_consumer_name(type_))
     except nats.js.errors.NotFoundError:
         return False
     return True

@@ -23,13 +23,13 @@ from actorbus.codecs.errors import ActorBusError, DecodeError
 from actorbus.telemetry.spans import TRACEPARENT
 
 if TYPE_CHECKING:
-    from actorbus.actors.system import ActorSystem
+    from actorbus.actors.runtime import Runtime
 
 _BATCH = 256
 
 
 async def read_history(
-    system: ActorSystem,
+    rt: Runtime,
     *,
     address: str | None = None,
     session_id: str | None = None,
@@ -39,25 +39,25 @@ async def read_history(
 ) -> AsyncIterator[Envelope]:
     if sum(x is not None for x in (address, session_id, topic)) != 1:
         raise ValueError("give exactly one of address=, session_id= or topic=")
-    await system.durable_ready()
-    ns = system.namespace
+    await rt.durable_ready()
+    ns = rt.namespace
     if topic is not None:
-        if not system.durable_settings.keep_topics:
+        if not rt.durable_settings.keep_topics:
             raise ActorBusError(
                 "topics are not stored: use DurableSettings(keep_topics=True) to keep them"
             )
-        stream, subject = topics_stream_name(ns), system.subjects.topic(topic, wildcards=True)
+        stream, subject = topics_stream_name(ns), rt.subjects.topic(topic, wildcards=True)
     elif address is not None:
-        stream, subject = stream_name(ns), system.subjects.durable(Address.parse(address))
+        stream, subject = stream_name(ns), rt.subjects.durable(Address.parse(address))
     else:
-        stream, subject = stream_name(ns), system.subjects.durable_all()
-    async for env in _read(system, stream, subject, since_seq, since):
+        stream, subject = stream_name(ns), rt.subjects.durable_all()
+    async for env in _read(rt, stream, subject, since_seq, since):
         if session_id is None or env.context.session_id == session_id:
             yield env
 
 
 async def _read(
-    system: ActorSystem,
+    rt: Runtime,
     stream: str,
     subject: str,
     since_seq: int | None,
@@ -70,11 +70,11 @@ async def _read(
         config.deliver_policy, config.opt_start_time = DeliverPolicy.BY_START_TIME, since
     else:
         config.deliver_policy = DeliverPolicy.ALL
-    info = await system.js.stream_info(stream)
+    info = await rt.js.stream_info(stream)
     last = info.state.last_seq  # read up to what is stored now, so a replay ends
     if not info.state.messages or (since_seq is not None and since_seq > last):
         return
-    psub = await system.js.pull_subscribe(subject, stream=stream, config=config)
+    psub = await rt.js.pull_subscribe(subject, stream=stream, config=config)
     try:
         while True:
             try:
@@ -84,7 +84,7 @@ async def _read(
             for msg in batch:
                 meta = msg.metadata
                 try:
-                    stored = decode_stored(msg.data, msg.headers, system.limits)
+                    stored = decode_stored(msg.data, msg.headers, rt.limits)
                     env: Envelope | None = stored.envelope
                 except DecodeError:
                     env = None  # not an envelope: history shows envelopes only

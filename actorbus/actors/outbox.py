@@ -19,12 +19,15 @@ import logging
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import nats.errors
+
 from actorbus.actors.pipeline import Outgoing
 from actorbus.bus.client import EncodedHeaders
+from actorbus.bus.jetstream import store_message
 from actorbus.codecs.wire import pack, unpack
 
 if TYPE_CHECKING:
-    from actorbus.actors.system import ActorSystem
+    from actorbus.actors.runtime import Runtime
 
 log = logging.getLogger("actorbus.durable")
 
@@ -90,10 +93,26 @@ def recorded_sends(value: bytes | None) -> list[Held]:
         return []
 
 
-async def release(system: ActorSystem, held: list[Held]) -> None:
+async def release(rt: Runtime, held: list[Held]) -> None:
     """Send held messages, each stored before the next (repeats are dropped by id)."""
     for h in held:
-        await system.store(h.subject, h.out, h.what, system.durable_settings.store_timeout)
+        await store(rt, h.subject, h.out, h.what, rt.durable_settings.store_timeout)
+
+
+async def store(rt: Runtime, subject: str, out: Outgoing, what: str, timeout: float) -> None:
+    """Publish into JetStream and wait for the publish-ack: stored, or an error
+    (``StoreUnavailableError`` when no stream leader confirmed it in time).
+
+    Inside an idempotent durable handler the message is held instead, and sent
+    once the handler succeeded."""
+    box = current_outbox.get()
+    if box is not None and box.open:
+        box.hold(subject, out, what)
+        return
+    try:
+        await store_message(rt.mux, subject, out.body, out.headers, what, timeout)
+    except nats.errors.Error as exc:
+        raise rt.conn.translate(exc) from exc
 
 
 current_outbox: ContextVar[Outbox | None] = ContextVar("actorbus_outbox", default=None)

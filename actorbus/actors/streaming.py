@@ -53,7 +53,7 @@ from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_CREDIT, H_SEQ, pack, unpack
 
 if TYPE_CHECKING:
-    from actorbus.actors.system import ActorSystem
+    from actorbus.actors.runtime import Runtime
 
 log = logging.getLogger("actorbus.streams")
 
@@ -63,14 +63,14 @@ _REMEMBERED_CANCELS = 1024
 class StreamProducers:
     """The streams this system is producing, so a consumer can cancel one."""
 
-    def __init__(self, system: ActorSystem) -> None:
-        self.system = system
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
         self._active: dict[str, asyncio.Task[Exception | None]] = {}
         self._cancelled_early: OrderedDict[str, None] = OrderedDict()
 
     @property
     def control_subject(self) -> str:
-        return self.system.subjects.control("cancel")
+        return self.rt.subjects.control("cancel")
 
     async def on_control(self, msg: Msg) -> None:
         try:
@@ -116,12 +116,8 @@ class StreamProducers:
         """A plain handler called with stream(): its reply as the only item."""
         assert request.reply
         intent, content = to_content(result)
-        await self.system.replies.send(
-            request.reply, env, intent, content, {H_SEQ: "1"}, msg=request
-        )
-        await self.system.replies.send(
-            request.reply, env, INTENT_END, None, {H_SEQ: "2"}, msg=request
-        )
+        await self.rt.replies.send(request.reply, env, intent, content, {H_SEQ: "1"}, msg=request)
+        await self.rt.replies.send(request.reply, env, INTENT_END, None, {H_SEQ: "2"}, msg=request)
 
     async def _pump(
         self,
@@ -130,9 +126,9 @@ class StreamProducers:
         agen: AsyncIterator[Any],
         error_for: Callable[[BaseException], ActorBusError],
     ) -> Exception | None:
-        system = self.system
+        rt = self.rt
         inbox = request.reply
-        window = system.stream_window
+        window = rt.stream_settings.window
         allowed = window  # the last seq we may send before the next credit
         credit: asyncio.Future[Msg] | None = None
         credit_inbox = ""
@@ -144,42 +140,40 @@ class StreamProducers:
                 if seq > allowed:
                     assert credit is not None
                     try:  # asyncio.timeout: a cancel arriving with the credit still cancels
-                        async with asyncio.timeout(system.stream_credit_timeout):
+                        async with asyncio.timeout(rt.stream_settings.credit_timeout):
                             await credit
                     except TimeoutError:
                         why = (
                             f"stream {env.id} stopped: the consumer took no item for "
-                            f"{system.stream_credit_timeout:g}s"
+                            f"{rt.stream_settings.credit_timeout:g}s"
                         )
                         log.warning("%s (consumer %s)", why, env.src)
-                        await system.replies.send_error(
+                        await rt.replies.send_error(
                             inbox, ProtocolError(why), env, {H_SEQ: str(seq)}, msg=request
                         )
                         return None
                     finally:
-                        system.mux.discard(credit_inbox)
+                        rt.mux.discard(credit_inbox)
                     allowed += window
                 headers = {H_SEQ: str(seq)}
                 if seq == allowed - window // 2:
-                    credit_inbox, credit = system.mux.new_inbox()
+                    credit_inbox, credit = rt.mux.new_inbox()
                     headers[H_CREDIT] = credit_inbox
                 intent, content = to_content(item)
                 hello = self._greet(env, abandoned) if seq == 1 else ""
-                await system.replies.send(
+                await rt.replies.send(
                     inbox, env, intent, content, headers, msg=request, reply=hello
                 )
-            await system.replies.send(
-                inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request
-            )
+            await rt.replies.send(inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request)
         except asyncio.CancelledError:
             if abandoned:
                 log.warning("stream %s to %s stopped: %s", env.id, env.src, abandoned[0])
             else:
                 log.debug("stream %s cancelled by its consumer after %d items", env.id, seq)
             if credit_inbox:
-                system.mux.discard(credit_inbox)
+                rt.mux.discard(credit_inbox)
         except Exception as exc:
-            await system.replies.send_error(
+            await rt.replies.send_error(
                 inbox, error_for(exc), env, {H_SEQ: str(seq + 1)}, msg=request
             )
             return exc
@@ -192,8 +186,8 @@ class StreamProducers:
         cancelled if nobody is there to answer it, or nobody does in time."""
         pump = asyncio.current_task()
         assert pump is not None
-        timeout = self.system.stream_start_timeout
-        hello, answered = self.system.mux.new_inbox(timeout)
+        timeout = self.rt.stream_settings.start_timeout
+        hello, answered = self.rt.mux.new_inbox(timeout)
 
         def check(done: asyncio.Future[Msg]) -> None:
             if done.cancelled():
@@ -226,7 +220,7 @@ def cancel_message(stream_id: str) -> bytes:
 
 
 async def consume_stream(
-    system: ActorSystem,
+    rt: Runtime,
     address: str,
     subject: str,
     out: Outgoing,
@@ -235,12 +229,12 @@ async def consume_stream(
 ) -> AsyncIterator[Any]:
     """The caller's side: send the request, yield items in order, check the
     sequence, grant credit as items are taken, cancel the producer on early exit."""
-    nc = system.nc
+    nc = rt.nc
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
     finished = False
     try:
-        await system.conn.publish(subject, out.body, out.headers, reply=inbox)
+        await rt.conn.publish(subject, out.body, out.headers, reply=inbox)
         expected = 1
         while True:
             try:
@@ -258,7 +252,7 @@ async def consume_stream(
                     f"stream from {address} lost frames: expected #{expected}, got #{seq}"
                 )
             if msg.reply:  # the first frame: tell the producer we are here
-                await system.conn.publish(msg.reply, b"")
+                await rt.conn.publish(msg.reply, b"")
             intent, content = decode_answer(msg, address)
             if intent == INTENT_END:
                 finished = True
@@ -270,20 +264,20 @@ async def consume_stream(
             expected += 1
             credit_inbox = hdrs.get(H_CREDIT)
             if credit_inbox:  # the item was taken: let the producer go on
-                await system.conn.publish(credit_inbox, b"")
+                await rt.conn.publish(credit_inbox, b"")
     finally:
         # Shielded: a consumer cancelled once more while it closes (a task both
         # leaving its loop and being cancelled) must still stop the producer.
         cancel = None if finished else cancel_message(out.id)
-        ending = asyncio.ensure_future(_end(system, sub, cancel))
+        ending = asyncio.ensure_future(_end(rt, sub, cancel))
         await asyncio.shield(ending)
 
 
-async def _end(system: ActorSystem, sub: Any, cancel: bytes | None) -> None:
+async def _end(rt: Runtime, sub: Any, cancel: bytes | None) -> None:
     """Tell the producer to stop (if the stream did not finish), then unsubscribe."""
-    nc = system.nc
+    nc = rt.nc
     if cancel is not None and nc.is_connected:
         with contextlib.suppress(Exception):
-            await nc.publish(system.streams.control_subject, cancel)
+            await nc.publish(rt.subjects.control("cancel"), cancel)
     with contextlib.suppress(Exception):
         await sub.unsubscribe()

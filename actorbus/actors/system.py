@@ -42,28 +42,25 @@ from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory, Listing
 from actorbus.actors.durable import DurableInbox
 from actorbus.actors.history import read_history
-from actorbus.actors.mailbox import ENTRANCE, Mailboxes, limits_of
+from actorbus.actors.mailbox import ENTRANCE, limits_of
 from actorbus.actors.messages import INTENT_ERROR, from_content
-from actorbus.actors.outbox import current_outbox
+from actorbus.actors.outbox import store
 from actorbus.actors.pipeline import (
     Outgoing,
     decode_answer,
     decode_request,
-    encode_event,
     encode_request,
 )
 from actorbus.actors.placement import Placement
-from actorbus.actors.replies import Replies
+from actorbus.actors.runtime import Runtime, StreamSettings
 from actorbus.actors.streaming import StreamProducers, consume_stream
 from actorbus.actors.type_inbox import TypeInbox
 from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.connection import BusConnection, ConnectOptions
-from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket, store_message
-from actorbus.bus.leases import LeaseBucket
-from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
+from actorbus.bus.jetstream import DurableSettings
+from actorbus.bus.requests import NoResponders, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
-from actorbus.bus.subjects import Address, Subjects, validate_key, validate_topic
-from actorbus.bus.tasks import spawn
+from actorbus.bus.subjects import Address, validate_key, validate_topic
 from actorbus.codecs.envelope import Envelope, new_id
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -164,31 +161,33 @@ class ActorSystem:
         registry: bool = True,
         server: EmbeddedServer | None = None,
     ) -> None:
-        self.conn = conn
-        self.nc = conn.nc
-        self.subjects = Subjects(namespace)
-        self.namespace = namespace
-        self.encoding = encoding
-        self.limits = limits
-        self.default_timeout = default_timeout
-        self.debug = debug
-        if stream_window < 2:
-            raise ValueError("stream_window must be >= 2")
-        self.stream_window = stream_window
-        self.stream_credit_timeout = stream_credit_timeout
-        self.stream_start_timeout = stream_start_timeout
-        self.durable_settings = durable or DurableSettings()
-        self.js = self.nc.jetstream()
-        self._durable_lock = asyncio.Lock()
-        self._durable_ok = False
+        rt = Runtime(
+            conn,
+            namespace=namespace,
+            encoding=encoding,
+            limits=limits,
+            default_timeout=default_timeout,
+            debug=debug,
+            streams=StreamSettings(stream_window, stream_credit_timeout, stream_start_timeout),
+            durable=durable,
+        )
+        self.runtime = rt
+        # The facade's view of the kernel (the same objects, read by services and tests).
+        self.conn, self.nc, self.js, self.mux = rt.conn, rt.nc, rt.js, rt.mux
+        self.subjects, self.namespace, self.system_id = rt.subjects, rt.namespace, rt.system_id
+        self.encoding, self.limits, self.debug = rt.encoding, rt.limits, rt.debug
+        self.default_timeout, self.durable_settings = rt.default_timeout, rt.durable_settings
+        self.client_address, self.replies, self.mailboxes = (
+            rt.client_address,
+            rt.replies,
+            rt.mailboxes,
+        )
+        self.stream_window = rt.stream_settings.window
+        self.stream_credit_timeout = rt.stream_settings.credit_timeout
+        self.stream_start_timeout = rt.stream_settings.start_timeout
         self._inboxes: dict[ActorCell, DurableInbox] = {}
         self.delivery = DeliveryDefaults()
-        self.handled: KeyValue | None = None  # idempotency keys already handled
-        self.stats: KeyValue | None = None  # counters shared by every reader
-        self._reader_leases: LeaseBucket | None = None
         self.server = server
-        self.system_id = new_id()
-        self.client_address = f"client/{self.system_id}"
         self.placement = Placement(
             self.js,
             namespace,
@@ -198,18 +197,12 @@ class ActorSystem:
             on_lost=self.stop_actor,
         )
         self.virtual = VirtualActors(self)
-        self.directory = Directory(self, registry)
-        self.streams = StreamProducers(self)
-        self.replies = Replies(conn, limits, debug)
-        self.mailboxes = Mailboxes(self._refuse, self.emit_event)
-        conn.on_slow_consumer.append(self.mailboxes.on_overflow)
-        self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
-        conn.on_lost.append(self.mux.fail_all)
+        self.directory = Directory(rt, registry)
+        self.streams = StreamProducers(rt)
         self._cells: dict[str, list[ActorCell]] = {}
         self._hosts: dict[str, _TypeHost] = {}
         self._subject_cache: dict[str, str] = {}
         self._system_subs: list[Subscription] = []
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._closed = asyncio.Event()
 
@@ -318,7 +311,7 @@ class ActorSystem:
             else:
                 await self._subscribe_topics(cell)
             if cls.has_durable_queue and hosted is None:  # else the type's reader has it
-                inbox = DurableInbox(self, cell)
+                inbox = DurableInbox(self.runtime, cell)
                 await inbox.start()
                 self._inboxes[cell] = inbox
         await self._confirm_subscriptions()
@@ -326,28 +319,15 @@ class ActorSystem:
 
     async def durable_ready(self) -> None:
         """Create the durable streams once (idempotent on the server too)."""
-        if self._durable_ok:
-            return
-        async with self._durable_lock:
-            if not self._durable_ok:
-                try:
-                    stores = await ensure_streams(self.js, self.subjects, self.durable_settings)
-                    self.handled, self.stats = stores.handled, stores.stats
-                except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
-                    raise ActorBusError(
-                        "durable delivery needs JetStream, which this NATS server does not "
-                        "offer (start it with -js, or use ActorSystem.start())"
-                    ) from None
-                self._durable_ok = True
+        await self.runtime.durable_ready()
 
-    async def reader_leases(self) -> LeaseBucket:
-        """The leases that pick one reader process per lazily hosted durable type."""
-        if self._reader_leases is None:
-            s = self.durable_settings
-            self._reader_leases = await LeaseBucket.open(
-                self.js, readers_bucket(self.namespace), s.reader_lease_ttl, replicas=s.replicas
-            )
-        return self._reader_leases
+    @property
+    def handled(self) -> KeyValue | None:
+        return self.runtime.handled
+
+    @property
+    def stats(self) -> KeyValue | None:
+        return self.runtime.stats
 
     async def _confirm_subscriptions(self) -> None:
         """A round trip to the server, so that once spawn()/register() return, any
@@ -394,7 +374,12 @@ class ActorSystem:
         if cls.idle_timeout is not None:
             self.virtual.watch_idle()
         if cls.has_durable_queue:
-            host.inbox = TypeInbox(self, cls, lambda key: self.virtual.place(host, key))
+            host.inbox = TypeInbox(
+                self.runtime,
+                cls,
+                lambda key: self.virtual.place(host, key),
+                self.virtual.forward_durable,
+            )
             await host.inbox.start()
         await self._confirm_subscriptions()
 
@@ -497,18 +482,10 @@ class ActorSystem:
         """Addresses hosted here and their replica counts."""
         return {address: len(cells) for address, cells in self._cells.items()}
 
-    async def _refuse(self, inbox: str, err: ActorBusError) -> None:
-        """Answer an ask that did not fit its actor's mailbox."""
-        await self.replies.send_error(inbox, err, None, None)
-
     # -- events ------------------------------------------------------------
     async def emit_event(self, event: str, data: dict[str, Any]) -> None:
         """Publish a system event on ``{ns}.sys.{event}`` (best effort)."""
-        try:
-            body = encode_event(f"system/{self.system_id}", event, data)
-            await self.nc.publish(self.subjects.system(event), body)
-        except Exception as exc:
-            log.warning("could not emit %s event: %r", event, exc)
+        await self.runtime.emit_event(event, data)
 
     # -- outbound ----------------------------------------------------------
     def _subject(self, address: str) -> str:
@@ -754,19 +731,8 @@ class ActorSystem:
             await send(None)
 
     async def store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
-        """Publish into JetStream and wait for the publish-ack: stored, or an error
-        (``StoreUnavailableError`` when no stream leader confirmed it in time).
-
-        Inside an idempotent durable handler the message is held instead, and sent
-        once the handler succeeded (see ``actors/outbox.py``)."""
-        box = current_outbox.get()
-        if box is not None and box.open:
-            box.hold(subject, out, what)
-            return
-        try:
-            await store_message(self.mux, subject, out.body, out.headers, what, timeout)
-        except nats.errors.Error as exc:
-            raise self.conn.translate(exc) from exc
+        """Publish into JetStream and wait for the publish-ack (see ``outbox.store``)."""
+        await store(self.runtime, subject, out, what, timeout)
 
     async def publish(
         self,
@@ -826,22 +792,22 @@ class ActorSystem:
             if span is not None:
                 span.end()
         timeout = self.default_timeout if timeout is None else timeout
-        return consume_stream(self, address, subject, out, timeout, returns)
+        return consume_stream(self.runtime, address, subject, out, timeout, returns)
 
     # -- durable queues ----------------------------------------------------
     async def dead_letters(self, address: str | None = None, limit: int = 100) -> list[DeadLetter]:
         """Dead letters of one address (or all), oldest first."""
-        return await list_dead_letters(self, address, limit)
+        return await list_dead_letters(self.runtime, address, limit)
 
     async def get_dead_letter(self, seq: int) -> DeadLetter:
-        return await get_dead_letter(self, seq)
+        return await get_dead_letter(self.runtime, seq)
 
     async def replay_dead_letter(self, seq: int) -> None:
         """Send a dead letter's original message to its actor again and drop it."""
-        await replay_dead_letter(self, seq)
+        await replay_dead_letter(self.runtime, seq)
 
     async def drop_dead_letter(self, seq: int) -> None:
-        await drop_dead_letter(self, seq)
+        await drop_dead_letter(self.runtime, seq)
 
     def history(
         self,
@@ -855,7 +821,7 @@ class ActorSystem:
         """The stored messages of one actor (its durable messages), one session, or
         one topic (when kept), oldest first, from a stream sequence or a time."""
         return read_history(
-            self,
+            self.runtime,
             address=address,
             session_id=session_id,
             topic=topic,
@@ -887,7 +853,7 @@ class ActorSystem:
 
     async def queue_stats(self, address: str) -> QueueStats:
         """Queue depth and consumer lag of an address's durable queue."""
-        return await queue_stats(self, address)
+        return await queue_stats(self.runtime, address)
 
     # -- discovery ---------------------------------------------------------
     async def discover(
@@ -955,7 +921,7 @@ class ActorSystem:
             raise self.conn.lost_error
 
     def _spawn_task(self, coro: Coroutine[Any, Any, Any], what: str = "actorbus task") -> None:
-        spawn(coro, what, self._tasks)
+        self.runtime.spawn_task(coro, what)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Graceful shutdown: stop accepting, let in-flight handlers finish (bounded
@@ -991,8 +957,8 @@ class ActorSystem:
         await self.virtual.close()
         await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
         await self.placement.close()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=timeout)
+        if self.runtime.tasks:
+            await asyncio.wait(self.runtime.tasks, timeout=timeout)
 
     async def __aenter__(self) -> Self:
         return self

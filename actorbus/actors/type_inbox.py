@@ -27,10 +27,14 @@ from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.inbound import Inbound
 from actorbus.telemetry import STATE
 
+# Runs a durable message where its key is hosted (another system): the outcome, or
+# None when the key turned out to be hosted here after all.
+Forward = Callable[[str, str, Msg, Inbound], Awaitable["Outbox | Exception | None"]]
+
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.cell import ActorCell
-    from actorbus.actors.system import ActorSystem
+    from actorbus.actors.runtime import Runtime
 
 
 class TypeInbox(DurableReader):
@@ -45,25 +49,25 @@ class TypeInbox(DurableReader):
 
     def __init__(
         self,
-        system: ActorSystem,
+        rt: Runtime,
         cls: type[Actor],
         place: Callable[[str], Awaitable[ActorCell | str]],
+        forward: Forward,
     ) -> None:
-        super().__init__(system, cls, type_consumer_name(cls.type_name), f"{cls.type_name}/*")
+        super().__init__(rt, cls, type_consumer_name(cls.type_name), f"{cls.type_name}/*")
         self.place = place  # a key's local instance, or the system hosting it elsewhere
-        self._slots = asyncio.Semaphore(system.durable_settings.type_window)
+        self.forward = forward  # runs a message at the system hosting its key
+        self._slots = asyncio.Semaphore(rt.durable_settings.type_window)
         self._keys: dict[str, deque[Msg]] = {}
         self._workers: set[asyncio.Task[None]] = set()
         self._election: LeaderElection | None = None
         self._stop_timeout = 10.0
 
     async def start(self) -> None:
-        system = self.system
-        await system.durable_ready()
-        mine = system.subjects.durable_type(self.cls.type_name)[:-1]  # '{ns}.d.{type}.'
-        infos = await self._patiently(
-            lambda: system.js.consumers_info(stream_name(system.namespace))
-        )
+        rt = self.rt
+        await rt.durable_ready()
+        mine = rt.subjects.durable_type(self.cls.type_name)[:-1]  # '{ns}.d.{type}.'
+        infos = await self._patiently(lambda: rt.js.consumers_info(stream_name(rt.namespace)))
         spawned = [
             i.name
             for i in infos
@@ -76,9 +80,9 @@ class TypeInbox(DurableReader):
                 "their durable messages twice (delete those consumers or keep to spawn())"
             )
         self._election = LeaderElection(
-            await system.reader_leases(),
+            await rt.reader_leases(),
             lease_key("durable-reader", self.cls.type_name),
-            system.system_id,
+            rt.system_id,
             on_elected=self._begin,
             on_lost=self._halt,
         )
@@ -95,10 +99,10 @@ class TypeInbox(DurableReader):
 
     async def _begin(self) -> None:
         self._stopping = False
-        s = self.system.durable_settings
+        s = self.rt.durable_settings
         await self._subscribe(
-            self.system.subjects.durable_type(self.cls.type_name),
-            type_consumer_config(self.system.subjects, self.cls.type_name, s),
+            self.rt.subjects.durable_type(self.cls.type_name),
+            type_consumer_config(self.rt.subjects, self.cls.type_name, s),
         )
 
     async def _halt(self) -> None:
@@ -113,7 +117,7 @@ class TypeInbox(DurableReader):
                 self._enqueue(msg)
 
     def _enqueue(self, msg: Msg) -> None:
-        key = self.system.subjects.key_of(msg.subject)
+        key = self.rt.subjects.key_of(msg.subject)
         queued = self._keys.get(key)
         if queued is not None:
             queued.append(msg)  # its worker is running and takes it in order
@@ -179,7 +183,7 @@ class TypeInbox(DurableReader):
             if not isinstance(where, str):
                 return await self._attempt(where, msg, env, attempt)
             try:
-                outcome = await self.system.virtual.forward_durable(where, address, msg, env)
+                outcome = await self.forward(where, address, msg, env)
             except ActorBusError as err:
                 return err
             if outcome is not None:
@@ -187,7 +191,7 @@ class TypeInbox(DurableReader):
 
     async def _hold(self, msg: Msg, delay: float) -> None:
         """Wait before a retry, telling JetStream the message is still being worked on."""
-        beat = max(0.5, self.system.durable_settings.ack_wait / 3)
+        beat = max(0.5, self.rt.durable_settings.ack_wait / 3)
         deadline = time.monotonic() + delay
         while (left := deadline - time.monotonic()) > 0 and not self._stopping:
             await msg.in_progress()

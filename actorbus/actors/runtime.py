@@ -1,0 +1,135 @@
+"""The runtime kernel: what every part of the actor runtime needs, and nothing more.
+
+Cells, durable readers, virtual actors, streams, dead letters and history are
+given a :class:`Runtime`, not the ``ActorSystem``: the connection and its
+JetStream context, the request mux, the subject scheme, size limits and time
+outs, the reply writer, the durable settings and stores, mailbox accounting,
+system events and task spawning. ``ActorSystem`` builds one and is a facade
+over it; nothing here knows about hosting or sending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
+
+from actorbus.actors.mailbox import Mailboxes
+from actorbus.actors.pipeline import encode_event
+from actorbus.actors.replies import Replies
+from actorbus.bus.client import Client
+from actorbus.bus.connection import BusConnection
+from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket
+from actorbus.bus.leases import LeaseBucket
+from actorbus.bus.requests import RequestMux
+from actorbus.bus.subjects import Subjects
+from actorbus.bus.tasks import spawn
+from actorbus.codecs.envelope import new_id
+from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding, SizeLimits
+
+log = logging.getLogger("actorbus.system")
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """How streamed replies are paced (see ``actors/streaming.py``)."""
+
+    window: int = 64  # items a producer may run ahead of its consumer
+    credit_timeout: float = 300.0  # a silent consumer is given up after this long
+    start_timeout: float = 2.0  # the consumer must take the first item this soon
+
+    def __post_init__(self) -> None:
+        if self.window < 2:
+            raise ValueError("stream_window must be >= 2")
+
+
+class Runtime:
+    """One process's shared runtime state on one NATS connection."""
+
+    def __init__(
+        self,
+        conn: BusConnection,
+        *,
+        namespace: str = "ab",
+        encoding: Encoding = Encoding.MSGPACK,
+        limits: SizeLimits = DEFAULT_LIMITS,
+        default_timeout: float = 5.0,
+        debug: bool = False,
+        streams: StreamSettings | None = None,
+        durable: DurableSettings | None = None,
+    ) -> None:
+        self.conn = conn
+        self.nc: Client = conn.nc
+        self.js: JetStreamContext = self.nc.jetstream()
+        self.namespace = namespace
+        self.subjects = Subjects(namespace)
+        self.encoding = encoding
+        self.limits = limits
+        self.default_timeout = default_timeout
+        self.debug = debug
+        self.stream_settings = streams or StreamSettings()
+        self.durable_settings = durable or DurableSettings()
+        self.system_id = new_id()
+        self.client_address = f"client/{self.system_id}"
+        self.replies = Replies(conn, limits, debug)
+        self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
+        conn.on_lost.append(self.mux.fail_all)
+        self.mailboxes = Mailboxes(self._refuse, self.emit_event)
+        conn.on_slow_consumer.append(self.mailboxes.on_overflow)
+        self.handled: KeyValue | None = None  # idempotency keys already handled
+        self.stats: KeyValue | None = None  # counters shared by every reader
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self._durable_lock = asyncio.Lock()
+        self._durable_ok = False
+        self._reader_leases: LeaseBucket | None = None
+
+    # -- durable stores ------------------------------------------------------
+    async def durable_ready(self) -> None:
+        """Create the durable streams and buckets once (idempotent on the server too)."""
+        if self._durable_ok:
+            return
+        async with self._durable_lock:
+            if not self._durable_ok:
+                try:
+                    stores = await ensure_streams(self.js, self.subjects, self.durable_settings)
+                    self.handled, self.stats = stores.handled, stores.stats
+                except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+                    raise ActorBusError(
+                        "durable delivery needs JetStream, which this NATS server does not "
+                        "offer (start it with -js, or use ActorSystem.start())"
+                    ) from None
+                self._durable_ok = True
+
+    async def reader_leases(self) -> LeaseBucket:
+        """The leases that pick one reader process per lazily hosted durable type."""
+        if self._reader_leases is None:
+            s = self.durable_settings
+            self._reader_leases = await LeaseBucket.open(
+                self.js, readers_bucket(self.namespace), s.reader_lease_ttl, replicas=s.replicas
+            )
+        return self._reader_leases
+
+    # -- events and tasks ------------------------------------------------------
+    async def emit_event(self, event: str, data: dict[str, Any]) -> None:
+        """Publish a system event on ``{ns}.sys.{event}`` (best effort)."""
+        try:
+            body = encode_event(f"system/{self.system_id}", event, data)
+            await self.nc.publish(self.subjects.system(event), body)
+        except Exception as exc:
+            log.warning("could not emit %s event: %r", event, exc)
+
+    def spawn_task(self, coro: Coroutine[Any, Any, Any], what: str = "actorbus task") -> None:
+        """A one-shot background task, logged if it fails, waited for at close."""
+        spawn(coro, what, self.tasks)
+
+    async def _refuse(self, inbox: str, err: ActorBusError) -> None:
+        """Answer an ask that did not fit its actor's mailbox."""
+        await self.replies.send_error(inbox, err, None, None)

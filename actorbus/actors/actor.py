@@ -5,18 +5,36 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeVar
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar, overload
 
 from actorbus.actors.handlers import HandlerSpec, resolve_handlers
+from actorbus.bus.client import Client
 from actorbus.bus.subjects import validate_topic, validate_type
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.inbound import Inbound
 
-if TYPE_CHECKING:
-    from actorbus.actors.system import ActorSystem
-
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+class ActorContext(Protocol):
+    """What an actor instance talks to the world through: the ActorSystem hosting
+    it (``self.system``), seen as the part an actor needs."""
+
+    namespace: str
+    system_id: str
+    nc: Client
+
+    async def ask(self, address: str | None = None, message: Any = None, **kwargs: Any) -> Any: ...
+
+    async def tell(
+        self, address: str | None = None, message: Any = None, **kwargs: Any
+    ) -> None: ...
+
+    async def publish(self, topic: str, message: Any, **kwargs: Any) -> None: ...
+
+    def stream(self, address: str, message: Any, **kwargs: Any) -> AsyncIterator[Any]: ...
 
 
 class Crash(ActorBusError):
@@ -97,7 +115,7 @@ class Actor:
     topics: ClassVar[tuple[HandlerSpec, ...]] = ()
     has_durable_queue: ClassVar[bool] = False  # derived: any handler is durable
 
-    _system: ActorSystem
+    _system: ActorContext
     _address: str
     _key: str
 
@@ -138,7 +156,8 @@ class Actor:
         return self._address
 
     @property
-    def system(self) -> ActorSystem:
+    def system(self) -> ActorContext:
+        """The ActorSystem hosting this instance."""
         return self._system
 
     @property
@@ -150,6 +169,10 @@ class Actor:
         return inc.message.envelope
 
     # -- talking to others (trace and session travel along) ----------------
+    @overload
+    async def ask(self, address: str, message: Any, *, returns: type[R], **kwargs: Any) -> R: ...
+    @overload
+    async def ask(self, address: str, message: Any, **kwargs: Any) -> Any: ...
     async def ask(self, address: str, message: Any, **kwargs: Any) -> Any:
         return await self._system.ask(address, message, **kwargs)
 

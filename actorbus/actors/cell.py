@@ -14,11 +14,13 @@ import logging
 import time
 import traceback
 from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nats.aio.msg import Msg
 
-from actorbus.actors.actor import Actor, Crash, Incoming, current_incoming
+from actorbus.actors.actor import Actor, ActorContext, Crash, Incoming, current_incoming
 from actorbus.actors.handlers import HandlerSpec
 from actorbus.actors.messages import validate
 from actorbus.bus.tasks import backoff_delay, spawn
@@ -35,18 +37,28 @@ from actorbus.telemetry import STATE, spans
 from actorbus.telemetry import metrics as meters
 
 if TYPE_CHECKING:
-    from actorbus.actors.system import ActorSystem
+    from actorbus.actors.runtime import Runtime
+    from actorbus.actors.streaming import StreamProducers
 
 log = logging.getLogger("actorbus.actors")
 
 _HOGGING = 0.002  # seconds of messages handled back to back before the loop gets a turn
 
 
+@dataclass(frozen=True)
+class CellEnv:
+    """What a cell needs from the system hosting it (one for all its cells)."""
+
+    rt: Runtime
+    streams: StreamProducers
+    context: ActorContext  # what its actor instances talk through
+    gave_up: Callable[[ActorCell], Awaitable[None]]  # unsubscribe and forget a cell
+
+
 class ActorCell:
-    def __init__(
-        self, system: ActorSystem, cls: type[Actor], key: str, kwargs: dict[str, Any]
-    ) -> None:
-        self.system = system
+    def __init__(self, env: CellEnv, cls: type[Actor], key: str, kwargs: dict[str, Any]) -> None:
+        self.env = env
+        self.rt = env.rt
         self.cls = cls
         self.key = key
         self.kwargs = kwargs
@@ -82,7 +94,7 @@ class ActorCell:
         while True:
             try:
                 inst = self.cls(**self.kwargs)
-                inst._system = self.system
+                inst._system = self.env.context
                 inst._address = self.address
                 inst._key = self.key
                 await inst.on_start()
@@ -111,7 +123,7 @@ class ActorCell:
         initial, maximum = self.cls.restart_backoff
         delay = backoff_delay(len(self._restarts) - 1, initial, maximum)
         log.info("%s: restarting in %.2fs after %s failed", self.address, delay, where)
-        await self.system.emit_event(
+        await self.rt.emit_event(
             "actor.restarting",
             {
                 "address": self.address,
@@ -136,7 +148,7 @@ class ActorCell:
             where,
             exc,
         )
-        await self.system.emit_event(
+        await self.rt.emit_event(
             "actor.failed",
             {
                 "address": self.address,
@@ -145,7 +157,7 @@ class ActorCell:
                 "restarts": self.restart_count,
             },
         )
-        await self.system.forget_cell(self)
+        await self.env.gave_up(self)
 
     async def _restart(self, exc: BaseException) -> None:
         if self.state != "running":
@@ -236,7 +248,7 @@ class ActorCell:
         """Queue a message without blocking the caller (shared subscriptions),
         within the mailbox bound: what does not fit is dropped (an ask refused)."""
         if len(self._tasks) >= self.cls.mailbox_size:
-            mailboxes = self.system.mailboxes
+            mailboxes = self.rt.mailboxes
             spawn(mailboxes.overflowed(self.address, self.cls, msg.reply), self.address)
             return
         spawn(self.deliver(msg, env), self.address, self._tasks)
@@ -277,12 +289,12 @@ class ActorCell:
             if self.failure is not None:
                 why += f" after repeated failures ({_describe(self.failure)})"
             stopped = ActorStoppedError(why)
-            await self.system.replies.error(msg, stopped, env, self.address)
+            await self.rt.replies.error(msg, stopped, env, self.address)
             return stopped
         spec = self.cls.handlers.get(env.intent)
         if spec is None:
             unknown = self._unknown(env.intent)
-            await self.system.replies.error(msg, unknown, env, self.address)
+            await self.rt.replies.error(msg, unknown, env, self.address)
             return unknown
         try:
             if spec.model is not None:
@@ -290,18 +302,18 @@ class ActorCell:
             else:
                 arg = _raw_argument(spec, env)
         except ActorBusError as err:
-            await self.system.replies.error(msg, err, env, self.address)
+            await self.rt.replies.error(msg, err, env, self.address)
             return err
         if spec.streaming and msg.reply and not env.context.stream:
             wrong_call = ProtocolError(
                 f"{self.address}.{spec.method} streams its reply: call stream(), not ask()"
             )
-            await self.system.replies.error(msg, wrong_call, env, self.address)
+            await self.rt.replies.error(msg, wrong_call, env, self.address)
             return wrong_call
         token = current_incoming.set(Incoming(env, self.address))
         try:
             if spec.streaming:
-                failed = await self.system.streams.produce(
+                failed = await self.env.streams.produce(
                     msg, env, getattr(inst, spec.method)(arg), self.error_for
                 )
                 if failed is not None and self._crashes(failed):
@@ -311,9 +323,9 @@ class ActorCell:
             if not msg.reply:
                 return None
             if env.context.stream:  # stream() of a plain handler: one item, then the end
-                await self.system.streams.single(msg, env, result)
+                await self.env.streams.single(msg, env, result)
             else:
-                await self.system.replies.reply(msg, env, self.address, result)
+                await self.rt.replies.reply(msg, env, self.address, result)
         except Exception as exc:
             await self._handler_failed(msg, env, spec, exc)
             return exc
@@ -330,7 +342,7 @@ class ActorCell:
             where = {"error.type": err.code, "messaging.operation.type": "process"}
             meters.failures.add(1, {**labels, **where})
         if msg.reply:
-            await self.system.replies.error(msg, err, env, self.address)
+            await self.rt.replies.error(msg, err, env, self.address)
         else:
             log.warning(
                 "%s.%s failed on %s (no reply possible): %r", self.address, spec.method, env.id, exc
@@ -345,7 +357,7 @@ class ActorCell:
     def error_for(self, exc: BaseException) -> ActorBusError:
         if isinstance(exc, ActorBusError) and not isinstance(exc, Crash):
             return exc
-        tb = traceback.format_exc() if self.system.debug else None
+        tb = traceback.format_exc() if self.rt.debug else None
         return RemoteError(
             str(exc), remote_type=type(exc).__name__, address=self.address, remote_traceback=tb
         )

@@ -9,16 +9,14 @@ subject scheme and ARCHITECTURE.md for the delivery semantics.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Self, TypedDict, TypeVar, Unpack, cast, overload
 
 import nats.errors
 import nats.js.errors
@@ -27,8 +25,7 @@ from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
 from opentelemetry.trace import Span
 
-from actorbus.actors.actor import Actor, current_incoming
-from actorbus.actors.cell import ActorCell
+from actorbus.actors.actor import Actor, ActorContext, current_incoming
 from actorbus.actors.dead_letters import (
     DeadLetter,
     QueueStats,
@@ -40,9 +37,8 @@ from actorbus.actors.dead_letters import (
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory, Listing
-from actorbus.actors.durable import DurableInbox
 from actorbus.actors.history import read_history
-from actorbus.actors.mailbox import ENTRANCE, limits_of
+from actorbus.actors.hosting import Hosting
 from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbox import store
 from actorbus.actors.pipeline import (
@@ -51,17 +47,14 @@ from actorbus.actors.pipeline import (
     decode_request,
     encode_request,
 )
-from actorbus.actors.placement import Placement
 from actorbus.actors.runtime import Runtime, StreamSettings
 from actorbus.actors.streaming import StreamProducers, consume_stream
-from actorbus.actors.type_inbox import TypeInbox
-from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.requests import NoResponders, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
-from actorbus.bus.subjects import Address, validate_key, validate_topic
-from actorbus.codecs.envelope import Envelope, new_id
+from actorbus.bus.subjects import Address, validate_topic
+from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
@@ -104,17 +97,6 @@ class ActorRef:
 
     def __repr__(self) -> str:
         return f"ActorRef({self.address!r})"
-
-
-class _TypeHost:
-    """A type registered for lazy activation in this process."""
-
-    def __init__(self, cls: type[Actor], kwargs: dict[str, Any]) -> None:
-        self.cls = cls
-        self.kwargs = kwargs
-        self.subs: list[Subscription] = []
-        self.rr = itertools.count()
-        self.inbox: TypeInbox | None = None  # its durable messages, when it has any
 
 
 class SystemOptions(TypedDict, total=False):
@@ -185,22 +167,15 @@ class ActorSystem:
         self.stream_window = rt.stream_settings.window
         self.stream_credit_timeout = rt.stream_settings.credit_timeout
         self.stream_start_timeout = rt.stream_settings.start_timeout
-        self._inboxes: dict[ActorCell, DurableInbox] = {}
         self.delivery = DeliveryDefaults()
         self.server = server
-        self.placement = Placement(
-            self.js,
-            namespace,
-            self.system_id,
-            activation_ttl,
-            replicas=self.durable_settings.replicas,
-            on_lost=self.stop_actor,
-        )
-        self.virtual = VirtualActors(self)
         self.directory = Directory(rt, registry)
         self.streams = StreamProducers(rt)
-        self._cells: dict[str, list[ActorCell]] = {}
-        self._hosts: dict[str, _TypeHost] = {}
+        # Actors talk to the world through this facade (ActorContext is its part they use).
+        context = cast(ActorContext, self)
+        self.hosting = Hosting(rt, context, self.streams, activation_ttl, self._hosted)
+        self.placement = self.hosting.placement
+        self.virtual = self.hosting.virtual
         self._subject_cache: dict[str, str] = {}
         self._system_subs: list[Subscription] = []
         self._closing = False
@@ -286,36 +261,29 @@ class ActorSystem:
         this process or across processes.
         """
         self._check_open()
-        key = key if key is not None else new_id()
-        validate_key(key)
-        if replicas < 1:
-            raise ValueError("replicas must be >= 1")
-        address = f"{cls.type_name}/{key}"
-        hosted = self._hosts.get(cls.type_name)
+        address = await self.hosting.spawn(cls, key, replicas=replicas, **kwargs)
+        return ActorRef(self, address)
+
+    async def register(self, cls: type[Actor], **kwargs: Any) -> None:
+        """Host ``cls`` lazily: an instance is created on the first message to
+        ``type/<any key>`` (and to the anycast address ``type``) that reaches this process."""
+        self._check_open()
+        await self.hosting.register(cls, **kwargs)
+
+    async def stop_actor(self, address: str, timeout: float = 10.0) -> None:
+        """Stop every local replica of ``address`` (they finish what they are doing);
+        a keyed actor's activation lease is given back."""
+        await self.hosting.stop_actor(address, timeout)
+
+    def local_actors(self) -> dict[str, int]:
+        """Addresses hosted here and their replica counts."""
+        return self.hosting.local_actors()
+
+    def _hosted(self, cls: type[Actor]) -> None:
+        """A type is hosted here now: senders here know its delivery defaults, and the
+        registry hears of it."""
         self.learn(cls)
         self.directory.announce(cls)
-        if cls.keyed:
-            owner = await self.placement.owner(address)
-            if owner is not None:
-                raise ActorBusError(
-                    f"{address} is keyed and already active in system {owner}; "
-                    "send to it instead (register() hosts a keyed type on demand)"
-                )
-        for _ in range(replicas):
-            cell = ActorCell(self, cls, key, kwargs)
-            self._cells.setdefault(address, []).append(cell)
-            if not await cell.start():
-                raise ActorBusError(f"{address} failed to start: {cell.failure!r}")
-            if hosted is None:
-                await self._subscribe_cell(cell)
-            else:
-                await self._subscribe_topics(cell)
-            if cls.has_durable_queue and hosted is None:  # else the type's reader has it
-                inbox = DurableInbox(self.runtime, cell)
-                await inbox.start()
-                self._inboxes[cell] = inbox
-        await self._confirm_subscriptions()
-        return ActorRef(self, address)
 
     async def durable_ready(self) -> None:
         """Create the durable streams once (idempotent on the server too)."""
@@ -328,159 +296,6 @@ class ActorSystem:
     @property
     def stats(self) -> KeyValue | None:
         return self.runtime.stats
-
-    async def _confirm_subscriptions(self) -> None:
-        """A round trip to the server, so that once spawn()/register() return, any
-        client anywhere can reach the new subscriptions."""
-        try:
-            await self.nc.flush(timeout=max(1, round(self.default_timeout)))
-        except nats.errors.Error as exc:
-            raise self.conn.translate(exc) from exc
-
-    async def register(self, cls: type[Actor], **kwargs: Any) -> None:
-        """Host ``cls`` lazily: an instance is created on the first message to
-        ``type/<any key>`` (and to the anycast address ``type``) that reaches this process."""
-        self._check_open()
-        type_name = cls.type_name
-        if type_name in self._hosts:
-            raise ValueError(f"actor type {type_name!r} is already registered")
-        for address in self._cells:
-            if address.startswith(type_name + "/"):
-                raise ValueError(f"register {type_name!r} before spawning instances of it")
-        host = _TypeHost(cls, kwargs)
-        self._hosts[type_name] = host
-        self.learn(cls)
-        self.directory.announce(cls)
-        s = self.subjects
-
-        async def on_direct(msg: Msg) -> None:
-            await self._route_lazy(host, s.key_of(msg.subject), msg)
-
-        limits = ENTRANCE  # each activated key's own mailbox bound is in deliver_later
-        everyone = f"{type_name}/*"
-
-        async def on_anycast(msg: Msg) -> None:
-            local = [a for a in self._cells if a.startswith(type_name + "/")]
-            key = local[next(host.rr) % len(local)].split("/", 1)[1] if local else "default"
-            await self._route_lazy(host, key, msg)
-
-        direct = await self.nc.subscribe(
-            s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct, **limits
-        )
-        anycast = await self.nc.subscribe(
-            s.anycast(type_name), queue=s.queue(Address(type_name)), cb=on_anycast, **limits
-        )
-        host.subs += [self.mailboxes.watch(sub, everyone, cls) for sub in (direct, anycast)]
-        if cls.idle_timeout is not None:
-            self.virtual.watch_idle()
-        if cls.has_durable_queue:
-            host.inbox = TypeInbox(
-                self.runtime,
-                cls,
-                lambda key: self.virtual.place(host, key),
-                self.virtual.forward_durable,
-            )
-            await host.inbox.start()
-        await self._confirm_subscriptions()
-
-    async def _route_lazy(self, host: _TypeHost, key: str, msg: Msg) -> None:
-        address = f"{host.cls.type_name}/{key}"
-        env = await self.replies.decode_or_answer(msg, address)
-        if env is None:
-            return
-        if host.cls.keyed and not self.placement.holds(address):
-            self.virtual.route(host, key, msg, env)  # claim, or forward to the holder
-            return
-        self._lazy_cell(host, key).deliver_later(msg, env)
-
-    def _lazy_cell(self, host: _TypeHost, key: str) -> ActorCell:
-        """The local instance of ``type/key``, activated now if there is none."""
-        address = f"{host.cls.type_name}/{key}"
-        cells = self._cells.get(address)
-        if not cells:
-            cell = ActorCell(self, host.cls, key, host.kwargs)
-            self._cells[address] = [cell]
-            self._spawn_task(self._activate(cell))
-            return cell
-        # Replicas of one address in this process: the least busy one takes it.
-        return cells[0] if len(cells) == 1 else min(cells, key=ActorCell.load)
-
-    async def _activate(self, cell: ActorCell) -> None:
-        if await cell.start():
-            await self._subscribe_topics(cell)
-
-    async def _subscribe_cell(self, cell: ActorCell) -> None:
-        s = self.subjects
-        addr = Address(cell.cls.type_name, cell.key)
-
-        async def on_msg(msg: Msg) -> None:  # the hot path: one coroutine less
-            try:
-                env = self.replies.decode(msg, cell.address)
-            except ActorBusError as err:
-                await self.replies.error(msg, err, None, cell.address)
-                return
-            await cell.deliver(msg, env)
-
-        limits = limits_of(cell.cls)
-        direct = await self.nc.subscribe(s.direct(addr), queue=s.queue(addr), cb=on_msg, **limits)
-        anycast = await self.nc.subscribe(
-            s.anycast(addr.type), queue=s.queue(Address(addr.type)), cb=on_msg, **limits
-        )
-        for sub in (direct, anycast):
-            cell.subscriptions.append(self.mailboxes.watch(sub, cell.address, cell.cls))
-        await self._subscribe_topics(cell)
-
-    async def _subscribe_topics(self, cell: ActorCell) -> None:
-        addr = Address(cell.cls.type_name, cell.key)
-        for spec in cell.cls.topics:
-            assert spec.topic is not None
-
-            async def on_topic(msg: Msg) -> None:
-                env = await self.replies.decode_or_answer(msg, cell.address)
-                if env is not None:
-                    await cell.deliver(msg, env)
-
-            sub = await self.nc.subscribe(
-                self.subjects.topic(spec.topic, wildcards=True),
-                queue=self.subjects.queue(addr),
-                cb=on_topic,
-                **limits_of(cell.cls),
-            )
-            cell.subscriptions.append(self.mailboxes.watch(sub, cell.address, cell.cls))
-
-    async def stop_actor(self, address: str, timeout: float = 10.0) -> None:
-        """Stop every local replica of ``address`` (they finish what they are doing);
-        a keyed actor's activation lease is given back."""
-        for cell in self._cells.pop(address, []):
-            await self._stop_cell(cell, timeout)
-        await self.placement.release(address)
-
-    async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
-        inbox = self._inboxes.pop(cell, None)
-        if inbox is not None:
-            await inbox.stop(timeout)
-        subs, cell.subscriptions = cell.subscriptions, []
-        await _drain(subs, timeout)
-        for sub in subs:
-            self.mailboxes.forget(sub)
-        await cell.stop(timeout)
-
-    async def forget_cell(self, cell: ActorCell) -> None:
-        """Called by a cell that gave up: unsubscribe it and drop it from the table."""
-        cells = self._cells.get(cell.address, [])
-        if cell in cells:
-            cells.remove(cell)
-            if not cells:
-                del self._cells[cell.address]
-        for sub in cell.subscriptions:
-            self.mailboxes.forget(sub)
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-        cell.subscriptions.clear()
-
-    def local_actors(self) -> dict[str, int]:
-        """Addresses hosted here and their replica counts."""
-        return {address: len(cells) for address, cells in self._cells.items()}
 
     # -- events ------------------------------------------------------------
     async def emit_event(self, event: str, data: dict[str, Any]) -> None:
@@ -949,16 +764,7 @@ class ActorSystem:
     async def _stop_hosting(self, timeout: float) -> None:
         """Stop discovery, readers, actors and leases, each bounded by ``timeout``."""
         await self.directory.close(timeout)  # discovery stops offering us at once
-        await _drain([sub for host in self._hosts.values() for sub in host.subs], timeout)
-        inboxes = [host.inbox for host in self._hosts.values() if host.inbox is not None]
-        await asyncio.gather(*(inbox.stop(timeout) for inbox in inboxes))
-        cells = [c for cs in self._cells.values() for c in cs]
-        self._cells.clear()
-        await self.virtual.close()
-        await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
-        await self.placement.close()
-        if self.runtime.tasks:
-            await asyncio.wait(self.runtime.tasks, timeout=timeout)
+        await self.hosting.close(timeout)
 
     async def __aenter__(self) -> Self:
         return self
@@ -967,25 +773,6 @@ class ActorSystem:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
-
-
-async def _drain(subs: list[Subscription], timeout: float) -> None:
-    """Stop receiving on ``subs`` but let the messages they hold finish (bounded).
-
-    A plain unsubscribe would cancel the subscription's task, and with it a
-    handler running inside it.
-    """
-
-    async def one(sub: Subscription) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                await sub.drain()  # type: ignore[no-untyped-call]
-        except Exception:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-
-    if subs:
-        await asyncio.gather(*(one(sub) for sub in subs))
 
 
 class _Opening:

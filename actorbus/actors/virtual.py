@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from nats.aio.msg import Msg
@@ -38,7 +39,9 @@ from actorbus.codecs.wire import H_FWD, H_MOVED, pack, unpack
 
 if TYPE_CHECKING:
     from actorbus.actors.cell import ActorCell
-    from actorbus.actors.system import ActorSystem, _TypeHost
+    from actorbus.actors.placement import Placement
+    from actorbus.actors.residents import Residents, TypeHost
+    from actorbus.actors.runtime import Runtime
 
 log = logging.getLogger("actorbus.placement")
 
@@ -46,25 +49,36 @@ log = logging.getLogger("actorbus.placement")
 class VirtualActors:
     """The keyed-actor side of one ActorSystem."""
 
-    def __init__(self, system: ActorSystem) -> None:
-        self.system = system
+    def __init__(
+        self,
+        rt: Runtime,
+        placement: Placement,
+        residents: Residents,
+        lazy_cell: Callable[[TypeHost, str], ActorCell],
+        stop_actor: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.rt = rt
+        self.placement = placement
+        self.residents = residents
+        self.lazy_cell = lazy_cell  # the local instance of a key (activated if need be)
+        self.stop_actor = stop_actor
         self._sweeper: asyncio.Task[None] | None = None
         # Messages waiting for their key's placement or forward, in arrival order.
-        self._queues: dict[str, deque[tuple[_TypeHost, str, Msg, Inbound]]] = {}
+        self._queues: dict[str, deque[tuple[TypeHost, str, Msg, Inbound]]] = {}
 
     # -- where a key lives -------------------------------------------------
-    async def place(self, host: _TypeHost, key: str) -> ActorCell | str:
+    async def place(self, host: TypeHost, key: str) -> ActorCell | str:
         """The local instance of ``type/key`` (activated if need be), or the id of the
         system hosting it elsewhere."""
-        system = self.system
+        rt = self.rt
         address = f"{host.cls.type_name}/{key}"
         if host.cls.keyed:
-            owner = await system.placement.owner(address)
-            if owner is not None and owner != system.system_id:
+            owner = await self.placement.owner(address)
+            if owner is not None and owner != rt.system_id:
                 return owner
-        return system._lazy_cell(host, key)
+        return self.lazy_cell(host, key)
 
-    def route(self, host: _TypeHost, key: str, msg: Msg, env: Inbound) -> None:
+    def route(self, host: TypeHost, key: str, msg: Msg, env: Inbound) -> None:
         """A message that arrived here for a key this process does not hold: placed
         (claimed, or forwarded to the holder) one at a time per key, so the messages
         of a key that reach this process keep their order."""
@@ -74,7 +88,7 @@ class VirtualActors:
             queued.append((host, key, msg, env))
             return
         self._queues[address] = deque([(host, key, msg, env)])
-        self.system._spawn_task(self._drain(address))
+        self.rt.spawn_task(self._drain(address))
 
     async def _drain(self, address: str) -> None:
         queued = self._queues[address]
@@ -95,12 +109,12 @@ class VirtualActors:
 
     # -- sending to the holder ---------------------------------------------
     async def forward(self, owner: str, address: str, msg: Msg, env: Inbound) -> None:
-        system = self.system
+        rt = self.rt
         addr = Address.parse(address)
         headers = dict(msg.headers or {})
         if env.context.stream:  # items flow from the holder to the caller directly
-            await system.nc.publish(
-                system.subjects.host(owner, addr), msg.data, reply=msg.reply, headers=headers
+            await rt.nc.publish(
+                rt.subjects.host(owner, addr), msg.data, reply=msg.reply, headers=headers
             )
             return
         mode = "ask" if msg.reply else "tell"
@@ -109,7 +123,7 @@ class VirtualActors:
         if reply is None:
             return  # hosted here after all, or answered with an error
         if mode == "ask":
-            await system.nc.publish(msg.reply, reply.data, headers=dict(reply.headers or {}))
+            await rt.nc.publish(msg.reply, reply.data, headers=dict(reply.headers or {}))
 
     async def forward_durable(
         self, owner: str, address: str, msg: Msg, env: Inbound
@@ -137,30 +151,28 @@ class VirtualActors:
     ) -> Msg | None:
         """Request the holder; follow moves and wait out a dead holder's lease.
         None: the key is hosted here now (the message was delivered locally)."""
-        system = self.system
+        rt = self.rt
         addr = Address.parse(address)
-        deadline = time.monotonic() + system.default_timeout + system.placement.ttl
+        deadline = time.monotonic() + rt.default_timeout + self.placement.ttl
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                err = AskTimeoutError(address, env.intent, system.default_timeout)
+                err = AskTimeoutError(address, env.intent, rt.default_timeout)
                 if durable:
                     raise err
-                await system.replies.error(msg, err, env, address)
+                await rt.replies.error(msg, err, env, address)
                 return None
             try:
-                reply = await system.mux.request(
-                    system.subjects.host(owner, addr), msg.data, headers, left
-                )
+                reply = await rt.mux.request(rt.subjects.host(owner, addr), msg.data, headers, left)
             except NoResponders:  # the holder is gone: its lease runs out within ttl
-                await asyncio.sleep(min(left, system.placement.ttl / 3))
+                await asyncio.sleep(min(left, self.placement.ttl / 3))
                 reply = None
             except RequestTimeout:
                 continue  # the deadline check above answers
             if reply is not None and not (reply.headers and H_MOVED in reply.headers):
                 return reply
-            system.placement.forget(address)
-            host = system._hosts[addr.type]
+            self.placement.forget(address)
+            host = self.residents.hosts[addr.type]
             where = await self.place(host, addr.key or "")
             if not isinstance(where, str):
                 if not durable:  # (a durable reader runs it here itself)
@@ -170,32 +182,32 @@ class VirtualActors:
 
     # -- taking forwarded messages -------------------------------------------
     async def on_forwarded(self, msg: Msg) -> None:
-        system = self.system
+        rt = self.rt
         _, _, _, type_, key = msg.subject.split(".", 4)
         address = f"{type_}/{key}"
-        host = system._hosts.get(type_)
-        env = await system.replies.decode_or_answer(msg, address)
+        host = self.residents.hosts.get(type_)
+        env = await rt.replies.decode_or_answer(msg, address)
         if env is None:
             return
         mode = msg.headers.get(H_FWD) if msg.headers else None
-        owner = await system.placement.owner(address) if host is not None else ""
+        owner = await self.placement.owner(address) if host is not None else ""
         if host is None or owner is not None:  # not (any more) ours: say who has it
             if mode is None:  # a stream request: its caller waits for items, not moves
                 gone = ActorNotFoundError(f"{address} moved while its stream was forwarded")
-                await system.replies.error(msg, gone, env, address)
+                await rt.replies.error(msg, gone, env, address)
             elif msg.reply:
-                await system.nc.publish(msg.reply, b"", headers={H_MOVED: owner or ""})
+                await rt.nc.publish(msg.reply, b"", headers={H_MOVED: owner or ""})
             return
-        cell = system._lazy_cell(host, key)
+        cell = self.lazy_cell(host, key)
         if mode in (None, "ask") or not msg.reply:
             cell.deliver_later(msg, env)
             return
         # Handled without a reply subject; the forwarder gets its own answer.
-        plain = Msg(_client=system.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
+        plain = Msg(_client=rt.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
         if mode == "durable":
-            system._spawn_task(self._handle_durable(cell, plain, env, msg.reply))
+            self.rt.spawn_task(self._handle_durable(cell, plain, env, msg.reply))
             return
-        await system.nc.publish(msg.reply, b"")  # a tell: received, the holder is alive
+        await rt.nc.publish(msg.reply, b"")  # a tell: received, the holder is alive
         cell.deliver_later(plain, env)
 
     async def _handle_durable(self, cell: ActorCell, msg: Msg, env: Inbound, inbox: str) -> None:
@@ -210,7 +222,7 @@ class VirtualActors:
             outcome: dict[str, Any] = {"ok": True, "held": box.rows()}
         else:
             outcome = {"ok": False, "error": cell.error_for(failed).to_wire()}
-        await self.system.nc.publish(inbox, pack(outcome))
+        await self.rt.nc.publish(inbox, pack(outcome))
 
     # -- passivation -------------------------------------------------------
     def watch_idle(self) -> None:
@@ -218,19 +230,20 @@ class VirtualActors:
             self._sweeper = supervise("passivation sweeper", self._sweep_forever, logger=log)
 
     async def _sweep_forever(self) -> None:
-        system = self.system
         while True:
-            timeouts = [h.cls.idle_timeout for h in system._hosts.values() if h.cls.idle_timeout]
+            timeouts = [
+                h.cls.idle_timeout for h in self.residents.hosts.values() if h.cls.idle_timeout
+            ]
             if not timeouts:
                 return
             await asyncio.sleep(max(0.05, min(timeouts) / 4))
             now = time.monotonic()
-            for address, cells in list(system._cells.items()):
-                host = system._hosts.get(address.split("/", 1)[0])
+            for address, cells in list(self.residents.cells.items()):
+                host = self.residents.hosts.get(address.split("/", 1)[0])
                 limit = host.cls.idle_timeout if host is not None else None
                 if limit and cells and all(c.idle_for(now) > limit for c in cells):
                     log.debug("%s: idle for %gs; passivating", address, limit)
-                    await system.stop_actor(address)
+                    await self.stop_actor(address)
 
     async def close(self) -> None:
         await stop_task(self._sweeper, what="passivation sweeper")

@@ -1,0 +1,290 @@
+"""Hosting actors in this process: spawn, register, the subscriptions that feed
+their cells, lazy activation, stopping, and the cells' durable readers.
+
+Everything here works on the runtime kernel and the residents table; keyed
+(virtual) actors are placed by ``actors/virtual.py``, to which this hands the
+messages of keys it does not hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import nats.errors
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from actorbus.actors.actor import Actor, ActorContext
+from actorbus.actors.cell import ActorCell, CellEnv
+from actorbus.actors.durable import DurableInbox
+from actorbus.actors.mailbox import ENTRANCE, limits_of
+from actorbus.actors.placement import Placement
+from actorbus.actors.residents import Residents, TypeHost
+from actorbus.actors.runtime import Runtime
+from actorbus.actors.streaming import StreamProducers
+from actorbus.actors.type_inbox import TypeInbox
+from actorbus.actors.virtual import VirtualActors
+from actorbus.bus.subjects import Address, validate_key
+from actorbus.codecs.envelope import new_id
+from actorbus.codecs.errors import ActorBusError
+
+
+class Hosting:
+    """The actors one system hosts."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        context: ActorContext,
+        streams: StreamProducers,
+        activation_ttl: float,
+        on_host: Callable[[type[Actor]], None],
+    ) -> None:
+        self.rt = rt
+        self.on_host = on_host  # a type is hosted here now: learn and announce it
+        self.residents = Residents()
+        self.env = CellEnv(rt, streams, context, self.forget_cell)
+        self.placement = Placement(
+            rt.js,
+            rt.namespace,
+            rt.system_id,
+            activation_ttl,
+            replicas=rt.durable_settings.replicas,
+            on_lost=self.stop_actor,
+        )
+        self.virtual = VirtualActors(
+            rt, self.placement, self.residents, self.lazy_cell, self.stop_actor
+        )
+        self._inboxes: dict[ActorCell, DurableInbox] = {}
+
+    async def spawn(
+        self,
+        cls: type[Actor],
+        key: str | None = None,
+        *,
+        replicas: int = 1,
+        **kwargs: Any,
+    ) -> str:
+        """Start ``replicas`` instances of ``cls`` at ``type/key`` (key: generated if
+        None); returns the address.
+
+        Replicas of one address share its messages through a NATS queue group, in
+        this process or across processes.
+        """
+        key = key if key is not None else new_id()
+        validate_key(key)
+        if replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        address = f"{cls.type_name}/{key}"
+        hosted = self.residents.hosts.get(cls.type_name)
+        self.on_host(cls)
+        if cls.keyed:
+            owner = await self.placement.owner(address)
+            if owner is not None:
+                raise ActorBusError(
+                    f"{address} is keyed and already active in system {owner}; "
+                    "send to it instead (register() hosts a keyed type on demand)"
+                )
+        for _ in range(replicas):
+            cell = ActorCell(self.env, cls, key, kwargs)
+            self.residents.cells.setdefault(address, []).append(cell)
+            if not await cell.start():
+                raise ActorBusError(f"{address} failed to start: {cell.failure!r}")
+            if hosted is None:
+                await self._subscribe_cell(cell)
+            else:
+                await self._subscribe_topics(cell)
+            if cls.has_durable_queue and hosted is None:  # else the type's reader has it
+                inbox = DurableInbox(self.rt, cell)
+                await inbox.start()
+                self._inboxes[cell] = inbox
+        await self._confirm_subscriptions()
+        return address
+
+    async def _confirm_subscriptions(self) -> None:
+        """A round trip to the server, so that once spawn()/register() return, any
+        client anywhere can reach the new subscriptions."""
+        try:
+            await self.rt.nc.flush(timeout=max(1, round(self.rt.default_timeout)))
+        except nats.errors.Error as exc:
+            raise self.rt.conn.translate(exc) from exc
+
+    async def register(self, cls: type[Actor], **kwargs: Any) -> None:
+        """Host ``cls`` lazily: an instance is created on the first message to
+        ``type/<any key>`` (and to the anycast address ``type``) that reaches this process."""
+        type_name = cls.type_name
+        if type_name in self.residents.hosts:
+            raise ValueError(f"actor type {type_name!r} is already registered")
+        for address in self.residents.cells:
+            if address.startswith(type_name + "/"):
+                raise ValueError(f"register {type_name!r} before spawning instances of it")
+        host = TypeHost(cls, kwargs)
+        self.residents.hosts[type_name] = host
+        self.on_host(cls)
+        s = self.rt.subjects
+
+        async def on_direct(msg: Msg) -> None:
+            await self._route_lazy(host, s.key_of(msg.subject), msg)
+
+        limits = ENTRANCE  # each activated key's own mailbox bound is in deliver_later
+        everyone = f"{type_name}/*"
+
+        async def on_anycast(msg: Msg) -> None:
+            local = [a for a in self.residents.cells if a.startswith(type_name + "/")]
+            key = local[next(host.rr) % len(local)].split("/", 1)[1] if local else "default"
+            await self._route_lazy(host, key, msg)
+
+        direct = await self.rt.nc.subscribe(
+            s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct, **limits
+        )
+        anycast = await self.rt.nc.subscribe(
+            s.anycast(type_name), queue=s.queue(Address(type_name)), cb=on_anycast, **limits
+        )
+        host.subs += [self.rt.mailboxes.watch(sub, everyone, cls) for sub in (direct, anycast)]
+        if cls.idle_timeout is not None:
+            self.virtual.watch_idle()
+        if cls.has_durable_queue:
+            host.inbox = TypeInbox(
+                self.rt,
+                cls,
+                lambda key: self.virtual.place(host, key),
+                self.virtual.forward_durable,
+            )
+            await host.inbox.start()
+        await self._confirm_subscriptions()
+
+    async def _route_lazy(self, host: TypeHost, key: str, msg: Msg) -> None:
+        address = f"{host.cls.type_name}/{key}"
+        env = await self.rt.replies.decode_or_answer(msg, address)
+        if env is None:
+            return
+        if host.cls.keyed and not self.placement.holds(address):
+            self.virtual.route(host, key, msg, env)  # claim, or forward to the holder
+            return
+        self.lazy_cell(host, key).deliver_later(msg, env)
+
+    def lazy_cell(self, host: TypeHost, key: str) -> ActorCell:
+        """The local instance of ``type/key``, activated now if there is none."""
+        address = f"{host.cls.type_name}/{key}"
+        cells = self.residents.cells.get(address)
+        if not cells:
+            cell = ActorCell(self.env, host.cls, key, host.kwargs)
+            self.residents.cells[address] = [cell]
+            self.rt.spawn_task(self._activate(cell))
+            return cell
+        # Replicas of one address in this process: the least busy one takes it.
+        return cells[0] if len(cells) == 1 else min(cells, key=ActorCell.load)
+
+    async def _activate(self, cell: ActorCell) -> None:
+        if await cell.start():
+            await self._subscribe_topics(cell)
+
+    async def _subscribe_cell(self, cell: ActorCell) -> None:
+        s = self.rt.subjects
+        addr = Address(cell.cls.type_name, cell.key)
+
+        async def on_msg(msg: Msg) -> None:  # the hot path: one coroutine less
+            try:
+                env = self.rt.replies.decode(msg, cell.address)
+            except ActorBusError as err:
+                await self.rt.replies.error(msg, err, None, cell.address)
+                return
+            await cell.deliver(msg, env)
+
+        limits = limits_of(cell.cls)
+        direct = await self.rt.nc.subscribe(
+            s.direct(addr), queue=s.queue(addr), cb=on_msg, **limits
+        )
+        anycast = await self.rt.nc.subscribe(
+            s.anycast(addr.type), queue=s.queue(Address(addr.type)), cb=on_msg, **limits
+        )
+        for sub in (direct, anycast):
+            cell.subscriptions.append(self.rt.mailboxes.watch(sub, cell.address, cell.cls))
+        await self._subscribe_topics(cell)
+
+    async def _subscribe_topics(self, cell: ActorCell) -> None:
+        addr = Address(cell.cls.type_name, cell.key)
+        for spec in cell.cls.topics:
+            assert spec.topic is not None
+
+            async def on_topic(msg: Msg) -> None:
+                env = await self.rt.replies.decode_or_answer(msg, cell.address)
+                if env is not None:
+                    await cell.deliver(msg, env)
+
+            sub = await self.rt.nc.subscribe(
+                self.rt.subjects.topic(spec.topic, wildcards=True),
+                queue=self.rt.subjects.queue(addr),
+                cb=on_topic,
+                **limits_of(cell.cls),
+            )
+            cell.subscriptions.append(self.rt.mailboxes.watch(sub, cell.address, cell.cls))
+
+    async def stop_actor(self, address: str, timeout: float = 10.0) -> None:
+        """Stop every local replica of ``address`` (they finish what they are doing);
+        a keyed actor's activation lease is given back."""
+        for cell in self.residents.cells.pop(address, []):
+            await self._stop_cell(cell, timeout)
+        await self.placement.release(address)
+
+    async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
+        inbox = self._inboxes.pop(cell, None)
+        if inbox is not None:
+            await inbox.stop(timeout)
+        subs, cell.subscriptions = cell.subscriptions, []
+        await _drain(subs, timeout)
+        for sub in subs:
+            self.rt.mailboxes.forget(sub)
+        await cell.stop(timeout)
+
+    async def forget_cell(self, cell: ActorCell) -> None:
+        """Called by a cell that gave up: unsubscribe it and drop it from the table."""
+        cells = self.residents.cells.get(cell.address, [])
+        if cell in cells:
+            cells.remove(cell)
+            if not cells:
+                del self.residents.cells[cell.address]
+        for sub in cell.subscriptions:
+            self.rt.mailboxes.forget(sub)
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        cell.subscriptions.clear()
+
+    def local_actors(self) -> dict[str, int]:
+        """Addresses hosted here and their replica counts."""
+        return {address: len(cells) for address, cells in self.residents.cells.items()}
+
+    async def close(self, timeout: float) -> None:
+        """Stop readers, actors and leases, each bounded by ``timeout``."""
+        await _drain([sub for host in self.residents.hosts.values() for sub in host.subs], timeout)
+        inboxes = [host.inbox for host in self.residents.hosts.values() if host.inbox is not None]
+        await asyncio.gather(*(inbox.stop(timeout) for inbox in inboxes))
+        cells = [c for cs in self.residents.cells.values() for c in cs]
+        self.residents.cells.clear()
+        await self.virtual.close()
+        await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
+        await self.placement.close()
+        if self.rt.tasks:
+            await asyncio.wait(self.rt.tasks, timeout=timeout)
+
+
+async def _drain(subs: list[Subscription], timeout: float) -> None:
+    """Stop receiving on ``subs`` but let the messages they hold finish (bounded).
+
+    A plain unsubscribe would cancel the subscription's task, and with it a
+    handler running inside it.
+    """
+
+    async def one(sub: Subscription) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                await sub.drain()  # type: ignore[no-untyped-call]
+        except Exception:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    if subs:
+        await asyncio.gather(*(one(sub) for sub in subs))

@@ -123,7 +123,7 @@ async def test_a_payload_that_cannot_validate_is_dead_lettered_at_once(
 async def test_a_repeated_message_id_is_stored_once(make_system) -> None:
     system = await make_system(durable=FAST)
     await system.durable_ready()
-    out = system._encode("ledger/dedup", Entry(n=1), None, None, None, None, durable=True)
+    out = system.sender.encode("ledger/dedup", Entry(n=1), None, None, None, None, durable=True)
     for _ in range(3):  # a sender retrying after a lost publish-ack
         await system.mux.request(
             system.subjects.durable(_addr("ledger/dedup")), out.body, out.headers, 5
@@ -142,7 +142,7 @@ async def test_an_expired_message_is_dropped_not_delivered_late(make_system) -> 
     progress = await spawn_ledger(system, "ttl")
     await progress.reached(1)
     assert progress.seen == [2]
-    inbox = next(iter(system._inboxes.values()))
+    inbox = next(iter(system.hosting.inboxes.values()))
     assert inbox.expired == 1
     assert (await system.queue_stats("ledger/ttl")).expired == 1  # shared by every process
 

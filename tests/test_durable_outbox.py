@@ -72,7 +72,7 @@ async def test_sends_recorded_before_a_crash_go_out_on_redelivery(make_system) -
     system = await make_system(durable=FAST)
     await system.durable_ready()
     box = Outbox()
-    forward = system._encode("ledger/out", Entry(n=7), None, None, None, None, durable=True)
+    forward = system.sender.encode("ledger/out", Entry(n=7), None, None, None, None, durable=True)
     box.hold(system.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
     record = box.record("earlier-attempt")
     assert record is not None

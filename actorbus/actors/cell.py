@@ -118,8 +118,7 @@ class ActorCell:
             return False
         self._restarts.append(now)
         self.restart_count += 1
-        if STATE.metrics:
-            meters.restarts.add(1, {"actorbus.destination.type": self.cls.type_name})
+        self._counted_restart()
         initial, maximum = self.cls.restart_backoff
         delay = backoff_delay(len(self._restarts) - 1, initial, maximum)
         log.info("%s: restarting in %.2fs after %s failed", self.address, delay, where)
@@ -205,17 +204,14 @@ class ActorCell:
         """Handle one message, keeping the concurrency promise; returns when admitted
         (concurrency > 1) or done (concurrency 1, which keeps arrival order)."""
         self._busy += 1
-        arrived = spans.now_ns() if STATE.tracing else 0
+        arrived = self._arrival()
         if self.cls.concurrency == 1:
             now = time.monotonic()
             if now - self.last_active > _HOGGING:
                 self._yielded_at = now  # it was idle: the loop had its turn since
             try:
                 async with self._lock:
-                    if arrived:  # tracing: the spanned path
-                        await self._handle(msg, env, arrived)
-                    else:  # one coroutine frame less on the hot path
-                        await self._handle_now(msg, env)
+                    await self._handle(msg, env, arrived)
             finally:
                 self._done()
             if self.last_active - self._yielded_at > _HOGGING:
@@ -236,7 +232,7 @@ class ActorCell:
         ack subject, which a reply would ack by accident).
         """
         self._busy += 1
-        arrived = spans.now_ns() if STATE.tracing else 0
+        arrived = self._arrival()
         gate = self._lock if self.cls.concurrency == 1 else self._gate
         try:
             async with gate:
@@ -266,20 +262,20 @@ class ActorCell:
         if self._busy == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 
+    # -- what an observed cell adds (see ObservedCell); nothing here -------------
+    def _arrival(self) -> int:
+        """When a message arrived (ns), for its span; 0: nobody measures."""
+        return 0
+
+    def _counted_restart(self) -> None:
+        """A restart happened (metrics count it)."""
+
+    def _counted_failure(self, env: Inbound, err: ActorBusError) -> None:
+        """A handler failed (metrics count it)."""
+
     async def _handle(self, msg: Msg, env: Inbound, arrived: int = 0) -> Exception | None:
         """Handle one message and answer it; returns what went wrong, if anything
         (the durable path acks, retries or dead-letters by it)."""
-        if STATE.tracing:
-            with spans.processing(
-                self.address, msg.subject, msg.headers, env, len(msg.data), arrived, bool(msg.reply)
-            ) as span:
-                failed = await self._handle_now(msg, env)
-                if failed is not None:
-                    spans.failed(span, failed)
-                return failed
-        return await self._handle_now(msg, env)
-
-    async def _handle_now(self, msg: Msg, env: Inbound) -> Exception | None:
         inst = self.instance
         if inst is None and not self._ready.is_set():
             await self._ready.wait()  # starting or restarting: hold the message
@@ -337,10 +333,7 @@ class ActorCell:
         self, msg: Msg, env: Inbound, spec: HandlerSpec, exc: Exception
     ) -> None:
         err = self.error_for(exc)
-        if STATE.metrics:
-            labels = meters.labels(env.src, self.address)
-            where = {"error.type": err.code, "messaging.operation.type": "process"}
-            meters.failures.add(1, {**labels, **where})
+        self._counted_failure(env, err)
         if msg.reply:
             await self.rt.replies.error(msg, err, env, self.address)
         else:
@@ -383,3 +376,32 @@ def _raw_argument(spec: HandlerSpec, env: Inbound) -> Any:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+class ObservedCell(ActorCell):
+    """A cell when tracing or metrics are on (chosen once, when the system opens):
+    each message handled inside its span, restarts and failures counted."""
+
+    def _arrival(self) -> int:
+        return spans.now_ns() if STATE.tracing else 0
+
+    def _counted_restart(self) -> None:
+        if STATE.metrics:
+            meters.restarts.add(1, {"actorbus.destination.type": self.cls.type_name})
+
+    def _counted_failure(self, env: Inbound, err: ActorBusError) -> None:
+        if STATE.metrics:
+            labels = meters.labels(env.src, self.address)
+            where = {"error.type": err.code, "messaging.operation.type": "process"}
+            meters.failures.add(1, {**labels, **where})
+
+    async def _handle(self, msg: Msg, env: Inbound, arrived: int = 0) -> Exception | None:
+        if not STATE.tracing:
+            return await super()._handle(msg, env, arrived)
+        with spans.processing(
+            self.address, msg.subject, msg.headers, env, len(msg.data), arrived, bool(msg.reply)
+        ) as span:
+            failed = await super()._handle(msg, env, arrived)
+            if failed is not None:
+                spans.failed(span, failed)
+            return failed

@@ -228,7 +228,7 @@ class DurableReader:
     ) -> Outbox | Exception:
         """Run the handler once; an idempotent one's durable sends are held in an
         outbox and handed back for ``_succeeded`` to record and release.
-        ``attempt`` (known when tracing) goes on the spans."""
+        ``attempt`` (the delivery count) goes on the spans."""
         box = Outbox()
         token = current_outbox.set(box)
         delivered = spans.current_delivery.set(("durable", attempt)) if attempt else None
@@ -426,12 +426,11 @@ class DurableInbox(DurableReader):
         if opened is None:
             return
         plain, env = opened
-        traced = msg.metadata.num_delivered if STATE.tracing else 0
-        failed = await self._attempt(self.cell, plain, env, traced)
+        attempt = msg.metadata.num_delivered  # parsed (and kept) by _open already
+        failed = await self._attempt(self.cell, plain, env, attempt)
         if isinstance(failed, Outbox):
             await self._succeeded(msg, self.what, env, failed)
             return
-        attempt = msg.metadata.num_delivered  # parsed from the ack subject: only when needed
         if self._gives_up(failed, attempt):
             await self._dead_letter(msg, self.what, env, failed, attempt)
         else:

@@ -18,7 +18,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from actorbus.actors.actor import Actor, ActorContext
-from actorbus.actors.cell import ActorCell, CellEnv
+from actorbus.actors.cell import ActorCell, CellEnv, ObservedCell
 from actorbus.actors.durable import DurableInbox
 from actorbus.actors.mailbox import ENTRANCE, limits_of
 from actorbus.actors.placement import Placement
@@ -30,6 +30,7 @@ from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.subjects import Address, validate_key
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError
+from actorbus.telemetry import STATE
 
 
 class Hosting:
@@ -47,6 +48,8 @@ class Hosting:
         self.on_host = on_host  # a type is hosted here now: learn and announce it
         self.residents = Residents()
         self.env = CellEnv(rt, streams, context, self.forget_cell)
+        # Chosen once: plain cells, or cells that trace and measure every message.
+        self.cell_class = ObservedCell if STATE.tracing or STATE.metrics else ActorCell
         self.placement = Placement(
             rt.js,
             rt.namespace,
@@ -58,7 +61,7 @@ class Hosting:
         self.virtual = VirtualActors(
             rt, self.placement, self.residents, self.lazy_cell, self.stop_actor
         )
-        self._inboxes: dict[ActorCell, DurableInbox] = {}
+        self.inboxes: dict[ActorCell, DurableInbox] = {}
 
     async def spawn(
         self,
@@ -89,7 +92,7 @@ class Hosting:
                     "send to it instead (register() hosts a keyed type on demand)"
                 )
         for _ in range(replicas):
-            cell = ActorCell(self.env, cls, key, kwargs)
+            cell = self.cell_class(self.env, cls, key, kwargs)
             self.residents.cells.setdefault(address, []).append(cell)
             if not await cell.start():
                 raise ActorBusError(f"{address} failed to start: {cell.failure!r}")
@@ -100,7 +103,7 @@ class Hosting:
             if cls.has_durable_queue and hosted is None:  # else the type's reader has it
                 inbox = DurableInbox(self.rt, cell)
                 await inbox.start()
-                self._inboxes[cell] = inbox
+                self.inboxes[cell] = inbox
         await self._confirm_subscriptions()
         return address
 
@@ -171,7 +174,7 @@ class Hosting:
         address = f"{host.cls.type_name}/{key}"
         cells = self.residents.cells.get(address)
         if not cells:
-            cell = ActorCell(self.env, host.cls, key, host.kwargs)
+            cell = self.cell_class(self.env, host.cls, key, host.kwargs)
             self.residents.cells[address] = [cell]
             self.rt.spawn_task(self._activate(cell))
             return cell
@@ -231,7 +234,7 @@ class Hosting:
         await self.placement.release(address)
 
     async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
-        inbox = self._inboxes.pop(cell, None)
+        inbox = self.inboxes.pop(cell, None)
         if inbox is not None:
             await inbox.stop(timeout)
         subs, cell.subscriptions = cell.subscriptions, []

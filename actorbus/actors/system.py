@@ -3,7 +3,7 @@
 It hosts actors (spawned eagerly, or registered for lazy activation on first
 message), routes inbound messages to their cells, and is the client side of
 ``ask``/``tell``/``publish``/``stream``. See ``actorbus.bus.subjects`` for the
-subject scheme and ARCHITECTURE.md for the delivery semantics.
+subject scheme and docs/architecture.md for where a message goes.
 """
 
 from __future__ import annotations
@@ -11,21 +11,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar, Unpack, cast, overload
 
-import nats.errors
-import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
-from opentelemetry.trace import Span
 
-from actorbus.actors.actor import Actor, ActorContext, current_incoming
+from actorbus.actors.actor import Actor, ActorContext
 from actorbus.actors.dead_letters import (
     DeadLetter,
     QueueStats,
@@ -39,28 +35,21 @@ from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory, Listing
 from actorbus.actors.history import read_history
 from actorbus.actors.hosting import Hosting
-from actorbus.actors.messages import INTENT_ERROR, from_content
 from actorbus.actors.outbox import store
 from actorbus.actors.pipeline import (
     Outgoing,
-    decode_answer,
     decode_request,
-    encode_request,
 )
 from actorbus.actors.runtime import Runtime, StreamSettings
-from actorbus.actors.streaming import StreamProducers, consume_stream
+from actorbus.actors.sending import ObservedSender, Sender
+from actorbus.actors.streaming import StreamProducers
 from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
-from actorbus.bus.requests import NoResponders, RequestTimeout
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, validate_topic
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
-    AskTimeoutError,
-    InvalidAddressError,
-    NoRespondersError,
-    error_from_wire,
 )
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
@@ -68,7 +57,6 @@ from actorbus.codecs.wire import (
     SizeLimits,
 )
 from actorbus.telemetry import STATE, configure, flush, spans
-from actorbus.telemetry import metrics as meters
 
 log = logging.getLogger("actorbus.system")
 
@@ -176,7 +164,8 @@ class ActorSystem:
         self.hosting = Hosting(rt, context, self.streams, activation_ttl, self._hosted)
         self.placement = self.hosting.placement
         self.virtual = self.hosting.virtual
-        self._subject_cache: dict[str, str] = {}
+        # Chosen once: the plain sender, or the one that traces and measures every send.
+        self.sender = (ObservedSender if STATE.tracing or STATE.metrics else Sender)(rt)
         self._system_subs: list[Subscription] = []
         self._closing = False
         self._closed = asyncio.Event()
@@ -302,78 +291,7 @@ class ActorSystem:
         """Publish a system event on ``{ns}.sys.{event}`` (best effort)."""
         await self.runtime.emit_event(event, data)
 
-    # -- outbound ----------------------------------------------------------
-    def _subject(self, address: str) -> str:
-        subject = self._subject_cache.get(address)
-        if subject is None:
-            subject = self.subjects.direct(Address.parse(address))
-            if len(self._subject_cache) < 10_000:
-                self._subject_cache[address] = subject
-        return subject
-
-    def _encode(
-        self,
-        dst: str,
-        message: Any,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
-        stream: bool = False,
-        durable: bool = False,
-        span: Span | None = None,
-    ) -> Outgoing:
-        out = encode_request(
-            dst,
-            message,
-            client_address=self.client_address,
-            encoding=self.encoding,
-            limits=self.limits,
-            intent=intent,
-            session_id=session_id,
-            idempotency_key=idempotency_key,
-            ttl_ms=ttl_ms,
-            stream=stream,
-            durable=durable,
-            trace=spans.traceparent(span) if span is not None else None,
-        )
-        if STATE.metrics:
-            src = current_incoming.get()
-            meters.message_size.record(
-                len(out.body), meters.labels(src.address if src else "client", dst)
-            )
-        if span is not None:
-            inc = current_incoming.get()
-            spans.sent(
-                span,
-                message_id=out.id,
-                intent=out.intent,
-                body=out.body,
-                source=inc.address if inc is not None else self.client_address,
-                session_id=session_id or (inc.message.context.session_id if inc else None),
-                durable=durable,
-                content=message,
-            )
-        return out
-
-    async def _traced(
-        self,
-        operation: str,
-        destination: str,
-        subject: str,
-        expects_reply: bool,
-        send: Callable[[Span], Awaitable[T]],
-    ) -> T:
-        """Run a send inside its span (tracing is on): errors recorded, always ended."""
-        span = spans.start_send(operation, destination, subject, expects_reply=expects_reply)
-        try:
-            return await send(span)
-        except BaseException as exc:
-            spans.failed(span, exc)
-            raise
-        finally:
-            span.end()
-
+    # -- sending -----------------------------------------------------------
     @overload
     async def ask(
         self,
@@ -423,56 +341,10 @@ class ActorSystem:
         self._check_open()
         if skill is not None or address is None:
             address = await self._skill_address(address, skill)
-        timeout = self.default_timeout if timeout is None else timeout
-        subject = self._subject(address)
-        if STATE.tracing:
-            dst = address
-
-            async def traced(span: Span) -> Any:
-                out = self._encode(
-                    dst, message, intent, session_id, idempotency_key, ttl_ms, span=span
-                )
-                if STATE.metrics:
-                    return await self._ask_measured(dst, subject, out, timeout, returns)
-                return await self._ask(dst, subject, out, timeout, returns)
-
-            return await self._traced("ask", address, subject, True, traced)
-        out = self._encode(address, message, intent, session_id, idempotency_key, ttl_ms)
-        if STATE.metrics:
-            return await self._ask_measured(address, subject, out, timeout, returns)
-        return await self._ask(address, subject, out, timeout, returns)
-
-    async def _ask_measured(
-        self, address: str, subject: str, out: Outgoing, timeout: float, returns: type[R] | None
-    ) -> Any:
-        inc = current_incoming.get()
-        labels = meters.labels(inc.address if inc else "client", address)
-        started = time.perf_counter()
-        try:
-            return await self._ask(address, subject, out, timeout, returns)
-        except ActorBusError as err:
-            meters.failures.add(
-                1, {**labels, "error.type": err.code, "messaging.operation.type": "send"}
-            )
-            raise
-        finally:
-            meters.request_duration.record(time.perf_counter() - started, labels)
-
-    async def _ask(
-        self, address: str, subject: str, out: Outgoing, timeout: float, returns: type[R] | None
-    ) -> Any:
-        try:
-            msg = await self.mux.request(subject, out.body, out.headers, timeout)
-        except RequestTimeout:
-            raise AskTimeoutError(address, out.intent, timeout) from None
-        except NoResponders:
-            raise NoRespondersError(address, out.intent) from None
-        except nats.errors.Error as exc:
-            raise self.conn.translate(exc) from exc
-        reply_intent, content = decode_answer(msg, address)
-        if reply_intent == INTENT_ERROR:
-            raise error_from_wire(content, address)
-        return from_content(reply_intent, content, returns)
+        wait = self.default_timeout if timeout is None else timeout
+        return await self.sender.ask(
+            address, message, wait, returns, intent, session_id, idempotency_key, ttl_ms
+        )
 
     async def tell(
         self,
@@ -498,52 +370,11 @@ class ActorSystem:
         if durable is None:
             durable = self.delivery.durable_for(address, message, intent)
         if durable:
-            await self._send_durable(
+            await self.sender.tell_durable(
                 address, message, intent, session_id, idempotency_key, ttl_ms, timeout
             )
-            return
-        subject = self._subject(address)
-        if STATE.tracing:
-            dst = address
-
-            async def traced(span: Span) -> None:
-                out = self._encode(
-                    dst, message, intent, session_id, idempotency_key, ttl_ms, span=span
-                )
-                await self.conn.publish(subject, out.body, out.headers)
-
-            await self._traced("tell", address, subject, False, traced)
-            return
-        out = self._encode(address, message, intent, session_id, idempotency_key, ttl_ms)
-        await self.conn.publish(subject, out.body, out.headers)
-
-    async def _send_durable(
-        self,
-        address: str,
-        message: Any,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
-        timeout: float | None,
-    ) -> None:
-        addr = Address.parse(address)
-        if addr.key is None:
-            raise InvalidAddressError(f"durable sends need a 'type/key' address, not {address!r}")
-        await self.durable_ready()
-        subject = self.subjects.durable(addr)
-        wait = self.durable_settings.store_timeout if timeout is None else timeout
-
-        async def send(span: Span | None) -> None:
-            out = self._encode(
-                address, message, intent, session_id, idempotency_key, ttl_ms, True, True, span
-            )
-            await self.store(subject, out, address, wait)
-
-        if STATE.tracing:
-            await self._traced("tell", address, subject, False, send)
         else:
-            await send(None)
+            await self.sender.tell(address, message, intent, session_id, idempotency_key, ttl_ms)
 
     async def store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
         """Publish into JetStream and wait for the publish-ack (see ``outbox.store``)."""
@@ -562,24 +393,7 @@ class ActorSystem:
         When topics are kept (``DurableSettings(keep_topics=True)``), this returns
         once JetStream stored the message, so history has it."""
         self._check_open()
-        subject = self.subjects.topic(topic)
-        keep = self.durable_settings.keep_topics
-        destination = f"topic:{topic}"
-
-        async def send(span: Span | None) -> None:
-            out = self._encode(
-                destination, message, intent, session_id, None, None, False, keep, span
-            )
-            if keep:
-                timeout = self.durable_settings.store_timeout
-                await self.store(subject, out, f"topic {topic!r}", timeout)
-            else:
-                await self.conn.publish(subject, out.body, out.headers)
-
-        if STATE.tracing:
-            await self._traced("publish", destination, subject, False, send)
-        else:
-            await send(None)
+        await self.sender.publish(topic, message, intent, session_id)
 
     def stream(
         self,
@@ -597,17 +411,8 @@ class ActorSystem:
         exception, or ``aclose()``) cancels the producer.
         """
         self._check_open()
-        subject = self._subject(address)
-        span = None
-        if STATE.tracing:  # the span of the request; items are children of the producer's
-            span = spans.start_send("stream", address, subject, expects_reply=True)
-        try:
-            out = self._encode(address, message, intent, session_id, None, None, True, False, span)
-        finally:
-            if span is not None:
-                span.end()
-        timeout = self.default_timeout if timeout is None else timeout
-        return consume_stream(self.runtime, address, subject, out, timeout, returns)
+        wait = self.default_timeout if timeout is None else timeout
+        return self.sender.stream(address, message, wait, returns, intent, session_id)
 
     # -- durable queues ----------------------------------------------------
     async def dead_letters(self, address: str | None = None, limit: int = 100) -> list[DeadLetter]:

@@ -25,7 +25,6 @@ from actorbus.bus.leases import LeaderElection, lease_key
 from actorbus.bus.tasks import spawn, stop_task
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.inbound import Inbound
-from actorbus.telemetry import STATE
 
 # Runs a durable message where its key is hosted (another system): the outcome, or
 # None when the key turned out to be hosted here after all.
@@ -154,13 +153,12 @@ class TypeInbox(DurableReader):
         if opened is None:
             return
         plain, env = opened
-        attempt = msg.metadata.num_delivered if STATE.tracing else 0
+        attempt = msg.metadata.num_delivered
         while True:
             failed = await self._attempt_at(key, address, plain, env, attempt)
             if isinstance(failed, Outbox):
                 await self._succeeded(msg, address, env, failed)
                 return
-            attempt = attempt or msg.metadata.num_delivered  # parsed only when needed
             if self._gives_up(failed, attempt):
                 await self._dead_letter(msg, address, env, failed, attempt)
                 return

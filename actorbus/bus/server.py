@@ -4,7 +4,7 @@ This is the embedded default for local runs and the broker every test uses.
 The server listens on a loopback port it picks itself (``-1``) and tells us
 which through its ports file, so there is no race between choosing a free port
 and binding it. JetStream is on with ``sync_interval: always``, because the
-offline queue must not lose acknowledged writes (see ARCHITECTURE.md).
+offline queue must not lose acknowledged writes (see the README, "Durable delivery").
 
 On Linux the child gets ``PR_SET_PDEATHSIG`` = SIGKILL, so a parent that is
 SIGKILLed does not leave an orphan server behind.

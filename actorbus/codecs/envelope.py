@@ -1,7 +1,7 @@
 """The canonical envelope: the one message shape that travels inside the bus.
 
 Every protocol edge converts to and from this model, so its fields follow the
-unified transport envelope of the ProtocolRouter design (see ARCHITECTURE.md):
+unified transport envelope of the ProtocolRouter design (docs/architecture.md):
 identity and routing at the top, conversation facts in ``context``, transport
 and security markers in ``meta``.
 """

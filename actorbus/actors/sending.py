@@ -1,0 +1,355 @@
+"""Sending: ask, tell (core or durable), publish and stream, on the runtime kernel.
+
+Two senders with one interface. :class:`Sender` is the plain one, the hot path
+with nothing in it that is not needed. :class:`ObservedSender` wraps each send
+in its OpenTelemetry span (the trace context rides in the envelope and its
+``traceparent`` header) and records the metrics; the ActorSystem picks one of
+the two once, when it opens, from the telemetry configuration, so a system
+without tracing pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import nats.errors
+from opentelemetry.trace import Span
+
+from actorbus.actors.actor import current_incoming
+from actorbus.actors.messages import INTENT_ERROR, from_content
+from actorbus.actors.outbox import store
+from actorbus.actors.pipeline import Outgoing, decode_answer, encode_request
+from actorbus.actors.runtime import Runtime
+from actorbus.actors.streaming import consume_stream
+from actorbus.bus.requests import NoResponders, RequestTimeout
+from actorbus.bus.subjects import Address
+from actorbus.codecs.errors import (
+    ActorBusError,
+    AskTimeoutError,
+    InvalidAddressError,
+    NoRespondersError,
+    error_from_wire,
+)
+from actorbus.telemetry import STATE, spans
+from actorbus.telemetry import metrics as meters
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+class Sender:
+    """The plain sender: encode (the pipeline), then the bus."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self._subjects: dict[str, str] = {}
+
+    def subject(self, address: str) -> str:
+        """The direct subject of an address (cached: the same few recur)."""
+        subject = self._subjects.get(address)
+        if subject is None:
+            subject = self.rt.subjects.direct(Address.parse(address))
+            if len(self._subjects) < 10_000:
+                self._subjects[address] = subject
+        return subject
+
+    def encode(
+        self,
+        dst: str,
+        message: Any,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+        stream: bool = False,
+        durable: bool = False,
+        span: Span | None = None,
+    ) -> Outgoing:
+        rt = self.rt
+        return encode_request(
+            dst,
+            message,
+            client_address=rt.client_address,
+            encoding=rt.encoding,
+            limits=rt.limits,
+            intent=intent,
+            session_id=session_id,
+            idempotency_key=idempotency_key,
+            ttl_ms=ttl_ms,
+            stream=stream,
+            durable=durable,
+            trace=spans.traceparent(span) if span is not None else None,
+        )
+
+    # -- the operations ------------------------------------------------------------
+    async def ask(
+        self,
+        address: str,
+        message: Any,
+        timeout: float,
+        returns: type[R] | None,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+    ) -> Any:
+        subject = self.subject(address)
+        out = self.encode(address, message, intent, session_id, idempotency_key, ttl_ms)
+        return await self.request(address, subject, out, timeout, returns)
+
+    async def tell(
+        self,
+        address: str,
+        message: Any,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+    ) -> None:
+        out = self.encode(address, message, intent, session_id, idempotency_key, ttl_ms)
+        await self.rt.conn.publish(self.subject(address), out.body, out.headers)
+
+    async def tell_durable(
+        self,
+        address: str,
+        message: Any,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+        timeout: float | None,
+    ) -> None:
+        subject, wait = await self._durable_target(address, timeout)
+        out = self.encode(
+            address, message, intent, session_id, idempotency_key, ttl_ms, durable=True
+        )
+        await store(self.rt, subject, out, address, wait)
+
+    async def publish(
+        self, topic: str, message: Any, intent: str | None, session_id: str | None
+    ) -> None:
+        rt = self.rt
+        keep = rt.durable_settings.keep_topics
+        out = self.encode(f"topic:{topic}", message, intent, session_id, None, None, False, keep)
+        await self._publish(topic, out)
+
+    def stream(
+        self,
+        address: str,
+        message: Any,
+        timeout: float,
+        returns: type[Any] | None,
+        intent: str | None,
+        session_id: str | None,
+    ) -> AsyncIterator[Any]:
+        subject = self.subject(address)
+        out = self.encode(address, message, intent, session_id, None, None, True)
+        return consume_stream(self.rt, address, subject, out, timeout, returns)
+
+    # -- the steps both senders share ---------------------------------------------
+    async def request(
+        self, address: str, subject: str, out: Outgoing, timeout: float, returns: type[R] | None
+    ) -> Any:
+        rt = self.rt
+        try:
+            msg = await rt.mux.request(subject, out.body, out.headers, timeout)
+        except RequestTimeout:
+            raise AskTimeoutError(address, out.intent, timeout) from None
+        except NoResponders:
+            raise NoRespondersError(address, out.intent) from None
+        except nats.errors.Error as exc:
+            raise rt.conn.translate(exc) from exc
+        reply_intent, content = decode_answer(msg, address)
+        if reply_intent == INTENT_ERROR:
+            raise error_from_wire(content, address)
+        return from_content(reply_intent, content, returns)
+
+    async def _durable_target(self, address: str, timeout: float | None) -> tuple[str, float]:
+        addr = Address.parse(address)
+        if addr.key is None:
+            raise InvalidAddressError(f"durable sends need a 'type/key' address, not {address!r}")
+        rt = self.rt
+        await rt.durable_ready()
+        wait = rt.durable_settings.store_timeout if timeout is None else timeout
+        return rt.subjects.durable(addr), wait
+
+    async def _publish(self, topic: str, out: Outgoing) -> None:
+        """Kept topics are stored (history has them), others go over core NATS."""
+        rt = self.rt
+        subject = rt.subjects.topic(topic)
+        if rt.durable_settings.keep_topics:
+            timeout = rt.durable_settings.store_timeout
+            await store(rt, subject, out, f"topic {topic!r}", timeout)
+        else:
+            await rt.conn.publish(subject, out.body, out.headers)
+
+
+class ObservedSender(Sender):
+    """The sender when tracing or metrics are on: every send in its span, message
+    sizes, request durations and failures recorded."""
+
+    def encode(
+        self,
+        dst: str,
+        message: Any,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+        stream: bool = False,
+        durable: bool = False,
+        span: Span | None = None,
+    ) -> Outgoing:
+        out = super().encode(
+            dst, message, intent, session_id, idempotency_key, ttl_ms, stream, durable, span
+        )
+        inc = current_incoming.get()
+        if STATE.metrics:
+            labels = meters.labels(inc.address if inc else "client", dst)
+            meters.message_size.record(len(out.body), labels)
+        if span is not None:
+            spans.sent(
+                span,
+                message_id=out.id,
+                intent=out.intent,
+                body=out.body,
+                source=inc.address if inc is not None else self.rt.client_address,
+                session_id=session_id or (inc.message.context.session_id if inc else None),
+                durable=durable,
+                content=message,
+            )
+        return out
+
+    async def ask(
+        self,
+        address: str,
+        message: Any,
+        timeout: float,
+        returns: type[R] | None,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+    ) -> Any:
+        subject = self.subject(address)
+
+        async def send(span: Span | None) -> Any:
+            out = self.encode(
+                address, message, intent, session_id, idempotency_key, ttl_ms, span=span
+            )
+            if STATE.metrics:
+                return await self._measured(address, subject, out, timeout, returns)
+            return await self.request(address, subject, out, timeout, returns)
+
+        return await self._spanned("ask", address, subject, True, send)
+
+    async def tell(
+        self,
+        address: str,
+        message: Any,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+    ) -> None:
+        subject = self.subject(address)
+
+        async def send(span: Span | None) -> None:
+            out = self.encode(
+                address, message, intent, session_id, idempotency_key, ttl_ms, span=span
+            )
+            await self.rt.conn.publish(subject, out.body, out.headers)
+
+        await self._spanned("tell", address, subject, False, send)
+
+    async def tell_durable(
+        self,
+        address: str,
+        message: Any,
+        intent: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        ttl_ms: int | None,
+        timeout: float | None,
+    ) -> None:
+        subject, wait = await self._durable_target(address, timeout)
+
+        async def send(span: Span | None) -> None:
+            out = self.encode(
+                address, message, intent, session_id, idempotency_key, ttl_ms, True, True, span
+            )
+            await store(self.rt, subject, out, address, wait)
+
+        await self._spanned("tell", address, subject, False, send)
+
+    async def publish(
+        self, topic: str, message: Any, intent: str | None, session_id: str | None
+    ) -> None:
+        keep = self.rt.durable_settings.keep_topics
+        destination = f"topic:{topic}"
+
+        async def send(span: Span | None) -> None:
+            out = self.encode(
+                destination, message, intent, session_id, None, None, False, keep, span
+            )
+            await self._publish(topic, out)
+
+        await self._spanned("publish", destination, self.rt.subjects.topic(topic), False, send)
+
+    def stream(
+        self,
+        address: str,
+        message: Any,
+        timeout: float,
+        returns: type[Any] | None,
+        intent: str | None,
+        session_id: str | None,
+    ) -> AsyncIterator[Any]:
+        subject = self.subject(address)
+        span = None
+        if STATE.tracing:  # the span of the request; items are children of the producer's
+            span = spans.start_send("stream", address, subject, expects_reply=True)
+        try:
+            out = self.encode(address, message, intent, session_id, None, None, True, False, span)
+        finally:
+            if span is not None:
+                span.end()
+        return consume_stream(self.rt, address, subject, out, timeout, returns)
+
+    async def _spanned(
+        self,
+        operation: str,
+        destination: str,
+        subject: str,
+        expects_reply: bool,
+        send: Callable[[Span | None], Awaitable[T]],
+    ) -> T:
+        """Run a send inside its span (when tracing): errors recorded, always ended."""
+        if not STATE.tracing:  # metrics only
+            return await send(None)
+        span = spans.start_send(operation, destination, subject, expects_reply=expects_reply)
+        try:
+            return await send(span)
+        except BaseException as exc:
+            spans.failed(span, exc)
+            raise
+        finally:
+            span.end()
+
+    async def _measured(
+        self, address: str, subject: str, out: Outgoing, timeout: float, returns: type[R] | None
+    ) -> Any:
+        inc = current_incoming.get()
+        labels = meters.labels(inc.address if inc else "client", address)
+        started = time.perf_counter()
+        try:
+            return await self.request(address, subject, out, timeout, returns)
+        except ActorBusError as err:
+            meters.failures.add(
+                1, {**labels, "error.type": err.code, "messaging.operation.type": "send"}
+            )
+            raise
+        finally:
+            meters.request_duration.record(time.perf_counter() - started, labels)

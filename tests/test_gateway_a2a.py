@@ -652,13 +652,12 @@ async def test_command_line_gateway(
 
 
 async def test_requests_are_server_spans_continuing_the_callers_trace(
-    gw: GatewayService, http: aiohttp.ClientSession
+    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe, http: aiohttp.ClientSession
 ) -> None:
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from opentelemetry.trace import SpanKind
 
     from actorbus.telemetry import STATE, configure
 
@@ -668,38 +667,45 @@ async def test_requests_are_server_spans_continuing_the_callers_trace(
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    configure(True)
+    configure(True)  # before the gateway's system opens: it chooses its senders then
     try:
-        trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-        async with http.post(
-            url(gw),
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {"message": message("traced")},
-            },
-            headers={"A2A-Version": "1.0", "traceparent": f"00-{trace_id}-{parent_id}-01"},
-        ) as resp:
-            assert first_text(result_task(await resp.json(), "1.0")) == "TRACED"
-        spans = [
-            s
-            for s in exporter.get_finished_spans()
-            if s.context is not None and format(s.context.trace_id, "032x") == trace_id
-        ]
-        server = next(s for s in spans if s.name == "POST /a2a/{agent}")
-        assert server.kind is SpanKind.SERVER
-        assert server.parent is not None
-        assert format(server.parent.span_id, "016x") == parent_id
-        assert server.attributes is not None
-        assert server.attributes["http.response.status_code"] == 200
-        assert server.attributes["actorbus.gateway.agent"] == "gw-echo"
-        ask = next(s for s in spans if s.name == "ask gw-echo")
-        assert ask.parent is not None
-        assert server.context is not None
-        assert ask.parent.span_id == server.context.span_id  # the actor call is its child
+        async with running_gateway(nats_server.url, ns, tmp_path / "traced.db", *AGENTS) as gw:
+            await traced_request(gw, http, exporter)
     finally:
         STATE.tracing = False
+
+
+async def traced_request(gw: GatewayService, http: aiohttp.ClientSession, exporter: Any) -> None:
+    from opentelemetry.trace import SpanKind
+
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    async with http.post(
+        url(gw),
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": message("traced")},
+        },
+        headers={"A2A-Version": "1.0", "traceparent": f"00-{trace_id}-{parent_id}-01"},
+    ) as resp:
+        assert first_text(result_task(await resp.json(), "1.0")) == "TRACED"
+    spans = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.context is not None and format(s.context.trace_id, "032x") == trace_id
+    ]
+    server = next(s for s in spans if s.name == "POST /a2a/{agent}")
+    assert server.kind is SpanKind.SERVER
+    assert server.parent is not None
+    assert format(server.parent.span_id, "016x") == parent_id
+    assert server.attributes is not None
+    assert server.attributes["http.response.status_code"] == 200
+    assert server.attributes["actorbus.gateway.agent"] == "gw-echo"
+    ask = next(s for s in spans if s.name == "ask gw-echo")
+    assert ask.parent is not None
+    assert server.context is not None
+    assert ask.parent.span_id == server.context.span_id  # the actor call is its child
 
 
 async def test_embedded_in_the_system_that_hosts_the_agents(

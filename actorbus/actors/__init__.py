@@ -2,6 +2,7 @@
 
 from actorbus.actors.actor import Actor, Crash
 from actorbus.actors.handlers import handler
-from actorbus.actors.system import ActorRef, ActorSystem
+from actorbus.actors.ref import ActorRef
+from actorbus.actors.system import ActorSystem
 
 __all__ = ["Actor", "ActorRef", "ActorSystem", "Crash", "handler"]

@@ -40,6 +40,7 @@ from actorbus.actors.pipeline import (
     Outgoing,
     decode_request,
 )
+from actorbus.actors.ref import ActorRef
 from actorbus.actors.runtime import Runtime, StreamSettings
 from actorbus.actors.sending import ObservedSender, Sender
 from actorbus.actors.streaming import StreamProducers
@@ -63,28 +64,6 @@ log = logging.getLogger("actorbus.system")
 A = TypeVar("A", bound=Actor)
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class ActorRef:
-    """A handle on an address; cheap to create, safe to pass around."""
-
-    __slots__ = ("address", "system")
-
-    def __init__(self, system: ActorSystem, address: str) -> None:
-        self.system = system
-        self.address = address
-
-    async def ask(self, message: Any, **kwargs: Any) -> Any:
-        return await self.system.ask(self.address, message, **kwargs)
-
-    async def tell(self, message: Any, **kwargs: Any) -> None:
-        await self.system.tell(self.address, message, **kwargs)
-
-    def stream(self, message: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        return self.system.stream(self.address, message, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"ActorRef({self.address!r})"
 
 
 class SystemOptions(TypedDict, total=False):
@@ -251,7 +230,7 @@ class ActorSystem:
         """
         self._check_open()
         address = await self.hosting.spawn(cls, key, replicas=replicas, **kwargs)
-        return ActorRef(self, address)
+        return ActorRef(cast(ActorContext, self), address)
 
     async def register(self, cls: type[Actor], **kwargs: Any) -> None:
         """Host ``cls`` lazily: an instance is created on the first message to
@@ -506,7 +485,7 @@ class ActorSystem:
 
     def ref(self, address: str) -> ActorRef:
         Address.parse(address)
-        return ActorRef(self, address)
+        return ActorRef(cast(ActorContext, self), address)
 
     async def subscribe(
         self, topic: str, callback: Callable[[Envelope], Awaitable[None]], *, system: bool = False

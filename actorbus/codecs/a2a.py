@@ -65,6 +65,7 @@ from actorbus.codecs.a2a_errors import (
     parse_version,
     rpc_code,
 )
+from actorbus.codecs.a2a_requests import decode_request, encode_request
 from actorbus.codecs.a2a_types import (
     A2ARequest,
     A2AResponse,
@@ -88,9 +89,7 @@ from actorbus.codecs.a2a_types import (
     state_to_wire,
 )
 from actorbus.codecs.a2a_wire import (
-    decode_request,
     decode_response,
-    encode_request,
     encode_response,
     list_tasks_response,
     message_from_wire,

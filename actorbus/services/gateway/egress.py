@@ -57,6 +57,7 @@ from actorbus.codecs.a2a import (
     parse_version,
     parts_from_content,
 )
+from actorbus.codecs.a2a_requests import encode_request
 from actorbus.codecs.a2a_types import (
     A2ARequest,
     ArtifactUpdate,
@@ -70,7 +71,6 @@ from actorbus.codecs.a2a_types import (
     TaskRef,
     TaskState,
 )
-from actorbus.codecs.a2a_wire import encode_request
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,

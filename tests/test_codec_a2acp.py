@@ -22,6 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actorbus.codecs import a2acp
+from actorbus.codecs.a2acp.checker import Compiler, fast_checker
+from actorbus.codecs.common import format_timestamp
 from actorbus.codecs.edge import bridge, codec
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
@@ -172,12 +174,12 @@ def test_fuzz_timestamps(obj: Any) -> None:
 
 
 def test_timestamps() -> None:
-    assert a2acp.format_timestamp(0) == "1970-01-01T00:00:00Z"
-    assert a2acp.format_timestamp(1_250) == "1970-01-01T00:00:01.250Z"
+    assert format_timestamp(0) == "1970-01-01T00:00:00Z"
+    assert format_timestamp(1_250) == "1970-01-01T00:00:01.250Z"
     assert a2acp.parse_timestamp("1970-01-01T01:00:00+01:00") == 0
     assert a2acp.parse_timestamp("1970-01-01T00:00:00.0019") == 1
     with pytest.raises(EncodeError):
-        a2acp.format_timestamp(10**16)
+        format_timestamp(10**16)
     with pytest.raises(DecodeError):
         a2acp.parse_timestamp("yesterday")
 
@@ -258,12 +260,12 @@ def test_fuzz_bytes(data: bytes) -> None:
 @given(st.data(), st.sampled_from(MESSAGES))
 def test_fast_checker_agrees_with_jsonschema(data: st.DataObject, name: str) -> None:
     msg = mutated(fixture(name), data)
-    assert a2acp._checker()(msg) == (a2acp.schema_errors(msg) == [])
+    assert fast_checker()(msg) == (a2acp.schema_errors(msg) == [])
 
 
 def test_schema_checker_refuses_keywords_it_does_not_know() -> None:
     with pytest.raises(ValueError, match="oneOf"):
-        a2acp._Compiler({}).predicate({"oneOf": []})
+        Compiler({}).predicate({"oneOf": []})
 
 
 # -- errors --

@@ -32,6 +32,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actorbus.codecs import acp, anp
+from actorbus.codecs.common import envelope_error
 from actorbus.codecs.edge import CODECS, bridge
 from actorbus.codecs.envelope import Envelope, EnvelopeMeta
 from actorbus.codecs.errors import (
@@ -143,7 +144,7 @@ def test_failed_run_is_an_error_envelope() -> None:
     assert env.intent == "$error"
     assert env.content["message"] == "model backend unavailable"
     assert acp.acp_facts(env) == {"run_id": RUN_ID, "status": "failed"}
-    err = acp.envelope_error(env)
+    err = envelope_error(env)
     assert isinstance(err, RemoteError)
     assert err.remote_type == "server_error"
 

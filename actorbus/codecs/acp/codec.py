@@ -1,86 +1,56 @@
-"""ACP (the BeeAI Agent Communication Protocol, acp-sdk 1.0.x) at the edge of the bus.
-
-ACP is REST: ``POST /runs`` with a :class:`RunCreateRequest` (mode ``sync``,
-``async`` or ``stream``), ``POST /runs/{id}`` with a :class:`RunResumeRequest` to
-answer a run that is ``awaiting``, and a :class:`Run` (or a stream of SSE events)
-back. Content travels as a :class:`Message`: a role and a list of
-:class:`MessagePart` (``content`` or ``content_url``, ``content_encoding``
-``plain|base64``, ``content_type``, ``name``, ``metadata``).
-
-Envelope <-> ACP (``encode`` produces the request; :func:`run_from_envelope` the
-result, because only the gateway knows a run id and a status):
-
-=========================  ================================================
-envelope                   ACP
-=========================  ================================================
-dst                        ``agent_name`` (request)
-src                        ``agent_name`` (run: the agent that answered)
-content                    the message parts (see below)
-context.artifact_refs      one ``{"content_url": ref}`` part each
-context.session_id         ``session_id`` when it is a UUID (the SDK types it so)
-context.stream             ``mode == "stream"``
-ts                         ``Message.created_at`` (else the run's; else 0:
-                           a codec reads no clock)
-meta["acp"]                ``run_id`` and ``status`` of a decoded run or resume
-                           (:func:`run_from_envelope` reads them back)
-everything (but content)   the *envelope part*, below
-=========================  ================================================
-
-A message from a plain ACP client (no envelope part) gets intent ``text``,
-``dict``, ``bytes``, ``data`` or ``$none`` by its content, and
-``meta.protocol_hint = "acp"`` so the answer goes back in ACP.
-
-ACP has no metadata slot on a message, and a part's ``metadata`` only admits the
-SDK's ``citation``/``trajectory`` kinds (anything else fails the SDK's
-validation). So the envelope's own fields ride in one extra part of content type
-:data:`ENVELOPE_PART_TYPE` (its content is the envelope as compact JSON, without
-``content``, plus the content's ``form``). A part with a vendor content type is
-valid ACP and an SDK agent that reads text parts never sees it; the gateway can
-leave it out of what outside clients get with ``carry=False``. With it, every
-envelope field survives envelope -> ACP -> envelope, security markers included.
-
-Content forms: ``str`` -> one ``text/plain`` part; ``bytes`` -> one base64
-``application/octet-stream`` part; ``None`` -> no part; a dict ``{"parts": [...]}``
-whose items are valid parts -> those parts verbatim; anything else -> one
-``application/json`` part. Decoding a message that carries no envelope part
-reverses the three simple cases and otherwise gives ``{"parts": [...]}`` (the
-parts as sent), which encodes back to the same parts. Bytes nested inside JSON
-content become base64 text (JSON has no bytes).
-
-Errors: :func:`error_to` gives ACP's ``{code, message, data}`` with the actorbus
-code in ``data`` so it comes back exact; a native error without it maps
-``invalid_input`` -> ``ValidationFailedError``, ``not_found`` ->
-``ActorNotFoundError``, anything else -> ``RemoteError``. See
-:data:`ACP_CODE_OF` and :func:`http_status`.
-"""
+"""Envelope <-> ACP message, runs, events and SSE, and the error mapping; the codec
+registration."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import msgspec
 
+from actorbus.codecs.acp.models import (
+    ENVELOPE_PART_TYPE,
+    EVENT_MODEL,
+    EVENT_OF_STATUS,
+    ROLE_RE,
+    ErrorCode,
+    ErrorEvent,
+    Message,
+    MessageEvent,
+    MessagePartEvent,
+    Part,
+    Run,
+    RunCreateRequest,
+    RunEvent,
+    RunMode,
+    RunResumeRequest,
+    RunStatus,
+    content_by_form,
+    content_parts,
+    is_url_ref,
+    parts_content,
+)
+
 # Shared with the other edge codecs (actorbus.codecs.common); re-exported, as
 # they were first written here.
-from actorbus.codecs.common import ENVELOPE_FIELDS as ENVELOPE_FIELDS
-from actorbus.codecs.common import INTENT_ERROR as INTENT_ERROR
-from actorbus.codecs.common import build_envelope as build_envelope
-from actorbus.codecs.common import content_intent as content_intent
-from actorbus.codecs.common import convert as convert
-from actorbus.codecs.common import envelope_error as envelope_error
-from actorbus.codecs.common import envelope_fields as envelope_fields
-from actorbus.codecs.common import error_envelope as error_envelope
-from actorbus.codecs.common import json_text as json_text
-from actorbus.codecs.common import json_value as json_value
-from actorbus.codecs.common import rebuild_error as rebuild_error
+from actorbus.codecs.common import (
+    ENVELOPE_FIELDS,
+    INTENT_ERROR,
+    build_envelope,
+    content_intent,
+    convert,
+    envelope_error,
+    envelope_fields,
+    error_envelope,
+    json_text,
+    json_value,
+    rebuild_error,
+)
 from actorbus.codecs.edge import Codec, register
 from actorbus.codecs.envelope import Envelope, EnvelopeMeta
 from actorbus.codecs.errors import (
@@ -91,314 +61,6 @@ from actorbus.codecs.errors import (
     RemoteError,
     UnsupportedError,
 )
-
-# -- the wire models ----------------------------------------------------------------
-#
-# msgspec Structs, not pydantic models: converting a parsed request into them is
-# several times cheaper, and decode runs for every message crossing the edge.
-# ``msgspec.convert(obj, Model)`` validates; ``msgspec.to_builtins`` dumps.
-
-RunStatus = Literal[
-    "created", "in-progress", "awaiting", "cancelling", "cancelled", "completed", "failed"
-]
-RunMode = Literal["sync", "async", "stream"]
-ErrorCode = Literal["server_error", "invalid_input", "not_found"]
-
-ROLE_PATTERN = r"^(user|agent(\/[a-zA-Z0-9_\-]+)?)$"
-_ROLE_RE = re.compile(ROLE_PATTERN)
-Role = Annotated[str, msgspec.Meta(pattern=ROLE_PATTERN)]
-ENVELOPE_PART_TYPE = "application/vnd.actorbus.envelope+json"
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-
-
-class MessagePart(msgspec.Struct, omit_defaults=True):
-    """One piece of a message: inline ``content`` or a ``content_url``, never both.
-
-    ``metadata`` is any object here (the SDK admits only its citation/trajectory
-    kinds; actorbus never writes it). Unknown fields are accepted (the SDK keeps
-    them); decode works on the parts as sent, so they are not lost either.
-    """
-
-    name: str | None = None
-    content_type: str | None = "text/plain"
-    content: str | None = None
-    content_encoding: Literal["plain", "base64"] | None = "plain"
-    content_url: str | None = None
-    metadata: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        if self.content is not None and self.content_url is not None:
-            raise ValueError("a part has content or content_url, not both")
-
-
-class Message(msgspec.Struct, omit_defaults=True):
-    parts: list[MessagePart]
-    role: Role = "user"
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-
-
-class MessageAwait(msgspec.Struct):
-    """Both ``await_request`` (run -> client) and ``await_resume`` (client -> run)."""
-
-    message: Message
-    type: Literal["message"] = "message"
-
-
-class AcpErrorBody(msgspec.Struct, omit_defaults=True):
-    """ACP's error object; ``code`` stays a str because the SDK allows any."""
-
-    code: str
-    message: str
-    data: Any = None
-
-
-class Run(msgspec.Struct, omit_defaults=True):
-    run_id: str
-    agent_name: str
-    session_id: str | None = None
-    status: RunStatus = "created"
-    await_request: MessageAwait | None = None
-    output: list[Message] = msgspec.field(default_factory=list)
-    error: AcpErrorBody | None = None
-    created_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
-class RunCreateRequest(msgspec.Struct, omit_defaults=True):
-    agent_name: str
-    input: list[Message]
-    mode: RunMode = "sync"
-    session_id: str | None = None
-    session: dict[str, Any] | None = None
-
-
-class RunResumeRequest(msgspec.Struct, omit_defaults=True):
-    """``run_id`` is optional: the SDK sends it only in the URL."""
-
-    await_resume: MessageAwait
-    mode: RunMode = "sync"
-    run_id: str | None = None
-
-
-class RunEvent(msgspec.Struct):
-    type: Literal[
-        "run.created",
-        "run.in-progress",
-        "run.awaiting",
-        "run.completed",
-        "run.failed",
-        "run.cancelled",
-    ]
-    run: Run
-
-
-class MessageEvent(msgspec.Struct):
-    type: Literal["message.created", "message.completed"]
-    message: Message
-
-
-class MessagePartEvent(msgspec.Struct):
-    type: Literal["message.part"]
-    part: MessagePart
-
-
-class ErrorEvent(msgspec.Struct):
-    type: Literal["error"]
-    error: AcpErrorBody
-
-
-class GenericEvent(msgspec.Struct):
-    type: Literal["generic"]
-    generic: dict[str, Any]
-
-
-Event = RunEvent | MessageEvent | MessagePartEvent | ErrorEvent | GenericEvent
-_EVENT_MODEL: dict[str, type[Event]] = {
-    **dict.fromkeys(
-        (
-            "run.created",
-            "run.in-progress",
-            "run.awaiting",
-            "run.completed",
-            "run.failed",
-            "run.cancelled",
-        ),
-        RunEvent,
-    ),
-    "message.created": MessageEvent,
-    "message.completed": MessageEvent,
-    "message.part": MessagePartEvent,
-    "error": ErrorEvent,
-    "generic": GenericEvent,
-}
-EVENT_TYPES: tuple[str, ...] = tuple(_EVENT_MODEL)
-_EVENT_OF_STATUS = {
-    "created": "run.created",
-    "in-progress": "run.in-progress",
-    "awaiting": "run.awaiting",
-    "completed": "run.completed",
-    "failed": "run.failed",
-    "cancelled": "run.cancelled",
-}
-
-# -- run state <-> the shared task state ----------------------------------------------
-
-#: ACP run status -> the task state A2A (and the gateway's task store) use.
-#: ``cancelling`` is still running until it stops, so it is ``working``.
-TASK_STATE_OF_RUN: dict[str, str] = {
-    "created": "submitted",
-    "in-progress": "working",
-    "awaiting": "input-required",
-    "cancelling": "working",
-    "cancelled": "canceled",
-    "completed": "completed",
-    "failed": "failed",
-}
-#: The reverse. ACP has no ``auth-required`` (the run awaits the client either
-#: way, so ``awaiting``) and no ``rejected`` (a refused run is a failed run).
-RUN_STATUS_OF_TASK: dict[str, str] = {
-    "submitted": "created",
-    "working": "in-progress",
-    "input-required": "awaiting",
-    "auth-required": "awaiting",
-    "completed": "completed",
-    "failed": "failed",
-    "canceled": "cancelled",
-    "rejected": "failed",
-}
-
-
-def task_state(run_status: str) -> str:
-    """The shared task state for an ACP run status (UnsupportedError if unknown)."""
-    try:
-        return TASK_STATE_OF_RUN[run_status]
-    except KeyError:
-        raise UnsupportedError(f"unknown ACP run status {run_status!r}") from None
-
-
-def run_status(state: str) -> str:
-    """The ACP run status for a shared task state (lossy: see RUN_STATUS_OF_TASK)."""
-    try:
-        return RUN_STATUS_OF_TASK[state]
-    except KeyError:
-        raise UnsupportedError(f"unknown task state {state!r}") from None
-
-
-# -- content <-> parts ----------------------------------------------------------------
-#
-# Decoding works on the parts as sent (plain dicts), after ``convert`` checked
-# them: the "parts" form must give back exactly what arrived, unknown fields too.
-
-_PART_FIELDS = frozenset(MessagePart.__struct_fields__)
-_Part = dict[str, Any]
-
-
-def _as_parts(content: Any) -> list[_Part] | None:
-    """The parts of a ``{"parts": [...]}`` content, or None if it is not that."""
-    if not isinstance(content, dict) or len(content) != 1:
-        return None
-    parts = content.get("parts")
-    if not isinstance(parts, list) or not parts:
-        return None
-    for part in parts:
-        if not isinstance(part, dict) or not _PART_FIELDS.issuperset(part):
-            return None
-    try:
-        msgspec.convert(parts, list[MessagePart])
-    except msgspec.ValidationError:
-        return None
-    return parts
-
-
-def content_parts(content: Any) -> tuple[list[_Part], str]:
-    """The parts for an envelope's content, and the form to rebuild it from them."""
-    if content is None:
-        return [], "none"
-    if isinstance(content, str):
-        return [{"content_type": "text/plain", "content": content}], "text"
-    if isinstance(content, bytes):
-        part = {
-            "content_type": "application/octet-stream",
-            "content_encoding": "base64",
-            "content": base64.b64encode(content).decode(),
-        }
-        return [part], "bytes"
-    parts = _as_parts(content)
-    if parts is not None:
-        return [dict(p) for p in parts], "parts"
-    return [{"content_type": "application/json", "content": json_text(content)}], "json"
-
-
-def _b64(text: Any) -> bytes:
-    try:
-        return base64.b64decode(text or "", validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise DecodeError(f"an ACP base64 part is not valid base64: {exc}") from exc
-
-
-def _present(part: _Part) -> set[str]:
-    """The fields a part really has: the SDK writes every field, most as null."""
-    return {key for key, value in part.items() if value is not None}
-
-
-_REF_FIELDS = frozenset({"content_url", "content_type", "content_encoding"})
-_SIMPLE_FIELDS = frozenset({"content", "content_type", "content_encoding"})
-
-
-def _is_url_ref(part: _Part) -> bool:
-    """A part that only points somewhere (no name, metadata or own content type)
-    is an artifact ref; a typed or named URL part stays a content part."""
-    return (
-        part.get("content_url") is not None
-        and _REF_FIELDS.issuperset(_present(part))
-        and part.get("content_type") in (None, "text/plain")
-        and part.get("content_encoding") in (None, "plain")
-    )
-
-
-def _simple_value(part: _Part) -> tuple[bool, Any]:
-    """(True, value) for a part that is plainly text, JSON or bytes."""
-    if not _SIMPLE_FIELDS.issuperset(_present(part)):
-        return False, None
-    kind = part.get("content_type", "text/plain")
-    encoding = part.get("content_encoding", "plain")
-    plain = encoding in (None, "plain")
-    if plain and kind in (None, "text/plain"):
-        return True, part.get("content") or ""
-    if plain and kind == "application/json" and part.get("content") is not None:
-        return True, json_value(part["content"], "an ACP application/json part")
-    if encoding == "base64" and kind == "application/octet-stream":
-        return True, _b64(part.get("content"))
-    return False, None
-
-
-def parts_content(parts: list[_Part]) -> Any:
-    """Native parts (no envelope part) -> envelope content, by the rules above."""
-    if not parts:
-        return None
-    if len(parts) == 1:
-        simple, value = _simple_value(parts[0])
-        if simple:
-            return value
-    return {"parts": parts}
-
-
-def _content_by_form(parts: list[_Part], form: Any) -> Any:
-    """Rebuild content exactly as the envelope part's ``form`` says it was."""
-    if form == "none" and not parts:
-        return None
-    if form == "parts" and parts:
-        return {"parts": parts}
-    if len(parts) != 1 or form not in ("text", "bytes", "json"):
-        raise DecodeError(f"ACP message content does not match its form {form!r}")
-    text = parts[0].get("content")
-    if form == "text":
-        return text or ""
-    if form == "bytes":
-        return _b64(text)
-    return json_value(text or "", "an ACP application/json part")
-
 
 # -- envelope <-> message ---------------------------------------------------------------
 
@@ -438,14 +100,14 @@ def _ms(moment: datetime | None) -> int | None:
     return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
-def envelope_part(env: Envelope, form: str) -> _Part:
+def envelope_part(env: Envelope, form: str) -> Part:
     """The part that carries the envelope's own fields (all but content)."""
     data = envelope_fields(env)
     data["form"] = form
     return {"content_type": ENVELOPE_PART_TYPE, "content": json_text(data)}
 
 
-def message_parts(env: Envelope, *, carry: bool = True) -> list[_Part]:
+def message_parts(env: Envelope, *, carry: bool = True) -> list[Part]:
     """The parts for an envelope: content, artifact refs, then the envelope part."""
     parts, form = content_parts(env.content)
     parts.extend({"content_url": ref} for ref in env.context.artifact_refs)
@@ -457,7 +119,7 @@ def message_parts(env: Envelope, *, carry: bool = True) -> list[_Part]:
 def agent_role(name: str) -> str:
     """``agent/{name}`` when the name fits ACP's role pattern, else ``agent``."""
     role = f"agent/{name}"
-    return role if _ROLE_RE.match(role) else "agent"
+    return role if ROLE_RE.match(role) else "agent"
 
 
 def envelope_message(env: Envelope, *, role: str = "user", carry: bool = True) -> dict[str, Any]:
@@ -471,28 +133,28 @@ def envelope_message(env: Envelope, *, role: str = "user", carry: bool = True) -
 
 def _split_parts(
     messages: Iterable[dict[str, Any]],
-) -> tuple[list[_Part], list[str], _Part | None]:
+) -> tuple[list[Part], list[str], Part | None]:
     """Content parts, URL refs and the (last) envelope part of some messages."""
-    content: list[_Part] = []
+    content: list[Part] = []
     refs: list[str] = []
-    carried: _Part | None = None
+    carried: Part | None = None
     for message in messages:
         for part in message["parts"]:
             if part.get("content_type") == ENVELOPE_PART_TYPE:
                 carried = part
-            elif _is_url_ref(part):
+            elif is_url_ref(part):
                 refs.append(part["content_url"])
             else:
                 content.append(part)
     return content, refs, carried
 
 
-def _from_carried(carried: _Part, parts: list[_Part], facts: dict[str, Any] | None) -> Envelope:
+def _from_carried(carried: Part, parts: list[Part], facts: dict[str, Any] | None) -> Envelope:
     data = json_value(carried.get("content") or "", "the ACP envelope part")
     if not isinstance(data, dict):
         raise DecodeError("the ACP envelope part is not a JSON object")
     form = data.pop("form", None)
-    data["content"] = _content_by_form(parts, form)
+    data["content"] = content_by_form(parts, form)
     if facts:  # the run's own facts are newer than what an earlier hop carried
         meta = data.get("meta")
         meta = dict(meta) if isinstance(meta, dict) else {}
@@ -663,7 +325,7 @@ def encode(env: Envelope) -> dict[str, Any]:
 def run_event(run: Mapping[str, Any]) -> dict[str, Any]:
     """The ``run.*`` event for a run in its current status."""
     status = run.get("status")
-    kind = _EVENT_OF_STATUS.get(str(status))
+    kind = EVENT_OF_STATUS.get(str(status))
     if kind is None:
         raise UnsupportedError(f"ACP has no event for run status {status!r}")
     return {"type": kind, "run": dict(run)}
@@ -784,7 +446,7 @@ def decode_event(obj: Any) -> Envelope:
     """One stream event -> envelope: runs and messages as above, ``message.part``
     as a stream chunk with the part's content, ``error`` as ``$error``."""
     kind = obj.get("type") if isinstance(obj, dict) else None
-    model = _EVENT_MODEL.get(kind) if isinstance(kind, str) else None
+    model = EVENT_MODEL.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise DecodeError(f"not an ACP event type: {kind!r:.80}")
     event = convert(obj, model, f"ACP {kind} event")

@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _screenshots import capture_page, find_chromium
 
 from actorbus.services import trace_ui
 from actorbus.services.trace_ui import (
     DEFAULT_PROJECT,
     PhoenixServer,
     TraceUIError,
-    capture_page,
-    find_chromium,
     find_phoenix,
     format_tree,
     otel_env,

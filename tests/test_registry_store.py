@@ -10,7 +10,8 @@ import nats
 import pytest
 
 from actorbus.bus.kvkeys import decode_token, encode_token, key
-from actorbus.bus.registry_store import Registration, RegistryStore, registry_bucket
+from actorbus.bus.registration import Registration
+from actorbus.bus.registry_store import RegistryStore, registry_bucket
 from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.uap import (
     UNHEALTHY,

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from actorbus.bus.registry_store import Registration, RegistryStore
+from actorbus.bus.registration import Registration
+from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.tasks import spawn, stop_task, supervise
 from actorbus.codecs.uap import ephemeral_service
 
@@ -139,7 +140,7 @@ async def test_a_cancelled_wait_for_news_is_never_swallowed(nats_server: Any, ns
     import nats
     from nats.js.api import KeyValueConfig
 
-    from actorbus.bus.registry_store import BucketMirror
+    from actorbus.bus.bucket_mirror import BucketMirror
 
     nc = await nats.connect(nats_server.url)
     try:

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from _screenshots import capture_page, find_chromium
 
-from actorbus.services import trace_ui
 from actorbus.services.trace_ui import (
     DEFAULT_PROJECT,
     PhoenixServer,
@@ -34,6 +33,7 @@ from actorbus.services.trace_ui import (
     start_phoenix,
     trace_url,
 )
+from actorbus.services.trace_ui import server as trace_ui_server
 
 REPO = Path(__file__).resolve().parents[1]
 PHOENIX_PYTHON = find_phoenix([REPO / ".venv-trace"])
@@ -223,7 +223,7 @@ def test_start_failure_reports_the_log(tmp_path: Path) -> None:
 def test_start_timeout_kills_a_server_that_ignores_sigterm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(trace_ui, "STOP_TIMEOUT", 0.5)
+    monkeypatch.setattr(trace_ui_server, "STOP_TIMEOUT", 0.5)  # where start_phoenix reads it
     pidfile = tmp_path / "pid"
     fake = _fake_python(tmp_path, f"trap '' TERM; echo $$ > {pidfile}; exec sleep 60")
     started = time.monotonic()
@@ -235,6 +235,6 @@ def test_start_timeout_kills_a_server_that_ignores_sigterm(
 
 
 def test_missing_phoenix_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trace_ui, "find_phoenix", lambda extra=(): None)
+    monkeypatch.setattr(trace_ui_server, "find_phoenix", lambda extra=(): None)
     with pytest.raises(TraceUIError, match="pip install arize-phoenix"):
         start_phoenix()

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from actorbus.actors.delivery import DeliveryPolicy
-from actorbus.bus.registry_store import Registration, RegistryStore
+from actorbus.bus.registration import Registration
+from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.tasks import spawn
 from actorbus.codecs.errors import ActorNotFoundError
 from actorbus.codecs.uap import (

@@ -41,18 +41,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 import msgspec
-from pydantic import BaseModel
 
-from actorbus.actors.directory import Listing
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.a2a import parts_from_content
 from actorbus.codecs.a2a_types import (
@@ -67,7 +63,6 @@ from actorbus.codecs.a2a_types import (
 )
 from actorbus.codecs.errors import (
     ActorBusError,
-    ActorNotFoundError,
     ActorStoppedError,
     InvalidAddressError,
     ProtocolError,
@@ -75,122 +70,28 @@ from actorbus.codecs.errors import (
     UnsupportedError,
     ValidationFailedError,
 )
+from actorbus.services.gateway.agents import (
+    Agent,
+    AgentNotFoundError,
+    Event,
+    LiveTask,
+    NotCancelableError,
+    TaskNotContinuableError,
+    UnknownTaskError,
+    iso_now,
+    plain,
+    text_message,
+)
 from actorbus.services.gateway.store import Run, StoredTask, TaskStore, now_ms
 from actorbus.services.gateway.tasks import AuthRequired, InputRequired, check_transition
 
 log = logging.getLogger("actorbus.gateway")
 
-Event = Task | StatusUpdate | ArtifactUpdate
 
 _REJECTED_CODES: Final = frozenset(
     {ValidationFailedError.code, UnsupportedError.code, InvalidAddressError.code}
 )
 META_KEY: Final = "gateway"  # key of the gateway's facts in Task.metadata
-
-
-class AgentNotFoundError(ActorNotFoundError):
-    """No healthy agent (actor type) of that name is in the registry."""
-
-
-class UnknownTaskError(ActorNotFoundError):
-    """No task of that id (for that agent)."""
-
-
-class TaskNotContinuableError(UnsupportedError):
-    """A message named a task that does not wait for input."""
-
-
-class NotCancelableError(UnsupportedError):
-    """The task is in a terminal state already."""
-
-
-def iso_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def plain(value: Any) -> Any:
-    """A reply as JSON-ready data (models dumped)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    return value
-
-
-def text_message(text: str, *, task_id: str, context_id: str | None) -> Message:
-    return Message(
-        message_id=uuid.uuid4().hex,
-        role="agent",
-        parts=[Part(kind="text", value=text)],
-        task_id=task_id,
-        context_id=context_id,
-    )
-
-
-@dataclass(frozen=True)
-class Agent:
-    """An agent the gateway exposes: an actor type from the registry."""
-
-    name: str
-    address: str
-    description: str
-    skills: list[dict[str, Any]]
-    intents: dict[str, Any]
-    tags: list[str]
-
-    @classmethod
-    def of(cls, listing: Listing) -> Agent:
-        info: dict[str, Any] = {}
-        if listing.service is not None and isinstance(listing.service.agent_info, dict):
-            native = listing.service.agent_info.get("actorbus")
-            info = native if isinstance(native, dict) else {}
-        skills = [dict(s) for s in info.get("skills") or () if isinstance(s, dict)]
-        intents = info.get("intents")
-        return cls(
-            name=listing.name,
-            address=listing.address or listing.name,
-            description=str(info.get("description") or ""),
-            skills=skills,
-            intents=intents if isinstance(intents, dict) else {},
-            tags=sorted(listing.tags),
-        )
-
-    def choose_intent(self, intent: str, content: Any) -> tuple[str, Any]:
-        """The intent to ask with, and the content shaped for it.
-
-        The envelope's intent when the actor handles it; else the actor's only
-        intent. Text sent to a handler that takes a model is parsed as JSON when
-        it is a JSON object, or wrapped as the model's only required string field.
-        """
-        if intent not in self.intents and len(self.intents) == 1:
-            intent = next(iter(self.intents))
-        schema = self.intents.get(intent)
-        if isinstance(content, str) and isinstance(schema, dict):
-            with contextlib.suppress(ValueError):
-                parsed = json.loads(content)
-                if isinstance(parsed, dict):
-                    return intent, parsed
-            required = schema.get("required") or []
-            props = schema.get("properties") or {}
-            if len(required) == 1 and (props.get(required[0]) or {}).get("type") == "string":
-                return intent, {required[0]: content}
-        return intent, content
-
-
-@dataclass
-class LiveTask:
-    """A task this gateway process holds in memory while it may still change."""
-
-    task: Task
-    agent: str
-    protocol: str
-    address: str
-    run: asyncio.Task[None] | None = None
-    subscribers: list[asyncio.Queue[Event | None]] = field(default_factory=list)
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
-    saved_at: float = 0.0  # loop time of the last save (artifact chunks are saved in batches)
-
-    @property
-    def state(self) -> TaskState:
-        return self.task.status.state
 
 
 @dataclass(frozen=True)

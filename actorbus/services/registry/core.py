@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from actorbus.bus.registry_store import WRITE_ATTEMPTS, Kind, RegistryStore, now_ms
+from actorbus.bus.bucket_mirror import now_ms
+from actorbus.bus.registry_store import WRITE_ATTEMPTS, Kind, RegistryStore
 from actorbus.codecs.uap import (
     RouteResponse,
     ServiceResponse,

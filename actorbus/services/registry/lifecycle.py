@@ -31,7 +31,8 @@ from typing import Any
 
 import aiohttp
 
-from actorbus.bus.registry_store import RegistryStore, now_ms
+from actorbus.bus.bucket_mirror import now_ms
+from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.tasks import stop_task
 from actorbus.codecs.uap import (
     HEALTHY,

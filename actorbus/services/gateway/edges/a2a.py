@@ -57,15 +57,15 @@ from actorbus.codecs.a2a import (
 )
 from actorbus.codecs.a2a_types import A2ARequest
 from actorbus.codecs.errors import ActorBusError, RemoteError, UnsupportedError
-from actorbus.services.gateway.core import (
+from actorbus.services.gateway.agents import (
     Agent,
     AgentNotFoundError,
     Event,
-    GatewayCore,
     NotCancelableError,
     TaskNotContinuableError,
     UnknownTaskError,
 )
+from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.settings import GatewaySettings
 from actorbus.services.gateway.store import now_ms
 

@@ -70,15 +70,14 @@ from actorbus.codecs.errors import (
     RemoteError,
     ValidationFailedError,
 )
-from actorbus.services.gateway.core import (
-    META_KEY,
+from actorbus.services.gateway.agents import (
     Agent,
     Event,
-    GatewayCore,
     LiveTask,
     NotCancelableError,
     TaskNotContinuableError,
 )
+from actorbus.services.gateway.core import META_KEY, GatewayCore
 from actorbus.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("actorbus.gateway.acp")

@@ -62,7 +62,8 @@ from actorbus.codecs.errors import (
     RemoteError,
     ValidationFailedError,
 )
-from actorbus.services.gateway.core import Agent, AgentNotFoundError, GatewayCore
+from actorbus.services.gateway.agents import Agent, AgentNotFoundError
+from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges.anp import ask_agent, base_url, read_json, task_outcome
 from actorbus.services.gateway.settings import GatewaySettings
 

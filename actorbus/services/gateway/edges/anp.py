@@ -83,13 +83,8 @@ from actorbus.security.didwba import (
 from actorbus.security.http_signatures import parse_http_signature, verify_http_signature
 from actorbus.security.keys import load_key
 from actorbus.security.multibase import b64url
-from actorbus.services.gateway.core import (
-    META_KEY,
-    Agent,
-    AgentNotFoundError,
-    GatewayCore,
-    TaskNotContinuableError,
-)
+from actorbus.services.gateway.agents import Agent, AgentNotFoundError, TaskNotContinuableError
+from actorbus.services.gateway.core import META_KEY, GatewayCore
 from actorbus.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("actorbus.gateway.anp")

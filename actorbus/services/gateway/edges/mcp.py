@@ -60,11 +60,8 @@ from actorbus.codecs.a2a import parts_from_content
 from actorbus.codecs.a2a_types import Message
 from actorbus.codecs.common import read_json
 from actorbus.codecs.errors import ActorBusError, DecodeError
-from actorbus.services.gateway.core import (
-    GatewayCore,
-    TaskNotContinuableError,
-    UnknownTaskError,
-)
+from actorbus.services.gateway.agents import TaskNotContinuableError, UnknownTaskError
+from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges.mcp_tools import (
     BadArguments,
     Tool,

@@ -207,12 +207,19 @@ def _check_time(stamp: str, now: datetime, realm: str, max_age: float, max_skew:
 
 
 def _auth_key(auth: DidWbaAuth, doc: DidDocument, realm: str) -> PublicKey:
-    method = doc.method(auth.method_id)
+    return authenticating_key(doc, auth.method_id, auth.did, realm)
+
+
+def authenticating_key(doc: DidDocument, method_id: str, did: str, realm: str) -> PublicKey:
+    """The key of ``method_id`` in ``doc``, if the document lists it for
+    authentication and ``did`` is bound to it; DidWbaAuthError naming what is
+    wrong otherwise (403 for a real key that may not authenticate)."""
+    method = doc.method(method_id)
     if method is None:
         raise DidWbaAuthError(
             "invalid_verification_method", "no such verification method", realm=realm
         )
-    if not doc.authenticates(auth.method_id):
+    if not doc.authenticates(method_id):
         raise DidWbaAuthError(
             "invalid_verification_method",
             "the verification method is not for authentication",
@@ -223,7 +230,7 @@ def _auth_key(auth: DidWbaAuth, doc: DidDocument, realm: str) -> PublicKey:
         key = public_key_of(method)
     except DecodeError as exc:
         raise DidWbaAuthError("invalid_verification_method", str(exc), realm=realm) from exc
-    if not key_bound(auth.did, key):
+    if not key_bound(did, key):
         raise DidWbaAuthError("invalid_did", "the DID is not bound to this key", realm=realm)
     return key
 

@@ -16,9 +16,8 @@ from urllib.parse import urlsplit
 import msgspec
 from cryptography.exceptions import InvalidSignature
 
-from actorbus.codecs.errors import DecodeError
-from actorbus.security.did import DidDocument, key_bound, public_key_of
-from actorbus.security.didwba import DidWbaAuthError
+from actorbus.security.did import DidDocument
+from actorbus.security.didwba import DidWbaAuthError, authenticating_key
 from actorbus.security.signatures import verify
 
 _SIG_INPUT = re.compile(r"\s*([A-Za-z0-9_-]+)=\(([^)]*)\)(.*)")
@@ -138,24 +137,7 @@ def verify_http_signature(
     expired = sig.expires is not None and sig.expires < now
     if now - sig.created > max_age or sig.created - now > max_skew or expired:
         raise DidWbaAuthError("invalid_timestamp", "the signature is expired or ahead", realm=realm)
-    vm = doc.method(sig.keyid)
-    if vm is None:
-        raise DidWbaAuthError(
-            "invalid_verification_method", "no such verification method", realm=realm
-        )
-    if not doc.authenticates(sig.keyid):
-        raise DidWbaAuthError(
-            "invalid_verification_method",
-            "the verification method is not for authentication",
-            realm=realm,
-            status=403,
-        )
-    try:
-        key = public_key_of(vm)
-    except DecodeError as e:
-        raise DidWbaAuthError("invalid_verification_method", str(e), realm=realm) from None
-    if not key_bound(doc.id, key):
-        raise DidWbaAuthError("invalid_did", "the DID is not bound to this key", realm=realm)
+    key = authenticating_key(doc, sig.keyid, doc.id, realm)
     data = signature_base(sig, method, url, headers, realm)
     try:
         verify(key, sig.signature, data)

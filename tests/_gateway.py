@@ -7,7 +7,8 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +198,14 @@ async def sse(
                     await on_event(event)
         assert buf == b"", f"a frame did not end with a blank line: {buf!r}"
     return events, raw
+
+
+@dataclass(frozen=True)
+class GatewayUnderTest:
+    """What the shared ``gw`` fixture (tests/gateway/conftest.py) puts behind the
+    gateway for a test module: its module-level ``GATEWAY``."""
+
+    agents: tuple[str, ...] = ("gw-echo", "gw-streamer")
+    edges: tuple[str, ...] | None = None  # None: every edge
+    ask_timeout: float | None = 0.5  # None: the gateway's default
+    host: Callable[[ActorSystem, Probe], Awaitable[None]] = host_agents

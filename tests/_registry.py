@@ -7,7 +7,7 @@ import contextlib
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,15 +53,6 @@ async def wait_for_service(
         if left <= 0:
             raise AssertionError(f"service {service_id} never matched; last seen {svc!r}")
         await store.wait_for_change(store.services_index, left, "services")
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    """Until ``check()`` is true; polls every 50 ms (for things with no event to wait on)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s: {what}")
-        await asyncio.sleep(0.05)
 
 
 class Target:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import signal
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +185,23 @@ class RawNats:
         self.writer.close()
         with contextlib.suppress(Exception):
             await self.writer.wait_closed()
+
+
+async def eventually(
+    check: Callable[[], Any], timeout: float = WAIT, what: str = "", interval: float = 0.05
+) -> Any:
+    """The first truthy result of ``check()`` (awaited when it returns an awaitable),
+    asked every ``interval`` seconds for at most ``timeout``: for state that has no
+    event to wait on (a broker's counters, another process). AssertionError naming
+    ``what`` and the last result when it never comes."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {what or check} (last: {result!r})")
+        await asyncio.sleep(interval)

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from _util import eventually
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorBusError, InvalidAddressError, handler
@@ -250,15 +251,14 @@ async def test_queue_stats_show_depth_while_the_actor_is_away(make_system) -> No
     assert (await system.queue_stats("ledger/never")).pending == 0
 
 
-async def wait_for_dead_letters(system: Any, address: str, n: int) -> list[Any]:
-    async def poll() -> list[Any]:
-        while True:
-            letters = await system.dead_letters(address)
-            if len(letters) >= n:
-                return letters
-            await asyncio.sleep(0.05)  # a bounded poll of the broker's state
+async def wait_for_dead_letters(system: Any, address: str, count: int) -> list[Any]:
+    async def enough() -> list[Any] | None:
+        letters: list[Any] = await system.dead_letters(address)
+        return letters if len(letters) >= count else None
 
-    return await asyncio.wait_for(poll(), WAIT)
+    letters: list[Any] = await eventually(enough, what=f"{count} dead letters of {address}")
+    assert len(letters) == count, letters
+    return letters
 
 
 async def test_history_reads_an_actors_messages_from_a_sequence_or_a_time(make_system) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import msgpack
 import nats
 import pytest
-from _util import WAIT, RawNats, barrier, subject_of
+from _util import WAIT, RawNats, barrier, eventually, subject_of
 from pydantic import BaseModel
 
 from actorbus import Actor, DecodeError, handler
@@ -274,14 +274,13 @@ async def test_poison_in_a_durable_queue_is_dead_lettered_and_the_queue_goes_on(
 
 
 async def wait_for_dead_letters(system: Any, address: str, count: int) -> list[Any]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while True:
-        letters = await system.dead_letters(address)
-        if len(letters) >= count or loop.time() > deadline:
-            assert len(letters) == count, letters
-            return letters
-        await asyncio.sleep(0.05)
+    async def enough() -> list[Any] | None:
+        letters: list[Any] = await system.dead_letters(address)
+        return letters if len(letters) >= count else None
+
+    letters: list[Any] = await eventually(enough, what=f"{count} dead letters of {address}")
+    assert len(letters) == count, letters
+    return letters
 
 
 async def test_a_message_delivered_unsettled_too_often_is_dead_lettered_before_handling(

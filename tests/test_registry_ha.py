@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 import aiohttp
-from _registry import RegistryProcess, eventually, registry_process, target
+from _registry import RegistryProcess, registry_process, target
+from _util import eventually
 
 from actorbus.bus.server import EmbeddedServer
 

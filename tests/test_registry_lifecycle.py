@@ -9,7 +9,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from _registry import Target, eventually, running_registry, target, wait_for_service
+from _registry import Target, running_registry, target, wait_for_service
+from _util import eventually
 
 from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.uap import ServiceResponse, UapNotFoundError

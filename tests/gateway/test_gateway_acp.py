@@ -8,16 +8,14 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from _gateway import Probe, host_agents, running_gateway
+from _gateway import GatewayUnderTest, Probe, running_gateway
 from _util import WAIT
 
-from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.errors import (
     ActorNotFoundError,
@@ -33,29 +31,7 @@ AGENTS = ("gw-echo", "gw-streamer")
 EDGES = ("a2a", "acp")
 
 
-@pytest.fixture
-async def probe(make_system: Any) -> AsyncIterator[Probe]:
-    system: ActorSystem = await make_system()
-    p = Probe()
-    await host_agents(system, p)
-    yield p
-    p.release.set()
-
-
-@pytest.fixture
-async def gw(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe
-) -> AsyncIterator[GatewayService]:
-    async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", *AGENTS, ask_timeout=0.5, edges=EDGES
-    ) as g:
-        yield g
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as s:
-        yield s
+GATEWAY = GatewayUnderTest(agents=AGENTS, edges=EDGES)
 
 
 def acp(gw: GatewayService) -> str:

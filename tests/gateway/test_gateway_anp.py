@@ -12,13 +12,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-from _gateway import Probe, host_agents, running_gateway
+from _gateway import GatewayUnderTest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from actorbus import ActorSystem
-from actorbus.bus.server import EmbeddedServer
 from actorbus.security.did import did_document, parse_did
 from actorbus.security.didwba import build_auth_header
 from actorbus.security.keys import load_key
@@ -27,6 +25,9 @@ from actorbus.services.gateway import GatewayService
 from actorbus.services.gateway.edges.anp import KEY_SUFFIX
 
 AGENTS = ("gw-echo", "gw-streamer")
+
+
+GATEWAY = GatewayUnderTest(agents=AGENTS, edges=("anp",))
 
 
 class Caller:
@@ -72,37 +73,12 @@ class Caller:
 
 
 @pytest.fixture
-async def probe(make_system: Any) -> AsyncIterator[Probe]:
-    system: ActorSystem = await make_system()
-    p = Probe()
-    await host_agents(system, p)
-    yield p
-    p.release.set()
-
-
-@pytest.fixture
-async def gw(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe
-) -> AsyncIterator[GatewayService]:
-    async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", *AGENTS, ask_timeout=0.5, edges=("anp",)
-    ) as g:
-        yield g
-
-
-@pytest.fixture
 async def caller() -> AsyncIterator[Caller]:
     c = Caller()
     await c.start()
     yield c
     assert c.runner is not None
     await c.runner.cleanup()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as s:
-        yield s
 
 
 def rpc_url(gw: GatewayService, agent: str = "gw-echo") -> str:

@@ -5,8 +5,6 @@ the gateway."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +15,7 @@ pytest.importorskip(
 )
 
 import httpx
-from _gateway import Probe, host_agents, running_gateway
+from _gateway import GatewayUnderTest, Probe
 from _util import WAIT
 from a2a.client import ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
@@ -34,30 +32,12 @@ from a2a.types import (
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
-from actorbus import ActorSystem
-from actorbus.bus.server import EmbeddedServer
 from actorbus.services.gateway import GatewayService
 
 VERSIONS = ["1.0", "0.3"]
 
 
-@pytest.fixture
-async def probe(make_system: Any) -> AsyncIterator[Probe]:
-    system: ActorSystem = await make_system()
-    p = Probe()
-    await host_agents(system, p)
-    yield p
-    p.release.set()
-
-
-@pytest.fixture
-async def gw(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe
-) -> AsyncIterator[GatewayService]:
-    async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", "gw-echo", "gw-streamer"
-    ) as g:
-        yield g
+GATEWAY = GatewayUnderTest(ask_timeout=None)
 
 
 async def client_for(gw: GatewayService, agent: str, version: str, *, streaming: bool) -> Any:

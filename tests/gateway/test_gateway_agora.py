@@ -7,50 +7,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from _gateway import Probe, host_agents, running_gateway
+from _gateway import GatewayUnderTest
 from _util import child_env
 from aiohttp import web
 
-from actorbus import ActorSystem
-from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.agora import data_uri, decode_reply, protocol_document, protocol_hash
 from actorbus.codecs.common import INTENT_ERROR
 from actorbus.services.gateway import GatewayService
 
 AGENTS = ("gw-echo", "gw-streamer")
-SDK_PYTHON = Path(__file__).resolve().parent.parent / ".venv-agora" / "bin" / "python"
+SDK_PYTHON = Path(__file__).resolve().parents[2] / ".venv-agora" / "bin" / "python"
 DOC = protocol_document("shout", "Say a word; hear it in capitals", "Send one word.")
 
 
-@pytest.fixture
-async def probe(make_system: Any) -> AsyncIterator[Probe]:
-    system: ActorSystem = await make_system()
-    p = Probe()
-    await host_agents(system, p)
-    yield p
-    p.release.set()
-
-
-@pytest.fixture
-async def gw(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe
-) -> AsyncIterator[GatewayService]:
-    async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", *AGENTS, ask_timeout=0.5, edges=("agora",)
-    ) as g:
-        yield g
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as s:
-        yield s
+GATEWAY = GatewayUnderTest(agents=AGENTS, edges=("agora",))
 
 
 def url(gw: GatewayService, agent: str = "gw-echo") -> str:

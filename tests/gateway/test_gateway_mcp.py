@@ -10,18 +10,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-import pytest
-from _gateway import Probe, host_agents, running_gateway
+from _gateway import GatewayUnderTest, Probe, host_agents
 from _util import WAIT
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
-from actorbus.bus.server import EmbeddedServer
 from actorbus.services.gateway import GatewayService, InputRequired
 
 validate_server_result: Callable[..., None] | None
@@ -94,29 +91,7 @@ async def host_mcp_agents(system: ActorSystem, probe: Probe | None = None) -> No
     await system.spawn(McpBytes, "1")
 
 
-@pytest.fixture
-async def probe(make_system: Any) -> AsyncIterator[Probe]:
-    system: ActorSystem = await make_system()
-    p = Probe()
-    await host_mcp_agents(system, p)
-    yield p
-    p.release.set()
-
-
-@pytest.fixture
-async def gw(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe
-) -> AsyncIterator[GatewayService]:
-    async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", *AGENTS, edges=("mcp",), ask_timeout=0.5
-    ) as g:
-        yield g
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as s:
-        yield s
+GATEWAY = GatewayUnderTest(agents=AGENTS, edges=("mcp",), host=host_mcp_agents)
 
 
 def endpoint(gw: GatewayService) -> str:

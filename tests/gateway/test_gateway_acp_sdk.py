@@ -27,7 +27,7 @@ pytest.importorskip("uvicorn", reason="uvicorn serves the acp-sdk test server")
 
 import uvicorn
 import uvicorn.config
-from _gateway import Probe, host_agents, running_gateway
+from _gateway import GatewayUnderTest, Probe, running_gateway
 from _util import WAIT
 from acp_sdk.client import Client
 from acp_sdk.models import (
@@ -61,6 +61,9 @@ AGENTS = ("gw-echo", "gw-streamer")
 EDGES = ("a2a", "acp")
 
 
+GATEWAY = GatewayUnderTest(agents=AGENTS, edges=EDGES, ask_timeout=2.0)
+
+
 def text(part: str) -> Message:
     return Message(role="user", parts=[MessagePart(content=part)])
 
@@ -78,25 +81,6 @@ async def initialized(egress: AcpEgress) -> None:
 
 
 # -- the acp-sdk client against the gateway ------------------------------------------------
-
-
-@pytest.fixture
-async def probe(make_system: Any) -> AsyncIterator[Probe]:
-    system: ActorSystem = await make_system()
-    p = Probe()
-    await host_agents(system, p)
-    yield p
-    p.release.set()
-
-
-@pytest.fixture
-async def gw(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe
-) -> AsyncIterator[GatewayService]:
-    async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", *AGENTS, ask_timeout=2.0, edges=EDGES
-    ) as g:
-        yield g
 
 
 async def test_sdk_client_sync_async_stream(gw: GatewayService) -> None:

@@ -9,13 +9,21 @@ import json
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from _gateway import Probe, host_agents, message, rpc, running_gateway, sse, wait_agents
+from _gateway import (
+    GatewayUnderTest,
+    Probe,
+    host_agents,
+    message,
+    rpc,
+    running_gateway,
+    sse,
+    wait_agents,
+)
 from _gateway import settings as gateway_settings
 from _util import WAIT, child_env, terminate
 
@@ -26,29 +34,7 @@ from actorbus.services.gateway import GatewayService
 AGENTS = ("gw-echo", "gw-streamer")
 
 
-@pytest.fixture
-async def probe(make_system: Any) -> AsyncIterator[Probe]:
-    system: ActorSystem = await make_system()
-    p = Probe()
-    await host_agents(system, p)
-    yield p
-    p.release.set()
-
-
-@pytest.fixture
-async def gw(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe
-) -> AsyncIterator[GatewayService]:
-    async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", *AGENTS, ask_timeout=0.5
-    ) as g:
-        yield g
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as s:
-        yield s
+GATEWAY = GatewayUnderTest(agents=AGENTS)
 
 
 def url(gw: GatewayService, agent: str = "gw-echo") -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -20,7 +19,7 @@ pytest.importorskip(
     reason="the official MCP SDK is not installed (pip install 'mcp>=2.3,<3' for these tests)",
 )
 
-from _gateway import Probe, running_gateway
+from _gateway import GatewayUnderTest
 from mcp import ClientSession
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -28,30 +27,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import RequestParamsMeta
 from test_gateway_mcp import AGENTS, host_mcp_agents
 
-from actorbus import ActorSystem
-from actorbus.bus.server import EmbeddedServer
 from actorbus.services.gateway import GatewayService
 
 ERAS = ["2025-11-25", "2026-07-28"]
 
 
-@pytest.fixture
-async def probe(make_system: Any) -> AsyncIterator[Probe]:
-    system: ActorSystem = await make_system()
-    p = Probe()
-    await host_mcp_agents(system, p)
-    yield p
-    p.release.set()
-
-
-@pytest.fixture
-async def gw(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe
-) -> AsyncIterator[GatewayService]:
-    async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", *AGENTS, edges=("a2a", "mcp"), ask_timeout=0.5
-    ) as g:
-        yield g
+GATEWAY = GatewayUnderTest(agents=AGENTS, edges=("a2a", "mcp"), host=host_mcp_agents)
 
 
 @asynccontextmanager

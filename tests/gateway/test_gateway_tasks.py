@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from actorbus.codecs.a2a_types import Artifact, Message, Part, Task, TaskState, TaskStatus
+from actorbus.codecs.a2a.types import Artifact, Message, Part, Task, TaskState, TaskStatus
 from actorbus.services.gateway.store import Run, TaskStore
 from actorbus.services.gateway.tasks import (
     TRANSITIONS,

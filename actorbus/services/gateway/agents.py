@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from actorbus.actors.directory import Listing
-from actorbus.codecs.a2a_types import ArtifactUpdate, Message, Part, StatusUpdate, Task, TaskState
+from actorbus.codecs.a2a.types import ArtifactUpdate, Message, Part, StatusUpdate, Task, TaskState
 from actorbus.codecs.errors import (
     ActorNotFoundError,
     UnsupportedError,

@@ -51,7 +51,7 @@ import msgspec
 
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.a2a import parts_from_content
-from actorbus.codecs.a2a_types import (
+from actorbus.codecs.a2a.types import (
     Artifact,
     ArtifactUpdate,
     Message,

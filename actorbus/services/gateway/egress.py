@@ -57,8 +57,8 @@ from actorbus.codecs.a2a import (
     parse_version,
     parts_from_content,
 )
-from actorbus.codecs.a2a_requests import encode_request
-from actorbus.codecs.a2a_types import (
+from actorbus.codecs.a2a.requests import encode_request
+from actorbus.codecs.a2a.types import (
     A2ARequest,
     ArtifactUpdate,
     Message,

@@ -25,9 +25,9 @@ from typing import Any
 
 import aiosqlite
 
-from actorbus.codecs.a2a_errors import V10
-from actorbus.codecs.a2a_types import Task, TaskState
-from actorbus.codecs.a2a_wire import result_from_wire, task_to_wire
+from actorbus.codecs.a2a.errors import V10
+from actorbus.codecs.a2a.types import Task, TaskState
+from actorbus.codecs.a2a.wire import result_from_wire, task_to_wire
 
 SCHEMA_VERSION = 1
 

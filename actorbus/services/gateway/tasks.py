@@ -1,7 +1,7 @@
 """The gateway's task state machine, shared by every protocol edge.
 
 A task is one unit of work an outside client asked an agent (an actor type)
-for. Its states are the codec's :class:`~actorbus.codecs.a2a_types.TaskState`
+for. Its states are the codec's :class:`~actorbus.codecs.a2a.types.TaskState`
 (A2A's, which ACP runs map onto as well); :func:`check_transition` enforces
 the legal moves:
 
@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Final
 from pydantic import BaseModel
 
 from actorbus.actors.messages import remember
-from actorbus.codecs.a2a_types import TaskState
+from actorbus.codecs.a2a.types import TaskState
 from actorbus.codecs.errors import UnsupportedError
 
 S = TaskState

@@ -55,7 +55,7 @@ from actorbus.codecs.a2a import (
     stream_event,
     task_response,
 )
-from actorbus.codecs.a2a_types import A2ARequest
+from actorbus.codecs.a2a.types import A2ARequest
 from actorbus.codecs.errors import ActorBusError, RemoteError, UnsupportedError
 from actorbus.services.gateway.agents import (
     Agent,

@@ -50,7 +50,7 @@ import msgspec
 from aiohttp import web
 
 from actorbus.codecs.a2a import parts_from_content
-from actorbus.codecs.a2a_types import ArtifactUpdate, Message, Part, StatusUpdate, Task
+from actorbus.codecs.a2a.types import ArtifactUpdate, Message, Part, StatusUpdate, Task
 from actorbus.codecs.acp import (
     ACP_CODE_OF,
     TERMINAL_STATUSES,

@@ -55,7 +55,7 @@ import msgspec
 from aiohttp import web
 
 from actorbus.codecs.a2a import content_from_parts, parts_from_content
-from actorbus.codecs.a2a_types import Message, Task, TaskState
+from actorbus.codecs.a2a.types import Message, Task, TaskState
 from actorbus.codecs.anp import (
     agent_description,
     decode_request,

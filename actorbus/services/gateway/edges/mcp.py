@@ -57,7 +57,7 @@ from opentelemetry import trace
 
 import actorbus
 from actorbus.codecs.a2a import parts_from_content
-from actorbus.codecs.a2a_types import Message
+from actorbus.codecs.a2a.types import Message
 from actorbus.codecs.common import read_json
 from actorbus.codecs.errors import ActorBusError, DecodeError
 from actorbus.services.gateway.agents import TaskNotContinuableError, UnknownTaskError

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 
 import msgspec
 
-from actorbus.codecs.a2a_errors import (
+from actorbus.codecs.a2a.errors import (
     V03,
     V10,
     A2AError,

@@ -1,4 +1,4 @@
-"""A2A 1.0 and 0.3 JSON, to and from the neutral model in :mod:`a2a_types`.
+"""A2A 1.0 and 0.3 JSON, to and from the neutral model in :mod:`actorbus.codecs.a2a.types`.
 
 Decoding validates with msgspec Structs shaped like each version's JSON (one set
 per version, so an error names the field as the sender wrote it: ``params.message
@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from actorbus.codecs.a2a_errors import (
+from actorbus.codecs.a2a.errors import (
     V03,
     V10,
     A2AVersion,
@@ -32,7 +32,7 @@ from actorbus.codecs.a2a_errors import (
     error_from_response,
     negotiate_version,
 )
-from actorbus.codecs.a2a_shapes import (
+from actorbus.codecs.a2a.shapes import (
     ArtifactUpdateV03,
     ArtifactUpdateV10,
     ArtifactV03,
@@ -57,7 +57,7 @@ from actorbus.codecs.a2a_shapes import (
     detect_version,
     parse_json,
 )
-from actorbus.codecs.a2a_types import (
+from actorbus.codecs.a2a.types import (
     A2AResponse,
     Artifact,
     ArtifactUpdate,

@@ -3,7 +3,7 @@
 A2A 1.0 and 0.3 carry the same things in different spellings (``TASK_STATE_WORKING``
 vs ``working``, ``{"raw": ...}`` vs ``{"kind": "file", "file": {"bytes": ...}}``,
 ``SendMessage`` vs ``message/send``). The gateway and the envelope mapping work
-on these neutral structs; :mod:`actorbus.codecs.a2a_wire` converts them to and
+on these neutral structs; :mod:`actorbus.codecs.a2a.wire` converts them to and
 from either version's JSON. Fields follow 1.0's names in snake_case.
 
 ``TaskState`` lives here for now; it is meant to move to a module shared by every
@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from actorbus.codecs.a2a_errors import A2AVersion
+from actorbus.codecs.a2a.errors import A2AVersion
 
 Role = Literal["user", "agent"]
 PartKind = Literal["text", "raw", "url", "data"]

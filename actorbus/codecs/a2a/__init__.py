@@ -5,7 +5,8 @@ tables. Its ``encode``/``decode`` work on the A2A *Message* object: ``encode``
 writes the 1.0 shape, ``decode`` reads either (0.3 is recognised by ``kind``).
 The gateway uses the version-aware functions re-exported here: the request
 decoder, the response/stream builders and the error mapping (see
-:mod:`a2a_wire`, :mod:`a2a_errors`, :mod:`a2a_types`).
+:mod:`.wire`, :mod:`.errors`, :mod:`.types`; :mod:`.shapes` and
+:mod:`.requests` hold the JSON shapes and the JSON-RPC requests).
 
 Envelope -> A2A Message:
 
@@ -37,7 +38,7 @@ from typing import Any, Final, cast
 
 from pydantic import ValidationError as PydanticValidationError
 
-from actorbus.codecs.a2a_errors import (
+from actorbus.codecs.a2a.errors import (
     A2A_ERRORS,
     SUPPORTED_VERSIONS,
     V03,
@@ -65,8 +66,8 @@ from actorbus.codecs.a2a_errors import (
     parse_version,
     rpc_code,
 )
-from actorbus.codecs.a2a_requests import decode_request, encode_request
-from actorbus.codecs.a2a_types import (
+from actorbus.codecs.a2a.requests import decode_request, encode_request
+from actorbus.codecs.a2a.types import (
     A2ARequest,
     A2AResponse,
     Artifact,
@@ -88,7 +89,7 @@ from actorbus.codecs.a2a_types import (
     state_from_wire,
     state_to_wire,
 )
-from actorbus.codecs.a2a_wire import (
+from actorbus.codecs.a2a.wire import (
     decode_response,
     encode_response,
     list_tasks_response,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from actorbus.codecs.a2a_errors import (
+from actorbus.codecs.a2a.errors import (
     V03,
     V10,
     A2AError,
@@ -18,7 +18,7 @@ from actorbus.codecs.a2a_errors import (
     VersionNotSupportedError,
     negotiate_version,
 )
-from actorbus.codecs.a2a_shapes import (
+from actorbus.codecs.a2a.shapes import (
     ConfigShape,
     ListTasksV10,
     SendParamsV03,
@@ -29,7 +29,7 @@ from actorbus.codecs.a2a_shapes import (
     extra_fields,
     parse_json,
 )
-from actorbus.codecs.a2a_types import (
+from actorbus.codecs.a2a.types import (
     METHODS_V03,
     METHODS_V10,
     A2ARequest,
@@ -43,7 +43,7 @@ from actorbus.codecs.a2a_types import (
     state_to_wire,
     wire_method,
 )
-from actorbus.codecs.a2a_wire import message_from, message_to_wire, response_id
+from actorbus.codecs.a2a.wire import message_from, message_to_wire, response_id
 
 # -- requests ---------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from typing import Any
 
 import nats
 from _ask_server import ECHO_ADDRESS, Answer, Echo
-from _common import READY, percentile, stop_when_stdin_closes
+from _harness import READY, percentile, stop_when_stdin_closes
 from ask import make_payloads
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg

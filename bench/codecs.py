@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from _common import percentile, positive_int, presets, write_json
+from _harness import percentile, positive_int, presets, write_json
 from rich.console import Console
 from rich.table import Table
 

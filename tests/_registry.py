@@ -14,9 +14,9 @@ from typing import Any
 from _util import child_env, terminate
 from aiohttp import web
 
-from actorbus.bus.registry_store import RegistryStore
 from actorbus.codecs.uap import ServiceResponse
 from actorbus.services.registry import RegistryService, RegistrySettings
+from actorbus.services.registry.store import RegistryStore
 
 # Short times, so lifecycles play out in a fraction of a second.
 FAST = RegistrySettings(

@@ -1,5 +1,6 @@
 """The security package against published test vectors, and the checks that make
-its one verifier the strict one (RFC 8032 Ed25519, RFC 9421 B.2.6, key binding)."""
+its one verifier the strict one (RFC 8032 Ed25519, RFC 9421 B.2.6, the did:web
+resolution examples did:wba adopts, key binding cross-checked with the anp SDK)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from actorbus.security.did import k1_fingerprint, key_bound
+from actorbus.codecs.errors import DecodeError
+from actorbus.security.did import (
+    did_document_url,
+    e1_fingerprint,
+    k1_fingerprint,
+    key_bound,
+    parse_did,
+)
 from actorbus.security.http_signatures import parse_http_signature, signature_base
 from actorbus.security.keys import load_key
 from actorbus.security.signatures import sign, verify
@@ -126,3 +134,38 @@ def test_key_files_are_private(tmp_path) -> None:
     key = load_key(path)
     assert path.stat().st_mode & 0o777 == 0o600
     assert load_key(path).public_key() == key.public_key()  # loaded, not replaced
+
+
+# The did:web method specification's resolution examples (section 3.2.1), which
+# the did:wba specification adopts unchanged: a DID and the URL of its document.
+DID_URLS = [
+    ("did:wba:w3c-ccg.github.io", "https://w3c-ccg.github.io/.well-known/did.json"),
+    ("did:wba:w3c-ccg.github.io:user:alice", "https://w3c-ccg.github.io/user/alice/did.json"),
+    ("did:wba:example.com%3A3000:user:alice", "https://example.com:3000/user/alice/did.json"),
+]
+
+
+@pytest.mark.parametrize(("did", "url"), DID_URLS)
+def test_did_wba_resolves_to_the_specs_urls(did: str, url: str) -> None:
+    assert did_document_url(did) == url
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["did:web:example.com", "did:wba:", "did:wba:exa mple.com", "did:wba:example.com%3A99999"],
+)
+def test_malformed_dids_are_refused_by_name(bad: str) -> None:
+    with pytest.raises(DecodeError, match="did"):
+        parse_did(bad)
+
+
+def test_key_binding_fingerprints_match_the_anp_sdk() -> None:
+    """e1_ and k1_ DIDs end with the RFC 7638 thumbprint the official SDK computes."""
+    did_wba = pytest.importorskip("anp.authentication.did_wba")
+    ed = ed25519.Ed25519PrivateKey.generate().public_key()
+    k1 = ec.generate_private_key(ec.SECP256K1()).public_key()
+    assert e1_fingerprint(ed) == did_wba.compute_multikey_fingerprint(ed)
+    assert k1_fingerprint(k1) == did_wba.compute_jwk_fingerprint(k1)
+    assert key_bound(f"did:wba:example.com:user:e1_{e1_fingerprint(ed)}", ed)
+    other = ed25519.Ed25519PrivateKey.generate().public_key()
+    assert not key_bound(f"did:wba:example.com:user:e1_{e1_fingerprint(ed)}", other)

@@ -20,11 +20,11 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from actorbus.actors.delivery import DeliveryPolicy
 from actorbus.bus.registration import Registration
-from actorbus.bus.registry_store import RegistryStore
+from actorbus.bus.service_records import ServiceRecords
 from actorbus.bus.tasks import spawn
 from actorbus.codecs.errors import ActorNotFoundError
 from actorbus.codecs.uap import (
@@ -42,6 +42,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("actorbus.registry")
 
 AGENT_PROTOCOL = "actorbus"
+
+
+class DiscoveryQuery(TypedDict, total=False):
+    """What ``discover()`` looks for; every given filter must match."""
+
+    skill: str | None  # offers this skill
+    tags: Iterable[str]  # carries every one of these tags
+    protocol: str | None  # speaks this protocol ("actorbus", "a2a" ...)
+    name: str | None  # is registered under this name
+    healthy: bool  # only healthy ones (the default), or all
 
 
 @dataclass(frozen=True)
@@ -66,18 +76,18 @@ class Directory:
     def __init__(self, rt: Runtime, enabled: bool) -> None:
         self.rt = rt
         self.enabled = enabled
-        self._store: RegistryStore | None = None
+        self._store: ServiceRecords | None = None
         self._opening = asyncio.Lock()
         self._registrations: dict[str, Registration] = {}
         self._announcing: set[asyncio.Task[None]] = set()
         self._rr = itertools.count()
 
-    async def store(self) -> RegistryStore:
+    async def store(self) -> ServiceRecords:
         if self._store is None:
             async with self._opening:
                 if self._store is None:
                     rt = self.rt
-                    self._store = await RegistryStore.open(
+                    self._store = await ServiceRecords.open(
                         rt.js, rt.namespace, replicas=rt.durable_settings.replicas
                     )
         return self._store
@@ -120,20 +130,17 @@ class Directory:
                 await self._store.close()
 
     # -- discovering -------------------------------------------------------
-    async def discover(
-        self,
-        *,
-        skill: str | None = None,
-        tags: Iterable[str] = (),
-        protocol: str | None = None,
-        name: str | None = None,
-        healthy: bool = True,
-    ) -> list[Listing]:
+    async def discover(self, **query: Unpack[DiscoveryQuery]) -> list[Listing]:
+        unknown = set(query) - set(DiscoveryQuery.__annotations__)
+        if unknown:  # what mypy catches for typed callers, said at run time for the rest
+            raise TypeError(f"discover() got unknown filter(s): {', '.join(sorted(unknown))}")
         await self.announced()  # our own types are there before we look
         store = await self.store()
         now_ms = time.time() * 1000
+        skill, protocol = query.get("skill"), query.get("protocol")
+        healthy = query.get("healthy", True)
         found = []
-        for svc in store.list_services(name=name, tags=tags):
+        for svc in store.list_services(name=query.get("name"), tags=query.get("tags", ())):
             listing = read_listing(svc, store.renewed_at(svc.id), now_ms)
             if healthy and not listing.healthy:
                 continue

@@ -33,7 +33,7 @@ from actorbus.bus.subjects import Subjects
 from actorbus.bus.tasks import spawn
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError
-from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding, SizeLimits
+from actorbus.codecs.wire import Encoding, SizeLimits
 
 log = logging.getLogger("actorbus.system")
 
@@ -58,13 +58,13 @@ class Runtime:
         self,
         conn: BusConnection,
         *,
-        namespace: str = "ab",
-        encoding: Encoding = Encoding.MSGPACK,
-        limits: SizeLimits = DEFAULT_LIMITS,
-        default_timeout: float = 5.0,
-        debug: bool = False,
-        streams: StreamSettings | None = None,
-        durable: DurableSettings | None = None,
+        namespace: str,
+        encoding: Encoding,
+        limits: SizeLimits,
+        default_timeout: float,
+        debug: bool,
+        streams: StreamSettings,
+        durable: DurableSettings,
     ) -> None:
         self.conn = conn
         self.nc: Client = conn.nc
@@ -75,8 +75,8 @@ class Runtime:
         self.limits = limits
         self.default_timeout = default_timeout
         self.debug = debug
-        self.stream_settings = streams or StreamSettings()
-        self.durable_settings = durable or DurableSettings()
+        self.stream_settings = streams
+        self.durable_settings = durable
         self.system_id = new_id()
         self.client_address = f"client/{self.system_id}"
         self.replies = Replies(conn, limits, debug)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import nats.errors
@@ -39,6 +40,16 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class SendOptions:
+    """The optional facts a caller gives a send; they ride in the envelope's context."""
+
+    intent: str | None = None
+    session_id: str | None = None
+    idempotency_key: str | None = None
+    ttl_ms: int | None = None
+
+
 class Sender:
     """The plain sender: encode (the pipeline), then the bus."""
 
@@ -59,10 +70,7 @@ class Sender:
         self,
         dst: str,
         message: Any,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
+        opts: SendOptions,
         stream: bool = False,
         durable: bool = False,
         span: Span | None = None,
@@ -74,10 +82,10 @@ class Sender:
             client_address=rt.client_address,
             encoding=rt.encoding,
             limits=rt.limits,
-            intent=intent,
-            session_id=session_id,
-            idempotency_key=idempotency_key,
-            ttl_ms=ttl_ms,
+            intent=opts.intent,
+            session_id=opts.session_id,
+            idempotency_key=opts.idempotency_key,
+            ttl_ms=opts.ttl_ms,
             stream=stream,
             durable=durable,
             trace=spans.traceparent(span) if span is not None else None,
@@ -90,49 +98,36 @@ class Sender:
         message: Any,
         timeout: float,
         returns: type[R] | None,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
+        opts: SendOptions,
     ) -> Any:
         subject = self.subject(address)
-        out = self.encode(address, message, intent, session_id, idempotency_key, ttl_ms)
+        out = self.encode(address, message, opts)
         return await self.request(address, subject, out, timeout, returns)
 
     async def tell(
         self,
         address: str,
         message: Any,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
+        opts: SendOptions,
     ) -> None:
-        out = self.encode(address, message, intent, session_id, idempotency_key, ttl_ms)
+        out = self.encode(address, message, opts)
         await self.rt.conn.publish(self.subject(address), out.body, out.headers)
 
     async def tell_durable(
         self,
         address: str,
         message: Any,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
+        opts: SendOptions,
         timeout: float | None,
     ) -> None:
         subject, wait = await self._durable_target(address, timeout)
-        out = self.encode(
-            address, message, intent, session_id, idempotency_key, ttl_ms, durable=True
-        )
+        out = self.encode(address, message, opts, durable=True)
         await store(self.rt, subject, out, address, wait)
 
-    async def publish(
-        self, topic: str, message: Any, intent: str | None, session_id: str | None
-    ) -> None:
+    async def publish(self, topic: str, message: Any, opts: SendOptions) -> None:
         rt = self.rt
         keep = rt.durable_settings.keep_topics
-        out = self.encode(f"topic:{topic}", message, intent, session_id, None, None, False, keep)
+        out = self.encode(f"topic:{topic}", message, opts, False, keep)
         await self._publish(topic, out)
 
     def stream(
@@ -141,11 +136,10 @@ class Sender:
         message: Any,
         timeout: float,
         returns: type[Any] | None,
-        intent: str | None,
-        session_id: str | None,
+        opts: SendOptions,
     ) -> AsyncIterator[Any]:
         subject = self.subject(address)
-        out = self.encode(address, message, intent, session_id, None, None, True)
+        out = self.encode(address, message, opts, True)
         return consume_stream(self.rt, address, subject, out, timeout, returns)
 
     # -- the steps both senders share ---------------------------------------------
@@ -194,17 +188,12 @@ class ObservedSender(Sender):
         self,
         dst: str,
         message: Any,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
+        opts: SendOptions,
         stream: bool = False,
         durable: bool = False,
         span: Span | None = None,
     ) -> Outgoing:
-        out = super().encode(
-            dst, message, intent, session_id, idempotency_key, ttl_ms, stream, durable, span
-        )
+        out = super().encode(dst, message, opts, stream, durable, span)
         inc = current_incoming.get()
         if STATE.metrics:
             labels = meters.labels(inc.address if inc else "client", dst)
@@ -216,7 +205,7 @@ class ObservedSender(Sender):
                 intent=out.intent,
                 body=out.body,
                 source=inc.address if inc is not None else self.rt.client_address,
-                session_id=session_id or (inc.message.context.session_id if inc else None),
+                session_id=opts.session_id or (inc.message.context.session_id if inc else None),
                 durable=durable,
                 content=message,
             )
@@ -228,17 +217,12 @@ class ObservedSender(Sender):
         message: Any,
         timeout: float,
         returns: type[R] | None,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
+        opts: SendOptions,
     ) -> Any:
         subject = self.subject(address)
 
         async def send(span: Span | None) -> Any:
-            out = self.encode(
-                address, message, intent, session_id, idempotency_key, ttl_ms, span=span
-            )
+            out = self.encode(address, message, opts, span=span)
             if STATE.metrics:
                 return await self._measured(address, subject, out, timeout, returns)
             return await self.request(address, subject, out, timeout, returns)
@@ -249,17 +233,12 @@ class ObservedSender(Sender):
         self,
         address: str,
         message: Any,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
+        opts: SendOptions,
     ) -> None:
         subject = self.subject(address)
 
         async def send(span: Span | None) -> None:
-            out = self.encode(
-                address, message, intent, session_id, idempotency_key, ttl_ms, span=span
-            )
+            out = self.encode(address, message, opts, span=span)
             await self.rt.conn.publish(subject, out.body, out.headers)
 
         await self._spanned("tell", address, subject, False, send)
@@ -268,32 +247,23 @@ class ObservedSender(Sender):
         self,
         address: str,
         message: Any,
-        intent: str | None,
-        session_id: str | None,
-        idempotency_key: str | None,
-        ttl_ms: int | None,
+        opts: SendOptions,
         timeout: float | None,
     ) -> None:
         subject, wait = await self._durable_target(address, timeout)
 
         async def send(span: Span | None) -> None:
-            out = self.encode(
-                address, message, intent, session_id, idempotency_key, ttl_ms, True, True, span
-            )
+            out = self.encode(address, message, opts, durable=True, span=span)
             await store(self.rt, subject, out, address, wait)
 
         await self._spanned("tell", address, subject, False, send)
 
-    async def publish(
-        self, topic: str, message: Any, intent: str | None, session_id: str | None
-    ) -> None:
+    async def publish(self, topic: str, message: Any, opts: SendOptions) -> None:
         keep = self.rt.durable_settings.keep_topics
         destination = f"topic:{topic}"
 
         async def send(span: Span | None) -> None:
-            out = self.encode(
-                destination, message, intent, session_id, None, None, False, keep, span
-            )
+            out = self.encode(destination, message, opts, False, keep, span)
             await self._publish(topic, out)
 
         await self._spanned("publish", destination, self.rt.subjects.topic(topic), False, send)
@@ -304,15 +274,14 @@ class ObservedSender(Sender):
         message: Any,
         timeout: float,
         returns: type[Any] | None,
-        intent: str | None,
-        session_id: str | None,
+        opts: SendOptions,
     ) -> AsyncIterator[Any]:
         subject = self.subject(address)
         span = None
         if STATE.tracing:  # the span of the request; items are children of the producer's
             span = spans.start_send("stream", address, subject, expects_reply=True)
         try:
-            out = self.encode(address, message, intent, session_id, None, None, True, False, span)
+            out = self.encode(address, message, opts, True, False, span)
         finally:
             if span is not None:
                 span.end()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -32,7 +32,7 @@ from actorbus.actors.dead_letters import (
     replay_dead_letter,
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
-from actorbus.actors.directory import Directory, Listing
+from actorbus.actors.directory import Directory, DiscoveryQuery, Listing
 from actorbus.actors.history import read_history
 from actorbus.actors.hosting import Hosting
 from actorbus.actors.outbox import store
@@ -42,7 +42,7 @@ from actorbus.actors.pipeline import (
 )
 from actorbus.actors.ref import ActorRef
 from actorbus.actors.runtime import Runtime, StreamSettings
-from actorbus.actors.sending import ObservedSender, Sender
+from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
 from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
@@ -86,39 +86,28 @@ class SystemOptions(TypedDict, total=False):
     tracing: bool | None
 
 
-_CONNECTION_OPTIONS = frozenset({"tracing", "name", "connect_options"})
-
-
 class ActorSystem:
     """The runtime. Create with ``ActorSystem.start()`` (embedded nats-server) or
     ``ActorSystem.connect(url)``; both work with ``async with`` or ``await``."""
 
     def __init__(
-        self,
-        conn: BusConnection,
-        *,
-        namespace: str = "ab",
-        encoding: Encoding = Encoding.MSGPACK,
-        limits: SizeLimits = DEFAULT_LIMITS,
-        default_timeout: float = 5.0,
-        debug: bool = False,
-        stream_window: int = 64,
-        stream_credit_timeout: float = 300.0,
-        stream_start_timeout: float = 2.0,
-        durable: DurableSettings | None = None,
-        activation_ttl: float = 5.0,
-        registry: bool = True,
-        server: EmbeddedServer | None = None,
+        self, conn: BusConnection, options: SystemOptions, server: EmbeddedServer | None = None
     ) -> None:
+        """Built by ``start()`` and ``connect()``; the defaults of ``options`` are here."""
+        o = options
         rt = Runtime(
             conn,
-            namespace=namespace,
-            encoding=encoding,
-            limits=limits,
-            default_timeout=default_timeout,
-            debug=debug,
-            streams=StreamSettings(stream_window, stream_credit_timeout, stream_start_timeout),
-            durable=durable,
+            namespace=o.get("namespace", "ab"),
+            encoding=o.get("encoding", Encoding.MSGPACK),
+            limits=o.get("limits", DEFAULT_LIMITS),
+            default_timeout=o.get("default_timeout", 5.0),
+            debug=o.get("debug", False),
+            streams=StreamSettings(
+                o.get("stream_window", 64),
+                o.get("stream_credit_timeout", 300.0),
+                o.get("stream_start_timeout", 2.0),
+            ),
+            durable=o.get("durable") or DurableSettings(),
         )
         self.runtime = rt
         # The facade's view of the kernel (the same objects, read by services and tests).
@@ -136,11 +125,13 @@ class ActorSystem:
         self.stream_start_timeout = rt.stream_settings.start_timeout
         self.delivery = DeliveryDefaults()
         self.server = server
-        self.directory = Directory(rt, registry)
+        self.directory = Directory(rt, o.get("registry", True))
         self.streams = StreamProducers(rt)
         # Actors talk to the world through this facade (ActorContext is its part they use).
         context = cast(ActorContext, self)
-        self.hosting = Hosting(rt, context, self.streams, activation_ttl, self._hosted)
+        self.hosting = Hosting(
+            rt, context, self.streams, o.get("activation_ttl", 5.0), self._hosted
+        )
         self.placement = self.hosting.placement
         self.virtual = self.hosting.virtual
         # Chosen once: the plain sender, or the one that traces and measures every send.
@@ -193,9 +184,7 @@ class ActorSystem:
         name = options.get("name", "actorbus")
         connect_options = options.get("connect_options") or ConnectOptions(name=name)
         conn = await BusConnection.connect(dataclasses.replace(connect_options, servers=urls))
-        runtime = {k: v for k, v in options.items() if k not in _CONNECTION_OPTIONS}
-        # The rest are exactly __init__'s keywords (SystemOptions lists them, typed).
-        system = cls(conn, server=server, **runtime)  # type: ignore[arg-type]
+        system = cls(conn, options, server)
         await system._subscribe_system()
         if system.durable_settings.keep_topics:
             await system.durable_ready()  # topics are stored from the first publish on
@@ -321,9 +310,8 @@ class ActorSystem:
         if skill is not None or address is None:
             address = await self._skill_address(address, skill)
         wait = self.default_timeout if timeout is None else timeout
-        return await self.sender.ask(
-            address, message, wait, returns, intent, session_id, idempotency_key, ttl_ms
-        )
+        opts = SendOptions(intent, session_id, idempotency_key, ttl_ms)
+        return await self.sender.ask(address, message, wait, returns, opts)
 
     async def tell(
         self,
@@ -348,12 +336,11 @@ class ActorSystem:
             address = await self._skill_address(address, skill)
         if durable is None:
             durable = self.delivery.durable_for(address, message, intent)
+        opts = SendOptions(intent, session_id, idempotency_key, ttl_ms)
         if durable:
-            await self.sender.tell_durable(
-                address, message, intent, session_id, idempotency_key, ttl_ms, timeout
-            )
+            await self.sender.tell_durable(address, message, opts, timeout)
         else:
-            await self.sender.tell(address, message, intent, session_id, idempotency_key, ttl_ms)
+            await self.sender.tell(address, message, opts)
 
     async def store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
         """Publish into JetStream and wait for the publish-ack (see ``outbox.store``)."""
@@ -372,7 +359,7 @@ class ActorSystem:
         When topics are kept (``DurableSettings(keep_topics=True)``), this returns
         once JetStream stored the message, so history has it."""
         self._check_open()
-        await self.sender.publish(topic, message, intent, session_id)
+        await self.sender.publish(topic, message, SendOptions(intent, session_id))
 
     def stream(
         self,
@@ -391,7 +378,7 @@ class ActorSystem:
         """
         self._check_open()
         wait = self.default_timeout if timeout is None else timeout
-        return self.sender.stream(address, message, wait, returns, intent, session_id)
+        return self.sender.stream(address, message, wait, returns, SendOptions(intent, session_id))
 
     # -- durable queues ----------------------------------------------------
     async def dead_letters(self, address: str | None = None, limit: int = 100) -> list[DeadLetter]:
@@ -455,21 +442,12 @@ class ActorSystem:
         return await queue_stats(self.runtime, address)
 
     # -- discovery ---------------------------------------------------------
-    async def discover(
-        self,
-        *,
-        skill: str | None = None,
-        tags: Iterable[str] = (),
-        protocol: str | None = None,
-        name: str | None = None,
-        healthy: bool = True,
-    ) -> list[Listing]:
-        """Agents in the registry offering a skill, carrying every tag, speaking a
-        protocol (``"actorbus"``, ``"a2a"``...), by name; healthy ones unless told."""
+    async def discover(self, **query: Unpack[DiscoveryQuery]) -> list[Listing]:
+        """Agents in the registry offering a ``skill``, carrying every one of
+        ``tags``, speaking a ``protocol`` (``"actorbus"``, ``"a2a"``...), by
+        ``name``; healthy ones unless ``healthy=False``."""
         self._check_open()
-        return await self.directory.discover(
-            skill=skill, tags=tags, protocol=protocol, name=name, healthy=healthy
-        )
+        return await self.directory.discover(**query)
 
     async def _skill_address(self, address: str | None, skill: str | None) -> str:
         if (address is None) == (skill is None):

@@ -19,7 +19,7 @@ Here a block that cannot be parsed becomes :class:`BadHeaders`, and the message
 travels on to be refused as a bad message by whoever reads it; and if the read
 loop ever ends while the connection is up, the client reconnects at once.
 
-``bench/ask.py`` measures the effect; ``tests/test_bus_client.py`` checks the
+``bench/ask.py`` measures the effect; ``tests/bus/test_bus_client.py`` checks the
 bytes against nats-py's encoder.
 """
 

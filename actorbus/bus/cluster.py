@@ -15,12 +15,11 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import nats
 
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
+from actorbus.bus.startstop import SyncStartStop
 
 
 def _free_ports(n: int) -> list[int]:
@@ -36,7 +35,7 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-class EmbeddedCluster:
+class EmbeddedCluster(SyncStartStop):
     def __init__(self, size: int = 3, *, store_dir: Path | None = None, name: str = "actorbus"):
         if size < 1:
             raise ValueError("a cluster needs at least one node")
@@ -97,15 +96,6 @@ class EmbeddedCluster:
             node.stop_sync()
         if self._owns_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        self.start_sync()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop_sync()
 
 
 async def wait_for_jetstream(urls: list[str], timeout: float) -> None:

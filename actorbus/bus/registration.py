@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from actorbus.bus.registry_store import RegistryStore
+from actorbus.bus.service_records import ServiceRecords
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.uap import EphemeralCheck, ServiceResponse, UapNotFoundError
 
@@ -29,7 +29,7 @@ class Registration:
         await reg.stop()
     """
 
-    def __init__(self, store: RegistryStore, service: ServiceResponse) -> None:
+    def __init__(self, store: ServiceRecords, service: ServiceResponse) -> None:
         if not service.ephemeral:
             raise ValueError("only ephemeral services are renewed by their registrant")
         self.store = store

@@ -28,9 +28,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import NoReturn, Self
+from typing import NoReturn
 
+from actorbus.bus.startstop import AsyncStartStop, SyncStartStop
 from actorbus.codecs.errors import ActorBusError
 
 
@@ -110,7 +110,7 @@ class ServerConfig:
         return "\n".join(lines) + "\n"
 
 
-class EmbeddedServer:
+class EmbeddedServer(SyncStartStop, AsyncStartStop):
     """One nats-server child process. Use as an (async) context manager.
 
     ``start()`` returns when the server accepts clients and JetStream is ready;
@@ -260,21 +260,3 @@ class EmbeddedServer:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
-
-    def __enter__(self) -> Self:
-        self.start_sync()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop_sync()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

@@ -9,14 +9,16 @@ protocol's extension slot), the intent a native message without one gets
 :func:`envelope_error`), a taxonomy error rebuilt from a code and a message
 (:func:`rebuild_error`, on top of :func:`actorbus.codecs.errors.error_for_code`),
 JSON in and out with :class:`DecodeError`/:class:`EncodeError` for bad data
-(:func:`json_text`, :func:`json_value`, :func:`convert`), and RFC 3339 times
-(:func:`format_timestamp`).
+(:func:`json_text`, :func:`json_value`, :func:`convert`), RFC 3339 times
+(:func:`format_timestamp`), and content from a protocol without intents fitted
+to an actor's handlers (:func:`fit_to_intent`).
 
 Codecs are pure, and so is this module: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -243,6 +245,24 @@ def extension_context(context: EnvelopeContext, skip: Collection[str] = ()) -> d
     return {k: v for k, v in dumped.items() if f"context.{k}" not in skip}
 
 
+def add_extension(
+    ext: dict[str, Any],
+    env: Envelope,
+    protocol: str,
+    native: Collection[str],
+    skip: Collection[str] = (),
+) -> None:
+    """Put into ``ext`` (a protocol's extension slot) the envelope's ``context``
+    and ``meta`` fields that are not defaults, as :func:`extension_context` and
+    :func:`extension_meta` select them; nothing when all are defaults."""
+    ctx = extension_context(env.context, skip)
+    if ctx:
+        ext["context"] = ctx
+    rest = extension_meta(env.meta, protocol, native)
+    if rest:
+        ext["meta"] = rest
+
+
 def extension_meta(meta: EnvelopeMeta, protocol: str, native: Collection[str]) -> dict[str, Any]:
     """The meta fields and extras that are not defaults, for a protocol's extension
     slot: without the ``native`` keys (carried in the protocol's own fields) and
@@ -278,3 +298,28 @@ def envelope_fields(env: Envelope) -> dict[str, Any]:
         if meta:
             out["meta"] = meta
     return out
+
+
+def fit_to_intent(intents: Mapping[str, Any], intent: str, content: Any) -> tuple[str, Any]:
+    """The intent to call an actor with, and ``content`` shaped for its handler.
+
+    ``intents`` maps each intent the actor handles to the JSON schema of its
+    message (as the registry lists them). A protocol's intent is often generic
+    (``text``): when the actor has no such handler but exactly one handler, that
+    one takes it. Text for a handler taking a model is parsed as a JSON object,
+    or becomes the model's only required string field, so ``"hi"`` reaches
+    ``Question(text: str)`` as ``{"text": "hi"}``.
+    """
+    if intent not in intents and len(intents) == 1:
+        intent = next(iter(intents))
+    schema = intents.get(intent)
+    if isinstance(content, str) and isinstance(schema, dict):
+        with contextlib.suppress(DecodeError):
+            parsed = read_json(content, "the text")
+            if isinstance(parsed, dict):
+                return intent, parsed
+        required = schema.get("required") or []
+        props = schema.get("properties") or {}
+        if len(required) == 1 and (props.get(required[0]) or {}).get("type") == "string":
+            return intent, {required[0]: content}
+    return intent, content

@@ -1,11 +1,14 @@
-"""What the services' ``python -m`` entry points share: argument types and the
-run loop (logging set up, Ctrl-C quiet, other failures one line and exit 1)."""
+"""What the services' ``python -m`` entry points share: the common arguments
+(``--nats``, ``--namespace``, ``--http``, ``--log-level``), argument types, the
+stop signals, and the run loop (logging set up, Ctrl-C quiet, other failures
+one line and exit 1)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -23,6 +26,43 @@ def positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def service_parser(
+    prog: str, description: str, *, http: tuple[int, str] | None = None
+) -> argparse.ArgumentParser:
+    """A parser with ``--nats``, ``--namespace``, ``--log-level`` and, when
+    ``http`` gives (default port, what listens), ``--http HOST:PORT``."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument(
+        "--nats", default="nats://127.0.0.1:4222", help="NATS URL (comma-separated for several)"
+    )
+    p.add_argument("--namespace", default="ab", help="actorbus namespace (default: ab)")
+    if http is not None:
+        port, what = http
+        p.add_argument(
+            "--http",
+            type=host_port,
+            default=("127.0.0.1", port),
+            metavar="HOST:PORT",
+            help=f"where {what} listens (default 127.0.0.1:{port}; port 0: any free port)",
+        )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def nats_urls(text: str) -> list[str]:
+    """``--nats``: one URL or several, comma-separated."""
+    return [u.strip() for u in text.split(",") if u.strip()]
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT: a service's run waits on it, then stops cleanly."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 def run_main(

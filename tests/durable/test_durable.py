@@ -12,6 +12,7 @@ from _util import eventually
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorBusError, InvalidAddressError, handler
+from actorbus.actors.sending import SendOptions
 from actorbus.bus.jetstream import DurableSettings, dlq_stream_name
 
 FAST = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=5.0)
@@ -124,7 +125,7 @@ async def test_a_payload_that_cannot_validate_is_dead_lettered_at_once(
 async def test_a_repeated_message_id_is_stored_once(make_system) -> None:
     system = await make_system(durable=FAST)
     await system.durable_ready()
-    out = system.sender.encode("ledger/dedup", Entry(n=1), None, None, None, None, durable=True)
+    out = system.sender.encode("ledger/dedup", Entry(n=1), SendOptions(), durable=True)
     for _ in range(3):  # a sender retrying after a lost publish-ack
         await system.mux.request(
             system.subjects.durable(_addr("ledger/dedup")), out.body, out.headers, 5

@@ -10,6 +10,7 @@ from test_durable import FAST, Entry, Progress, spawn_ledger
 
 from actorbus import Actor, handler
 from actorbus.actors.outbox import Outbox
+from actorbus.actors.sending import SendOptions
 from actorbus.bus.jetstream import idempotency_entry
 from actorbus.bus.subjects import Address
 
@@ -72,7 +73,7 @@ async def test_sends_recorded_before_a_crash_go_out_on_redelivery(make_system) -
     system = await make_system(durable=FAST)
     await system.durable_ready()
     box = Outbox()
-    forward = system.sender.encode("ledger/out", Entry(n=7), None, None, None, None, durable=True)
+    forward = system.sender.encode("ledger/out", Entry(n=7), SendOptions(), durable=True)
     box.hold(system.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
     record = box.record("earlier-attempt")
     assert record is not None

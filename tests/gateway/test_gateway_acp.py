@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from _gateway import GatewayUnderTest, Probe, running_gateway
+from _gateway import RUN_STREAM_EVENTS, GatewayUnderTest, Probe, running_gateway
 from _util import WAIT
 
 from actorbus.bus.server import EmbeddedServer
@@ -197,16 +197,7 @@ async def test_stream_run_events_and_framing(
         http, f"{acp(gw)}/runs", run_request("gw-streamer", "a b c", "stream")
     )
     kinds = [e["type"] for e in events]
-    assert kinds == [
-        "run.created",
-        "run.in-progress",
-        "message.created",
-        "message.part",
-        "message.part",
-        "message.part",
-        "message.completed",
-        "run.completed",
-    ]
+    assert kinds == RUN_STREAM_EVENTS
     assert headers["Run-ID"] == events[0]["run"]["run_id"]
     assert [e["part"]["content"] for e in events if e["type"] == "message.part"] == ["A", "B", "C"]
     assert [p["content"] for p in events[-2]["message"]["parts"]] == ["A", "B", "C"]

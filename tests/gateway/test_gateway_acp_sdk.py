@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
@@ -27,7 +26,16 @@ pytest.importorskip("uvicorn", reason="uvicorn serves the acp-sdk test server")
 
 import uvicorn
 import uvicorn.config
-from _gateway import GatewayUnderTest, Probe, running_gateway
+from _gateway import (
+    RUN_STREAM_EVENTS,
+    GatewayUnderTest,
+    Probe,
+    asgi_server,
+    check_egress,
+    check_relay,
+    check_unreachable,
+    running_gateway,
+)
 from _util import WAIT
 from acp_sdk.client import Client
 from acp_sdk.models import (
@@ -40,11 +48,9 @@ from acp_sdk.models import (
 )
 
 from actorbus import ActorSystem
-from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.errors import (
     ActorNotFoundError,
     AskTimeoutError,
-    ConnectionLostError,
     RemoteError,
     UnsupportedError,
 )
@@ -109,16 +115,7 @@ async def test_sdk_client_sync_async_stream(gw: GatewayService) -> None:
         assert output(await client.run_status(run_id=started.run_id)) == ["LATER"]
 
         events: list[Any] = [e async for e in client.run_stream("a b c", agent="gw-streamer")]
-        assert [e.type for e in events] == [
-            "run.created",
-            "run.in-progress",
-            "message.created",
-            "message.part",
-            "message.part",
-            "message.part",
-            "message.completed",
-            "run.completed",
-        ]
+        assert [e.type for e in events] == RUN_STREAM_EVENTS
         assert [e.part.content for e in events if e.type == "message.part"] == ["A", "B", "C"]
         assert output(events[-1].run) == ["A", "B", "C"]
 
@@ -192,6 +189,12 @@ async def test_sdk_client_cancel_reaches_the_actor(gw: GatewayService, probe: Pr
 # -- egress against an acp-sdk server --------------------------------------------------
 
 
+class AcpRelay(AcpProxy):
+    """Relays to the remote acp-sdk agent."""
+
+    type_name = "gw-acp-relay"
+
+
 class RemoteState:
     def __init__(self) -> None:
         self.release = asyncio.Event()
@@ -227,30 +230,15 @@ def remote_agents(state: RemoteState) -> list[Any]:
     return [echo, other]
 
 
-@contextlib.asynccontextmanager
-async def acp_server(state: RemoteState) -> AsyncIterator[str]:
-    """An acp-sdk server on a loopback socket; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)  # connections wait in the backlog until uvicorn serves: no race
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    app = create_app(*remote_agents(state), enable_playground_cors=False)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        yield base
-    finally:
-        state.release.set()
-        server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(serving, 5)
-        sock.close()
-
-
 @pytest.fixture
 async def remote() -> AsyncIterator[tuple[str, RemoteState]]:
+    """An acp-sdk server on a loopback socket: its base URL and its state."""
     state = RemoteState()
-    async with acp_server(state) as base:
+
+    def app(base: str) -> Any:
+        return create_app(*remote_agents(state), enable_playground_cors=False)
+
+    async with asgi_server(app, state.release, lifespan="on") as base:
         yield base, state
 
 
@@ -259,12 +247,7 @@ async def test_egress_against_the_sdk_server(remote: tuple[str, RemoteState]) ->
     async with AcpEgress(base, agent="echo", timeout=2.0) as egress:
         assert egress.manifest is not None
         assert egress.manifest["description"] == "an acp-sdk agent"
-        assert await egress.health_check()
-        assert await egress.send("hello") == "remote: hello"
-        session = egress.session
-        assert await egress.send("again", session_id="s-1") == "remote: again"
-        assert egress.session is session  # one HTTP session, reused
-        assert [i async for i in egress.stream("words a b c")] == ["A", "B", "C"]
+        await check_egress(egress, session_id="s-1")
         with pytest.raises(RemoteError, match="remote says no"):
             await egress.send("fail")
         with pytest.raises(UnsupportedError, match="who"):
@@ -305,43 +288,19 @@ async def test_egress_timeouts_unreachable_and_early_exit(
         assert egress.last_run_id is not None
         gone_run = await egress.get_run(egress.last_run_id)
         assert gone_run["status"] in ("cancelling", "cancelled")
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    gone = AcpEgress(dead, agent="echo", timeout=1.0)
-    try:
-        assert not await gone.health_check()
-        with pytest.raises(ConnectionLostError):
-            await gone.send("anyone?")
-    finally:
-        await gone.cleanup()
+    await check_unreachable(lambda dead: AcpEgress(dead, agent="echo", timeout=1.0))
     assert acp_session("s-1") == acp_session("s-1") != acp_session("s-2")
     fixed = str(uuid.uuid4())
     assert acp_session(fixed) == fixed
 
 
-async def test_bridged_flow_sdk_client_gateway_actor_egress_sdk_server(
-    remote: tuple[str, RemoteState],
-    make_system: Any,
-    nats_server: EmbeddedServer,
-    ns: str,
-    tmp_path: Path,
+async def test_bridged_flow_acp_sdk_client_gateway_actor_egress_sdk_server(
+    remote: tuple[str, RemoteState], system: ActorSystem, tmp_path: Path
 ) -> None:
     base, _ = remote
-    system: ActorSystem = await make_system()
-
-    class Relay(AcpProxy):
-        """Relays to the remote acp-sdk agent."""
-
-        type_name = "gw-acp-relay"
-
-    await system.spawn(Relay, "1", url=base, agent="echo")
-    # an actor calls the outside agent as if it were an actor
-    assert await system.ask("gw-acp-relay/1", "direct") == "remote: direct"
-    items = [i async for i in system.stream("gw-acp-relay/1", "words x y", intent="stream-text")]
-    assert items == ["X", "Y"]
+    await check_relay(system, AcpRelay, url=base, agent="echo")
     async with running_gateway(
-        nats_server.url, ns, tmp_path / "gw.db", "gw-acp-relay", edges=EDGES
+        system.url, system.namespace, tmp_path / "gw.db", "gw-acp-relay", edges=EDGES
     ) as gw:
         async with Client(base_url=f"{gw.http_url}/acp", timeout=WAIT) as client:
             run = await client.run_sync("over the bridge", agent="gw-acp-relay")

@@ -23,6 +23,7 @@ from actorbus.security.keys import load_key
 from actorbus.security.multibase import multikey
 from actorbus.services.gateway import GatewayService
 from actorbus.services.gateway.edges.anp import KEY_SUFFIX
+from actorbus.services.gateway.store import TaskQuery
 
 AGENTS = ("gw-echo", "gw-streamer")
 
@@ -185,7 +186,7 @@ async def test_calls_sessions_and_input_required(
 
     # the caller's DID is on the task, one conversation was recorded
     assert gw.store is not None
-    found, total = await gw.store.list_tasks(agent="gw-echo", context_id="s-anp")
+    found, total = await gw.store.list_tasks(TaskQuery(agent="gw-echo", context_id="s-anp"))
     assert total == 1  # the follow-up continued the task that waited for input
     first = found[0].task.history
     assert first is not None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,7 @@ pytest.importorskip(
 )
 pytest.importorskip("uvicorn", reason="uvicorn serves the a2a-sdk test server")
 
-import uvicorn
-from _gateway import running_gateway
+from _gateway import asgi_server, check_egress, check_relay, check_unreachable, running_gateway
 from _util import WAIT
 from a2a.client import ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
@@ -38,15 +36,19 @@ from a2a.types import Role, SendMessageRequest, TaskState
 from starlette.applications import Starlette
 
 from actorbus import ActorSystem
-from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.a2a import TaskNotFoundError
 from actorbus.codecs.errors import (
     AskTimeoutError,
-    ConnectionLostError,
     RemoteError,
     StreamCancelledError,
 )
 from actorbus.services.gateway.egress import A2AEgress, A2AProxy
+
+
+class A2ARelay(A2AProxy):
+    """Relays to the remote a2a-sdk agent."""
+
+    type_name = "gw-relay"
 
 
 class RemoteState:
@@ -93,13 +95,8 @@ class EchoExecutor(AgentExecutor):
         await updater.cancel()
 
 
-@contextlib.asynccontextmanager
-async def a2a_server(state: RemoteState) -> AsyncIterator[str]:
-    """An a2a-sdk server (1.0 with 0.3 compat) on a loopback socket; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)  # connections wait in the backlog until uvicorn serves: no race
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+def a2a_app(state: RemoteState, base: str) -> Starlette:
+    """An a2a-sdk server (1.0 with 0.3 compat) whose card says it is at ``base``."""
     card = parse_agent_card(
         {
             "name": "remote-echo",
@@ -118,28 +115,18 @@ async def a2a_server(state: RemoteState) -> AsyncIterator[str]:
     handler = DefaultRequestHandler(
         agent_executor=EchoExecutor(state), task_store=InMemoryTaskStore(), agent_card=card
     )
-    app = Starlette(
+    return Starlette(
         routes=[
             *create_agent_card_routes(card),
             *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True),
         ]
     )
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        yield base
-    finally:
-        state.release.set()
-        server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(serving, 5)
-        sock.close()
 
 
 @pytest.fixture
 async def remote() -> AsyncIterator[tuple[str, RemoteState]]:
     state = RemoteState()
-    async with a2a_server(state) as base:
+    async with asgi_server(lambda base: a2a_app(state, base), state.release) as base:
         yield base, state
 
 
@@ -150,13 +137,7 @@ async def test_egress_send_stream_errors(remote: tuple[str, RemoteState], versio
         assert egress.version == version
         assert egress.card is not None
         assert egress.card["name"] == "remote-echo"
-        assert await egress.health_check()
-        assert await egress.send("hello") == "remote: hello"
-        session = egress.session
-        assert await egress.send("again", context_id="ctx-1") == "remote: again"
-        assert egress.session is session  # one HTTP session, reused
-        items = [item async for item in egress.stream("words a b c")]
-        assert items == ["A", "B", "C"]
+        await check_egress(egress, context_id="ctx-1")
         with pytest.raises(RemoteError, match="remote says no"):
             await egress.send("fail")
         with pytest.raises(TaskNotFoundError):
@@ -174,40 +155,16 @@ async def test_egress_timeouts_unreachable_and_early_exit(
         async with contextlib.aclosing(egress.stream("forever")) as ticks:  # type: ignore[type-var]
             assert await anext(ticks) == "tick 0"
         await asyncio.wait_for(state.cancelled.wait(), WAIT)  # leaving early canceled it
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    gone = A2AEgress(dead, timeout=1.0)
-    try:
-        assert not await gone.health_check()
-        with pytest.raises(ConnectionLostError):
-            await gone.send("anyone?")
-    finally:
-        await gone.cleanup()
+    await check_unreachable(lambda dead: A2AEgress(dead, timeout=1.0))
     assert StreamCancelledError.code == "E_CANCELLED"
 
 
-async def test_bridged_flow_sdk_client_gateway_actor_egress_sdk_server(
-    remote: tuple[str, RemoteState],
-    make_system: Any,
-    nats_server: EmbeddedServer,
-    ns: str,
-    tmp_path: Path,
+async def test_bridged_flow_a2a_sdk_client_gateway_actor_egress_sdk_server(
+    remote: tuple[str, RemoteState], system: ActorSystem, tmp_path: Path
 ) -> None:
     base, _ = remote
-    system: ActorSystem = await make_system()
-
-    class Relay(A2AProxy):
-        """Relays to the remote a2a-sdk agent."""
-
-        type_name = "gw-relay"
-
-    await system.spawn(Relay, "1", url=base)
-    # an actor calls the outside agent as if it were an actor
-    assert await system.ask("gw-relay/1", "direct") == "remote: direct"
-    items = [i async for i in system.stream("gw-relay/1", "words x y", intent="stream-text")]
-    assert items == ["X", "Y"]
-    async with running_gateway(nats_server.url, ns, tmp_path / "gw.db", "gw-relay") as gw:
+    await check_relay(system, A2ARelay, url=base)
+    async with running_gateway(system.url, system.namespace, tmp_path / "gw.db", "gw-relay") as gw:
         client = await create_client(
             f"{gw.http_url}/a2a/gw-relay", client_config=ClientConfig(streaming=False)
         )

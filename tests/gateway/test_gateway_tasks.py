@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from actorbus.codecs.a2a.types import Artifact, Message, Part, Task, TaskState, TaskStatus
-from actorbus.services.gateway.store import Run, TaskStore
+from actorbus.services.gateway.store import Run, TaskQuery, TaskStore
 from actorbus.services.gateway.tasks import (
     TRANSITIONS,
     IllegalTransitionError,
@@ -92,10 +92,10 @@ async def test_store_round_trips_tasks_runs_and_conversations(tmp_path: Path) ->
         conv = await again.get_conversation("c1", "echo")
         assert conv is not None
         assert conv.turns == 2
-        found, total = await again.list_tasks(agent="echo", state=S.COMPLETED)
+        found, total = await again.list_tasks(TaskQuery(agent="echo", state=S.COMPLETED))
         assert total == 1
         assert [t.task.id for t in found] == ["t1"]
-        assert (await again.list_tasks(agent="other"))[1] == 0
+        assert (await again.list_tasks(TaskQuery(agent="other")))[1] == 0
         assert await again.stats() == {"tasks": 1, "runs": 1, "conversations": 1}
     finally:
         await again.close()

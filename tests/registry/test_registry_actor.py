@@ -11,7 +11,6 @@ import pytest
 from _registry import running_registry
 
 from actorbus import ActorSystem, RemoteError, ValidationFailedError
-from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.uap import ServiceResponse, actor_agent_info, ephemeral_service
 from actorbus.services.registry import (
@@ -26,6 +25,7 @@ from actorbus.services.registry import (
     ServiceList,
     UpdateService,
 )
+from actorbus.services.registry.store import RegistryStore
 
 BODY = {"name": "search", "host": "127.0.0.1", "port": 8080, "protocol": "http", "tags": ["eu"]}
 

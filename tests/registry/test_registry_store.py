@@ -11,7 +11,6 @@ import pytest
 
 from actorbus.bus.kvkeys import decode_token, encode_token, key
 from actorbus.bus.registration import Registration
-from actorbus.bus.registry_store import RegistryStore, registry_bucket
 from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.uap import (
     UNHEALTHY,
@@ -21,6 +20,7 @@ from actorbus.codecs.uap import (
     UapNotFoundError,
     ephemeral_service,
 )
+from actorbus.services.registry.store import RegistryStore, registry_bucket
 
 
 @pytest.fixture

@@ -274,14 +274,7 @@ def _part_from_plain(item: Any) -> Part | None:
 
 
 def _plain_part(p: Part) -> dict[str, Any]:
-    out: dict[str, Any] = {p.kind: p.value}
-    if p.media_type is not None:
-        out["mediaType"] = p.media_type
-    if p.filename is not None:
-        out["filename"] = p.filename
-    if p.metadata is not None:
-        out["metadata"] = p.metadata
-    return out
+    return {p.kind: p.value, **p.extras()}
 
 
 def parts_from_content(content: Any, hints: Mapping[str, Any] | None = None) -> list[Part]:
@@ -311,15 +304,8 @@ def content_from_parts(parts: list[Part]) -> tuple[Any, dict[str, Any] | None]:
     if len(parts) != 1:
         return [_plain_part(p) for p in parts], {"parts": True}
     p = parts[0]
-    desc: dict[str, Any] = {}
-    if p.kind != _kind_of(p.value):
-        desc["kind"] = p.kind
-    if p.media_type is not None:
-        desc["mediaType"] = p.media_type
-    if p.filename is not None:
-        desc["filename"] = p.filename
-    if p.metadata is not None:
-        desc["metadata"] = p.metadata
+    desc: dict[str, Any] = {"kind": p.kind} if p.kind != _kind_of(p.value) else {}
+    desc.update(p.extras())
     return p.value, ({"part": desc} if desc else None)
 
 

@@ -93,6 +93,17 @@ class Part(_Model, frozen=True, kw_only=True):
     filename: str | None = None
     metadata: dict[str, Any] | None = None
 
+    def extras(self) -> dict[str, Any]:
+        """``mediaType``, ``filename`` and ``metadata`` as A2A 1.0 spells them, when set."""
+        out: dict[str, Any] = {}
+        if self.media_type is not None:
+            out["mediaType"] = self.media_type
+        if self.filename is not None:
+            out["filename"] = self.filename
+        if self.metadata is not None:
+            out["metadata"] = self.metadata
+        return out
+
 
 class Message(_Model, frozen=True, kw_only=True):
     message_id: str

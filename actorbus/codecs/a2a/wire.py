@@ -100,17 +100,8 @@ def _part_from_v10(p: PartV10, where: str, err: ErrorClass) -> Part:
 
 
 def _part_to_v10(p: Part) -> dict[str, Any]:
-    if p.kind == "raw":
-        out: dict[str, Any] = {"raw": b64encode(p.value)}
-    else:
-        out = {p.kind: p.value}
-    if p.media_type is not None:
-        out["mediaType"] = p.media_type
-    if p.filename is not None:
-        out["filename"] = p.filename
-    if p.metadata is not None:
-        out["metadata"] = p.metadata
-    return out
+    value = b64encode(p.value) if p.kind == "raw" else p.value
+    return {p.kind: value, **p.extras()}
 
 
 def _hints_v03(metadata: Metadata) -> tuple[Metadata, dict[str, Any]]:

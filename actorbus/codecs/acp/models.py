@@ -7,7 +7,7 @@ import base64
 import binascii
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -111,15 +111,18 @@ class RunResumeRequest(msgspec.Struct, omit_defaults=True):
     run_id: str | None = None
 
 
+RunEventType = Literal[
+    "run.created",
+    "run.in-progress",
+    "run.awaiting",
+    "run.completed",
+    "run.failed",
+    "run.cancelled",
+]
+
+
 class RunEvent(msgspec.Struct):
-    type: Literal[
-        "run.created",
-        "run.in-progress",
-        "run.awaiting",
-        "run.completed",
-        "run.failed",
-        "run.cancelled",
-    ]
+    type: RunEventType
     run: Run
 
 
@@ -146,14 +149,7 @@ class GenericEvent(msgspec.Struct):
 Event = RunEvent | MessageEvent | MessagePartEvent | ErrorEvent | GenericEvent
 EVENT_MODEL: dict[str, type[Event]] = {
     **dict.fromkeys(
-        (
-            "run.created",
-            "run.in-progress",
-            "run.awaiting",
-            "run.completed",
-            "run.failed",
-            "run.cancelled",
-        ),
+        get_args(RunEventType),
         RunEvent,
     ),
     "message.created": MessageEvent,

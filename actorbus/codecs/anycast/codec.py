@@ -32,9 +32,8 @@ from actorbus.codecs.anycast.schema import (
     normalize,
 )
 from actorbus.codecs.common import (
+    add_extension,
     content_intent,
-    extension_context,
-    extension_meta,
     meta_builder,
 )
 from actorbus.codecs.common import format_timestamp as format_timestamp
@@ -237,12 +236,7 @@ def _fill_ext(
         ext["dst"] = env.dst
     if env.intent not in (INTENT_ERROR, content_intent(env.content)):
         ext["intent"] = env.intent
-    ctx = extension_context(env.context, skip)
-    if ctx:
-        ext["context"] = ctx
-    rest = extension_meta(env.meta, PROTOCOL, _META_NATIVE)
-    if rest:
-        ext["meta"] = rest
+    add_extension(ext, env, PROTOCOL, _META_NATIVE, skip)
 
 
 # -- AgentAnycast -> envelope ----------------------------------------------------------------------
@@ -294,10 +288,7 @@ def _decode_send_task(
     frm: AnycastFrame, fields: dict[str, Any], facts: dict[str, Any]
 ) -> dict[str, Any]:
     p = frm.payload
-    message = p.get("message", {})
-    parts = message.get("parts", [])
-    ext = load_ext(parts)
-    _record_message_head(message, frm.envelope_id, "USER", facts)
+    parts, ext = _read_message(frm, "USER", facts)
     if p.get("taskId", "") != frm.envelope_id:
         facts["task_id"] = p.get("taskId", "")
     content = content_of(parts, ext.get("content"))
@@ -336,10 +327,7 @@ def _decode_task_fail(
     frm: AnycastFrame, fields: dict[str, Any], facts: dict[str, Any]
 ) -> dict[str, Any]:
     p = frm.payload
-    message = p.get("message", {})
-    parts = message.get("parts", [])
-    ext = load_ext(parts)
-    _record_message_head(message, frm.envelope_id, "AGENT", facts)
+    parts, ext = _read_message(frm, "AGENT", facts)
     detail = part_value(parts[0]) if parts else None
     if "message" not in p:
         facts["plain"] = True  # errorMessage only: answer the same way
@@ -369,6 +357,17 @@ _DECODERS = {
 def _task_parent(task_id: str, fields: dict[str, Any]) -> None:
     if task_id:
         fields["context"] = {"parent_id": task_id}
+
+
+def _read_message(
+    frm: AnycastFrame, role: str, facts: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The payload message's parts and the actorbus extension they carry; what of
+    the message's head (id, role, time) is not the default goes into ``facts``."""
+    message = frm.payload.get("message", {})
+    parts: list[Any] = message.get("parts", [])
+    _record_message_head(message, frm.envelope_id, role, facts)
+    return parts, load_ext(parts)
 
 
 def _record_message_head(

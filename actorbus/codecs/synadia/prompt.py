@@ -10,9 +10,8 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from actorbus.codecs.common import (
+    add_extension,
     content_intent,
-    extension_context,
-    extension_meta,
     meta_builder,
 )
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
@@ -138,12 +137,7 @@ def fill_ext(env: Envelope, ext: dict[str, Any], default_intent: str) -> None:
             ext[key] = getattr(env, key)
     if env.intent != default_intent:
         ext["intent"] = env.intent
-    ctx = extension_context(env.context)
-    if ctx:
-        ext["context"] = ctx
-    rest = extension_meta(env.meta, PROTOCOL, _META_NATIVE)
-    if rest:
-        ext["meta"] = rest
+    add_extension(ext, env, PROTOCOL, _META_NATIVE)
 
 
 def decode(obj: Any) -> Envelope:

@@ -11,30 +11,18 @@ Ctrl-C (exit status 0).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 
+from actorbus.services import runner
 from actorbus.services.gateway.edges import EDGES
 from actorbus.services.gateway.service import GatewayService
 from actorbus.services.gateway.settings import GatewaySettings
-from actorbus.services.runner import host_port, positive, run_main
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m actorbus.services.gateway",
-        description="Run the actorbus HTTP gateway: actors as A2A (and other protocols') agents.",
-    )
-    p.add_argument(
-        "--nats", default="nats://127.0.0.1:4222", help="NATS URL (comma-separated for several)"
-    )
-    p.add_argument("--namespace", default="ab", help="actorbus namespace (default: ab)")
-    p.add_argument(
-        "--http",
-        type=host_port,
-        default=("127.0.0.1", 8480),
-        metavar="HOST:PORT",
-        help="where the gateway listens (default 127.0.0.1:8480; port 0: any free port)",
+    p = runner.service_parser(
+        "python -m actorbus.services.gateway",
+        "Run the actorbus HTTP gateway: actors as A2A (and other protocols') agents.",
+        http=(8480, "the gateway"),
     )
     p.add_argument(
         "--db", default=None, help="SQLite file for tasks (default: a file in the temp dir)"
@@ -46,11 +34,10 @@ def parser() -> argparse.ArgumentParser:
         f"{', '.join(sorted(EDGES))})",
     )
     p.add_argument("--public-url", default=None, help="base URL to put in agent cards")
-    p.add_argument("--ask-timeout", type=positive, default=60.0, help="seconds per ask (60)")
+    p.add_argument("--ask-timeout", type=runner.positive, default=60.0, help="seconds per ask (60)")
     p.add_argument(
-        "--stream-item-timeout", type=positive, default=300.0, help="seconds per item (300)"
+        "--stream-item-timeout", type=runner.positive, default=300.0, help="seconds per item (300)"
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
 
@@ -65,11 +52,8 @@ async def run(args: argparse.Namespace) -> None:
         ask_timeout=args.ask_timeout,
         stream_item_timeout=args.stream_item_timeout,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    urls = [u.strip() for u in args.nats.split(",") if u.strip()]
+    stop = runner.stop_on_signals()
+    urls = runner.nats_urls(args.nats)
     async with GatewayService(nats_url=urls, namespace=args.namespace, settings=settings) as gw:
         print(f"gateway {gw.http_url} namespace {gw.namespace}", flush=True)
         print("ready", flush=True)
@@ -78,7 +62,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    run_main("gateway", args, run)
+    runner.run_main("gateway", args, run)
 
 
 if __name__ == "__main__":

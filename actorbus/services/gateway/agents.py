@@ -4,8 +4,6 @@ has in hand, and the errors its edges map onto their protocols."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,6 +13,7 @@ from pydantic import BaseModel
 
 from actorbus.actors.directory import Listing
 from actorbus.codecs.a2a.types import ArtifactUpdate, Message, Part, StatusUpdate, Task, TaskState
+from actorbus.codecs.common import fit_to_intent
 from actorbus.codecs.errors import (
     ActorNotFoundError,
     UnsupportedError,
@@ -95,19 +94,7 @@ class Agent:
         intent. Text sent to a handler that takes a model is parsed as JSON when
         it is a JSON object, or wrapped as the model's only required string field.
         """
-        if intent not in self.intents and len(self.intents) == 1:
-            intent = next(iter(self.intents))
-        schema = self.intents.get(intent)
-        if isinstance(content, str) and isinstance(schema, dict):
-            with contextlib.suppress(ValueError):
-                parsed = json.loads(content)
-                if isinstance(parsed, dict):
-                    return intent, parsed
-            required = schema.get("required") or []
-            props = schema.get("properties") or {}
-            if len(required) == 1 and (props.get(required[0]) or {}).get("type") == "string":
-                return intent, {required[0]: content}
-        return intent, content
+        return fit_to_intent(self.intents, intent, content)
 
 
 @dataclass

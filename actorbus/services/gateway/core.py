@@ -82,7 +82,7 @@ from actorbus.services.gateway.agents import (
     plain,
     text_message,
 )
-from actorbus.services.gateway.store import Run, StoredTask, TaskStore, now_ms
+from actorbus.services.gateway.store import Run, StoredTask, TaskQuery, TaskStore, now_ms
 from actorbus.services.gateway.tasks import AuthRequired, InputRequired, check_transition
 
 log = logging.getLogger("actorbus.gateway")
@@ -288,24 +288,10 @@ class GatewayCore:
             run.cancel()
         return live.task
 
-    async def find(
-        self,
-        *,
-        agent: str | None = None,
-        context_id: str | None = None,
-        state: TaskState | None = None,
-        updated_after_ms: int | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> tuple[list[StoredTask], int]:
-        found, total = await self.store.list_tasks(
-            agent=agent,
-            context_id=context_id,
-            state=state,
-            updated_after_ms=updated_after_ms,
-            limit=limit,
-            offset=offset,
-        )
+    async def find(self, query: TaskQuery) -> tuple[list[StoredTask], int]:
+        """Stored tasks as :meth:`TaskStore.list_tasks` finds them, with the live
+        state of those still running here."""
+        found, total = await self.store.list_tasks(query)
         out = []
         for st in found:
             live = self._live.get(st.task.id)

@@ -15,8 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -28,6 +27,7 @@ from actorbus.services.gateway.core import CoreSettings, GatewayCore
 from actorbus.services.gateway.settings import GatewaySettings, default_db_path
 from actorbus.services.gateway.store import TaskStore
 from actorbus.services.gateway.tracing import server_spans
+from actorbus.services.hosting import HostedService
 
 log = logging.getLogger("actorbus.gateway")
 
@@ -53,7 +53,7 @@ async def no_tracebacks(request: web.Request, handler: Any) -> web.StreamRespons
         )
 
 
-class GatewayService:
+class GatewayService(HostedService):
     """A gateway; ``start()``/``stop()`` or ``async with``."""
 
     def __init__(
@@ -64,19 +64,12 @@ class GatewayService:
         namespace: str = "ab",
         settings: GatewaySettings | None = None,
     ) -> None:
-        if (system is None) == (nats_url is None):
-            raise ValueError("give either system= or nats_url=")
+        super().__init__(system=system, nats_url=nats_url, namespace=namespace)
         self.settings = settings or GatewaySettings()
-        self.system: ActorSystem | None = system
-        self._owns_system = system is None
-        self._nats_url = nats_url
-        self.namespace = system.namespace if system is not None else namespace
-        self.http_url: str | None = None
         self.db_path = Path(self.settings.db_path or default_db_path(self.namespace))
         self.store: TaskStore | None = None
         self._core: GatewayCore | None = None
         self._edges: list[edge_modules.Edge] = []
-        self._runner: web.AppRunner | None = None
 
     @property
     def core(self) -> GatewayCore:
@@ -87,14 +80,10 @@ class GatewayService:
     async def start(self) -> None:
         s = self.settings
         try:
-            if self.system is None:
-                assert self._nats_url is not None
-                self.system = await ActorSystem.connect(
-                    self._nats_url, namespace=self.namespace, name=f"gateway-{new_id()}"
-                )
+            system = await self.open_system(f"gateway-{new_id()}")
             self.store = await TaskStore.open(self.db_path)
             self._core = GatewayCore(
-                self.system,
+                system,
                 self.store,
                 CoreSettings(
                     ask_timeout=s.ask_timeout,
@@ -106,7 +95,7 @@ class GatewayService:
             if stale:
                 log.warning("gateway: %d task(s) of a previous run marked failed", stale)
             self._edges = [edge_modules.load(name)(self._core, s) for name in s.edges]
-            await self._start_http(s.http_host, s.http_port)
+            await self.serve_http(self.app(), s.http_host, s.http_port, s.stop_timeout)
         except BaseException:
             await self.stop()
             raise
@@ -122,29 +111,11 @@ class GatewayService:
             app.router.add_routes(edge.routes())
         return app
 
-    async def _start_http(self, host: str, port: int) -> None:
-        self._runner = web.AppRunner(
-            self.app(),
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=self.settings.stop_timeout,
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        bound = self._runner.addresses[0]
-        h, p = bound[0], bound[1]
-        shown = f"[{h}]" if ":" in h else h
-        self.http_url = f"http://{shown}:{p}"
-
     async def stop(self) -> None:
         """Stop serving, stop the runs in flight, close the database and connection."""
         if self._core is not None:  # first: open streams end, so connections close at once
             await self._core.close()
-        if self._runner is not None:
-            with contextlib.suppress(Exception):
-                await self._runner.cleanup()
-            self._runner = None
+        await self.stop_http()
         for edge in self._edges:
             with contextlib.suppress(Exception):
                 await edge.close()
@@ -154,10 +125,7 @@ class GatewayService:
             with contextlib.suppress(Exception):
                 await self.store.close()
             self.store = None
-        if self._owns_system and self.system is not None:
-            with contextlib.suppress(Exception):
-                await self.system.close(timeout=2.0)
-            self.system = None
+        await self.close_system()
 
     async def healthz(self, request: web.Request) -> web.Response:
         ok = self.system is not None and self.system.nc.is_connected
@@ -174,12 +142,3 @@ class GatewayService:
                 **counts,
             }
         )
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

@@ -74,6 +74,19 @@ def now_ms() -> int:
 
 
 @dataclass(frozen=True)
+class TaskQuery:
+    """Which tasks to list: every filter given must match; a page of ``limit``
+    from ``offset`` (newest first)."""
+
+    agent: str | None = None
+    context_id: str | None = None
+    state: TaskState | None = None
+    updated_after_ms: int | None = None
+    limit: int = 50
+    offset: int = 0
+
+
+@dataclass(frozen=True)
 class StoredTask:
     task: Task
     agent: str
@@ -197,29 +210,20 @@ class TaskStore:
             return None
         return StoredTask(_task_of(row[0]), row[1], row[2], row[3], row[4])
 
-    async def list_tasks(
-        self,
-        *,
-        agent: str | None = None,
-        context_id: str | None = None,
-        state: TaskState | None = None,
-        updated_after_ms: int | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> tuple[list[StoredTask], int]:
-        """Tasks matching every filter given, newest first, and how many match."""
+    async def list_tasks(self, query: TaskQuery) -> tuple[list[StoredTask], int]:
+        """Tasks matching every filter of ``query``, newest first, and how many match."""
         where: list[str] = []
         args: list[Any] = []
-        for column, value in (("agent", agent), ("context_id", context_id)):
+        for column, value in (("agent", query.agent), ("context_id", query.context_id)):
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)
-        if state is not None:
+        if query.state is not None:
             where.append("state = ?")
-            args.append(state.value)
-        if updated_after_ms is not None:
+            args.append(query.state.value)
+        if query.updated_after_ms is not None:
             where.append("updated_ms > ?")
-            args.append(updated_after_ms)
+            args.append(query.updated_after_ms)
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         async with self.db.execute(f"SELECT count(*) FROM tasks{clause}", args) as cur:
             row = await cur.fetchone()
@@ -227,7 +231,7 @@ class TaskStore:
         async with self.db.execute(
             "SELECT body, agent, protocol, created_ms, updated_ms FROM tasks"
             f"{clause} ORDER BY updated_ms DESC, id LIMIT ? OFFSET ?",
-            [*args, limit, offset],
+            [*args, query.limit, query.offset],
         ) as cur:
             rows = await cur.fetchall()
         return [StoredTask(_task_of(r[0]), r[1], r[2], r[3], r[4]) for r in rows], total

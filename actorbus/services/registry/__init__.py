@@ -5,9 +5,9 @@
 - :class:`RegistryActor` and its messages: the registry over the bus.
 - ``python -m actorbus.services.registry``: an instance from the shell.
 
-The storage layer (``actorbus.bus.registry_store``) and the record models
-(``actorbus.codecs.uap``) are usable without any of this, e.g. by an
-ActorSystem announcing its actor types.
+The registry's store (``actorbus.services.registry.store``) extends the service
+records every ActorSystem shares to announce its actor types
+(``actorbus.bus.service_records``); the record models are ``actorbus.codecs.uap``.
 """
 
 from actorbus.services.registry.actor import (

@@ -12,50 +12,39 @@ takes over at once).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 
+from actorbus.services import runner
 from actorbus.services.registry.service import RegistryService, RegistrySettings
-from actorbus.services.runner import host_port, positive, run_main
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m actorbus.services.registry",
-        description="Run a UAP registry instance (HTTP API + registry actor) on NATS.",
-    )
-    p.add_argument(
-        "--nats", default="nats://127.0.0.1:4222", help="NATS URL (comma-separated for several)"
-    )
-    p.add_argument("--namespace", default="ab", help="actorbus namespace (default: ab)")
-    p.add_argument(
-        "--http",
-        type=host_port,
-        default=("127.0.0.1", 8470),
-        metavar="HOST:PORT",
-        help="where the HTTP API listens (default 127.0.0.1:8470; port 0: any free port)",
+    p = runner.service_parser(
+        "python -m actorbus.services.registry",
+        "Run a UAP registry instance (HTTP API + registry actor) on NATS.",
+        http=(8470, "the HTTP API"),
     )
     p.add_argument("--no-http", action="store_true", help="serve only the registry actor")
     p.add_argument("--no-actor", action="store_true", help="serve only the HTTP API")
     p.add_argument("--replicas", type=int, default=1, help="bucket replicas (3 on a cluster)")
-    p.add_argument("--leader-ttl", type=positive, default=3.0, help="leader lease seconds (3)")
+    p.add_argument(
+        "--leader-ttl", type=runner.positive, default=3.0, help="leader lease seconds (3)"
+    )
     p.add_argument(
         "--sweep-interval",
-        type=positive,
+        type=runner.positive,
         default=1.0,
         help="seconds between the leader's lifecycle sweeps (1)",
     )
     p.add_argument(
-        "--card-timeout", type=positive, default=5.0, help="agent card fetch timeout (5)"
+        "--card-timeout", type=runner.positive, default=5.0, help="agent card fetch timeout (5)"
     )
     p.add_argument(
         "--card-retry",
-        type=positive,
+        type=runner.positive,
         default=30.0,
         help="seconds between retries of a failed agent card fetch (30)",
     )
     p.add_argument("--instance-id", default=None, help="this instance's name (default: generated)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
 
@@ -72,11 +61,8 @@ async def run(args: argparse.Namespace) -> None:
         actor_key=None if args.no_actor else "main",
         instance_id=args.instance_id,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    urls = [u.strip() for u in args.nats.split(",") if u.strip()]
+    stop = runner.stop_on_signals()
+    urls = runner.nats_urls(args.nats)
     async with RegistryService(nats_url=urls, namespace=args.namespace, settings=settings) as reg:
         print(
             f"registry {reg.http_url or '-'} instance {reg.instance_id} namespace {reg.namespace}",
@@ -88,7 +74,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    run_main("registry", args, run)
+    runner.run_main("registry", args, run)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Iterable
 
 from actorbus.bus.bucket_mirror import now_ms
-from actorbus.bus.registry_store import WRITE_ATTEMPTS, Kind, RegistryStore
 from actorbus.codecs.uap import (
     RouteResponse,
     ServiceResponse,
@@ -28,6 +27,7 @@ from actorbus.services.registry.cards import (
     AgentInfoFetchError,
     agent_info_sources,
 )
+from actorbus.services.registry.store import WRITE_ATTEMPTS, Kind, RegistryStore
 
 log = logging.getLogger("actorbus.registry")
 

@@ -25,7 +25,6 @@ from typing import Any
 
 from aiohttp import web
 
-from actorbus.bus.registry_store import Kind
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.uap import (
     UapConflictError,
@@ -35,6 +34,7 @@ from actorbus.codecs.uap import (
 )
 from actorbus.services.registry.core import Registry
 from actorbus.services.registry.openapi import openapi_document
+from actorbus.services.registry.store import Kind
 
 log = logging.getLogger("actorbus.registry.http")
 

@@ -32,7 +32,6 @@ from typing import Any
 import aiohttp
 
 from actorbus.bus.bucket_mirror import now_ms
-from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.tasks import stop_task
 from actorbus.codecs.uap import (
     HEALTHY,
@@ -43,6 +42,7 @@ from actorbus.codecs.uap import (
     UapConflictError,
 )
 from actorbus.services.registry.cards import AgentInfoFetcher, AgentInfoFetchError
+from actorbus.services.registry.store import RegistryStore
 
 log = logging.getLogger("actorbus.registry.lifecycle")
 

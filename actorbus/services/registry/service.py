@@ -23,21 +23,19 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
-
-from aiohttp import web
+from typing import Any
 
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.leases import LeaderElection, LeaseBucket
-from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import new_id
+from actorbus.services.hosting import HostedService
 from actorbus.services.registry.actor import RegistryActor
 from actorbus.services.registry.cards import AgentInfoFetcher
 from actorbus.services.registry.core import Registry
 from actorbus.services.registry.http import RegistryHttp
 from actorbus.services.registry.lifecycle import Lifecycle
+from actorbus.services.registry.store import RegistryStore
 
 log = logging.getLogger("actorbus.registry")
 
@@ -65,7 +63,7 @@ class RegistrySettings:
     instance_id: str | None = None  # default: a fresh id per start
 
 
-class RegistryService:
+class RegistryService(HostedService):
     """A registry instance; ``start()``/``stop()`` or ``async with``."""
 
     def __init__(
@@ -76,22 +74,15 @@ class RegistryService:
         namespace: str = "ab",
         settings: RegistrySettings | None = None,
     ) -> None:
-        if (system is None) == (nats_url is None):
-            raise ValueError("give either system= or nats_url=")
+        super().__init__(system=system, nats_url=nats_url, namespace=namespace)
         self.settings = settings or RegistrySettings()
-        self.system: ActorSystem | None = system
-        self._owns_system = system is None
-        self._nats_url = nats_url
-        self.namespace = system.namespace if system is not None else namespace
         self.instance_id = self.settings.instance_id or f"registry-{new_id()}"
-        self.http_url: str | None = None
         self._store: RegistryStore | None = None
         self._registry: Registry | None = None
         self._fetcher = AgentInfoFetcher(self.settings.card_timeout)
         self._lifecycle: Lifecycle | None = None
         self._lifecycle_task: asyncio.Task[None] | None = None
         self._election: LeaderElection | None = None
-        self._runner: web.AppRunner | None = None
         self._actor_address: str | None = None
 
     # -- parts ---------------------------------------------------------------------
@@ -126,12 +117,8 @@ class RegistryService:
     async def start(self) -> None:
         s = self.settings
         try:
-            if self.system is None:
-                assert self._nats_url is not None
-                self.system = await ActorSystem.connect(
-                    self._nats_url, namespace=self.namespace, name=self.instance_id
-                )
-            js = self.system.js
+            system = await self.open_system(self.instance_id)
+            js = system.js
             self._store = await RegistryStore.open(js, self.namespace, replicas=s.replicas)
             self._registry = Registry(self._store, self._fetcher, max_wait=s.max_wait)
             self._lifecycle = Lifecycle(
@@ -154,7 +141,7 @@ class RegistryService:
             if s.http_port is not None:
                 await self._start_http(s.http_host, s.http_port)
             if s.actor_key is not None:
-                ref = await self.system.spawn(RegistryActor, s.actor_key, registry=self._registry)
+                ref = await system.spawn(RegistryActor, s.actor_key, registry=self._registry)
                 self._actor_address = ref.address
         except BaseException:
             await self.stop()
@@ -169,16 +156,7 @@ class RegistryService:
 
     async def _start_http(self, host: str, port: int) -> None:
         api = RegistryHttp(self.registry, self.status, default_wait=self.settings.default_wait)
-        self._runner = web.AppRunner(
-            api.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        bound = self._runner.addresses[0]
-        h, p = bound[0], bound[1]
-        shown = f"[{h}]" if ":" in h else h
-        self.http_url = f"http://{shown}:{p}"
+        await self.serve_http(api.app(), host, port, shutdown_timeout=1.0)
 
     async def _lead(self) -> None:
         assert self._lifecycle is not None
@@ -191,10 +169,7 @@ class RegistryService:
 
     async def stop(self) -> None:
         """Stop serving, step down (releasing the lease), close what was opened."""
-        if self._runner is not None:
-            with contextlib.suppress(Exception):
-                await self._runner.cleanup()
-            self._runner = None
+        await self.stop_http()
         if self._actor_address is not None and self.system is not None:
             with contextlib.suppress(Exception):
                 await self.system.stop_actor(self._actor_address, timeout=2.0)
@@ -205,10 +180,7 @@ class RegistryService:
         await self._fetcher.close()
         if self._store is not None:
             await self._store.close()
-        if self._owns_system and self.system is not None:
-            with contextlib.suppress(Exception):
-                await self.system.close(timeout=2.0)
-            self.system = None
+        await self.close_system()
 
     async def status(self) -> dict[str, Any]:
         """What ``GET /status`` shows."""
@@ -226,12 +198,3 @@ class RegistryService:
             "routes": len(store.list_routes()),
             "index": store.index,
         }
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

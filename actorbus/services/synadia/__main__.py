@@ -11,31 +11,30 @@ stops gracefully on SIGTERM or Ctrl-C (exit status 0).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 
 from actorbus.actors.system import ActorSystem
-from actorbus.services.runner import positive, run_main
+from actorbus.services import runner
 from actorbus.services.synadia.prompt import PromptSettings
 from actorbus.services.synadia.service import BridgeSettings, SynadiaBridge
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m actorbus.services.synadia",
-        description="Serve actorbus actor types as Synadia Agent Protocol agents on NATS.",
+    p = runner.service_parser(
+        "python -m actorbus.services.synadia",
+        "Serve actorbus actor types as Synadia Agent Protocol agents on NATS.",
     )
-    p.add_argument("--nats", default="nats://127.0.0.1:4222", help="NATS URL(s), comma-separated")
-    p.add_argument("--namespace", default="ab", help="actorbus namespace (default: ab)")
     p.add_argument(
         "--agent", action="append", default=None, metavar="TYPE", help="actor type (repeatable)"
     )
     p.add_argument("--owner", default=None, help="owner token (default: the namespace)")
     p.add_argument("--session", default="default", help="session token (default: default)")
     p.add_argument("--heartbeat", type=int, default=30, help="seconds between heartbeats (30)")
-    p.add_argument("--keepalive", type=positive, default=30.0, help="seconds between acks (30)")
-    p.add_argument("--ask-timeout", type=positive, default=300.0, help="seconds per reply (300)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--keepalive", type=runner.positive, default=30.0, help="seconds between acks (30)"
+    )
+    p.add_argument(
+        "--ask-timeout", type=runner.positive, default=300.0, help="seconds per reply (300)"
+    )
     return p
 
 
@@ -49,11 +48,8 @@ async def run(args: argparse.Namespace) -> None:
             keepalive_interval=args.keepalive,
         ),
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    urls = [u.strip() for u in args.nats.split(",") if u.strip()]
+    stop = runner.stop_on_signals()
+    urls = runner.nats_urls(args.nats)
     async with (
         ActorSystem.connect(urls, namespace=args.namespace) as system,
         SynadiaBridge(system, args.agent, owner=args.owner, settings=settings) as bridge,
@@ -68,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.heartbeat <= 0:
         parser().error("--heartbeat must be > 0")
-    run_main("synadia", args, run)
+    runner.run_main("synadia", args, run)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import msgspec
 from nats.micro import add_service
@@ -32,6 +31,7 @@ from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
 
 from actorbus.actors.system import ActorSystem
+from actorbus.bus.startstop import AsyncStartStop
 from actorbus.bus.tasks import spawn, stop_task, supervise
 from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.synadia import (
@@ -179,7 +179,7 @@ def _clamped(max_payload: str, server_limit: int) -> str:
     return max_payload
 
 
-class SynadiaBridge:
+class SynadiaBridge(AsyncStartStop):
     """Serve actor types of ``system`` as Synadia agents.
 
     ``agents``: actor classes or type names (looked up in the registry for
@@ -220,15 +220,3 @@ class SynadiaBridge:
     async def stop(self) -> None:
         agents, self.agents = list(self.agents.values()), {}
         await asyncio.gather(*(a.stop() for a in agents), return_exceptions=True)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()

@@ -10,8 +10,6 @@ and, when the class is at hand, which intents stream, so the bridge calls
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 from actorbus.actors.actor import Actor
 from actorbus.actors.directory import Listing
 from actorbus.actors.system import ActorSystem
+from actorbus.codecs.common import fit_to_intent
 
 AgentSpec = str | type[Actor]
 
@@ -75,19 +74,7 @@ class Target:
         model's only required string field, so ``"hi"`` reaches
         ``Question(text: str)`` as ``{"text": "hi"}``.
         """
-        if intent not in self.intents and len(self.intents) == 1:
-            intent = next(iter(self.intents))
-        schema = self.intents.get(intent)
-        if isinstance(content, str) and isinstance(schema, dict):
-            with contextlib.suppress(ValueError):
-                parsed = json.loads(content)
-                if isinstance(parsed, dict):
-                    return intent, parsed
-            required = schema.get("required") or []
-            props = schema.get("properties") or {}
-            if len(required) == 1 and (props.get(required[0]) or {}).get("type") == "string":
-                return intent, {required[0]: content}
-        return intent, content
+        return fit_to_intent(self.intents, intent, content)
 
 
 async def resolve_targets(system: ActorSystem, agents: Sequence[AgentSpec] | None) -> list[Target]:

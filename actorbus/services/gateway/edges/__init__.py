@@ -1,6 +1,6 @@
 """Protocol edges of the gateway: one module per outside protocol.
 
-An edge is a class with a ``name`` and ``routes()`` (aiohttp route
+An edge is an :class:`Edge`: a ``name`` and ``routes()`` (aiohttp route
 definitions), built with the gateway's :class:`~..core.GatewayCore` and
 :class:`~..settings.GatewaySettings`. To add a protocol, write its module
 (see :mod:`.a2a`) and add one line to :data:`EDGES`; ``GatewaySettings.edges``
@@ -10,7 +10,7 @@ definitions), built with the gateway's :class:`~..core.GatewayCore` and
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from aiohttp import web
 
@@ -29,14 +29,21 @@ EDGES: Final[dict[str, str]] = {
 }
 
 
-class Edge(Protocol):
+class Edge:
+    """One protocol's face on the gateway: ``name``, the routes it serves, and
+    what it holds released by ``close()`` when the gateway stops."""
+
     name: ClassVar[str]
 
-    def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None: ...
+    def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None:
+        self.core = core
+        self.settings = settings
 
-    def routes(self) -> list[web.RouteDef]: ...
+    def routes(self) -> list[web.RouteDef]:
+        raise NotImplementedError
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release what the edge holds (nothing, unless it says otherwise)."""
 
 
 def load(name: str) -> type[Edge]:

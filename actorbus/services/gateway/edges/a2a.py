@@ -20,7 +20,6 @@ traceback.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -65,9 +64,10 @@ from actorbus.services.gateway.agents import (
     TaskNotContinuableError,
     UnknownTaskError,
 )
-from actorbus.services.gateway.core import GatewayCore
+from actorbus.services.gateway.edges import Edge
+from actorbus.services.gateway.edges.http import json_response, serve_events
 from actorbus.services.gateway.settings import GatewaySettings
-from actorbus.services.gateway.store import now_ms
+from actorbus.services.gateway.store import TaskQuery, now_ms
 
 log = logging.getLogger("actorbus.gateway.a2a")
 
@@ -76,11 +76,6 @@ CARD_PATH = "/.well-known/agent-card.json"
 LEGACY_CARD_PATH = "/.well-known/agent.json"
 VERSION_HEADER = "A2A-Version"
 MODES = ["text/plain", "application/json", "application/octet-stream"]
-SSE_HEADERS = {
-    "Content-Type": "text/event-stream",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
 
 
 def base_url(request: web.Request, settings: GatewaySettings) -> str:
@@ -152,12 +147,6 @@ def as_a2a_error(err: ActorBusError) -> ActorBusError:
     return err
 
 
-def _json(body: dict[str, Any], status: int = 200) -> web.Response:
-    return web.Response(
-        body=msgspec.json.encode(body), status=status, content_type="application/json"
-    )
-
-
 def _iso_ms(text: str | None) -> int | None:
     if not text:
         return None
@@ -169,12 +158,8 @@ def _iso_ms(text: str | None) -> int | None:
         ) from None
 
 
-class A2AEdge:
+class A2AEdge(Edge):
     name: ClassVar[str] = "a2a"
-
-    def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None:
-        self.core = core
-        self.settings = settings
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -184,14 +169,11 @@ class A2AEdge:
             web.post(PREFIX + "/{agent}", self.rpc),
         ]
 
-    async def close(self) -> None:
-        return None
-
     # -- cards -----------------------------------------------------------------------
     async def list_agents(self, request: web.Request) -> web.Response:
         base = base_url(request, self.settings)
         agents = await self.core.agents()
-        return _json(
+        return json_response(
             {
                 "agents": [
                     {
@@ -208,8 +190,8 @@ class A2AEdge:
         try:
             agent = await self.core.agent(request.match_info["agent"])
         except AgentNotFoundError as e:
-            return _json({"error": "not_found", "message": str(e)}, status=404)
-        return _json(agent_card(agent, base_url(request, self.settings)))
+            return json_response({"error": "not_found", "message": str(e)}, status=404)
+        return json_response(agent_card(agent, base_url(request, self.settings)))
 
     # -- JSON-RPC --------------------------------------------------------------------
     async def rpc(self, request: web.Request) -> web.StreamResponse:
@@ -218,30 +200,30 @@ class A2AEdge:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge as e:
             too_big = InvalidParamsError(f"request body too large: {e.text}")
-            return _json(error_response(too_big, None, header), status=413)
+            return json_response(error_response(too_big, None, header), status=413)
         try:
             req = decode_request(body, header)
         except A2AError as e:
-            return _json(error_response(e, e.request_id, header))
+            return json_response(error_response(e, e.request_id, header))
         version = req.version
         try:
             agent = await self.core.agent(request.match_info["agent"])
         except AgentNotFoundError as e:
             err = UnsupportedOperationError(str(e), metadata={"agent": request.match_info["agent"]})
-            return _json(error_response(err, req.id, version), status=404)
+            return json_response(error_response(err, req.id, version), status=404)
         try:
             if req.method.streaming:
                 return await self._stream(request, req, agent)
             result = await self._call(req, agent)
         except ActorBusError as e:
-            return _json(error_response(as_a2a_error(e), req.id, version))
+            return json_response(error_response(as_a2a_error(e), req.id, version))
         except Exception as exc:
             log.exception("A2A %s on %s failed", req.wire_method, agent.name)
             err2 = RemoteError("internal error in the gateway", remote_type=type(exc).__name__)
-            return _json(error_response(err2, req.id, version))
+            return json_response(error_response(err2, req.id, version))
         if req.notification:
             return web.Response(status=204)
-        return _json(result)
+        return json_response(result)
 
     async def _call(self, req: A2ARequest, agent: Agent) -> dict[str, Any]:
         v, rid = req.version, req.id
@@ -299,7 +281,7 @@ class A2AEdge:
             raise InvalidParamsError(
                 f"`params.pageToken` is not one of ours: {params.page_token!r}"
             ) from None
-        found, total = await self.core.find(
+        query = TaskQuery(
             agent=agent.name,
             context_id=params.context_id,
             state=params.status,
@@ -307,6 +289,7 @@ class A2AEdge:
             limit=size,
             offset=max(offset, 0),
         )
+        found, total = await self.core.find(query)
         tasks = [
             trimmed(st.task, params.history_length, bool(params.include_artifacts)) for st in found
         ]
@@ -341,26 +324,10 @@ class A2AEdge:
         else:
             assert isinstance(req.params, TaskRef)
             events = await self.core.subscribe(req.params.id, agent.name)
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(request)
-        try:
-            async for event in events:
-                await response.write(sse_frame(stream_event(req.id, event, req.version)))
-        except ConnectionError:
-            log.debug("A2A stream client of %s went away (the task goes on)", agent.name)
-            return response
-        except Exception as exc:  # headers are sent: the error goes out as the last frame
-            if isinstance(exc, ActorBusError):
-                err: ActorBusError = as_a2a_error(exc)
-            else:
-                log.exception("A2A stream of %s failed", agent.name)
-                err = RemoteError("internal error in the gateway", remote_type=type(exc).__name__)
-            with contextlib.suppress(ConnectionError):
-                await response.write(sse_frame(error_response(err, req.id, req.version)))
-        finally:
-            closer = getattr(events, "aclose", None)
-            if closer is not None:
-                await closer()
-        with contextlib.suppress(ConnectionError):
-            await response.write_eof()
-        return response
+        return await serve_events(
+            request,
+            events,
+            lambda event: (sse_frame(stream_event(req.id, event, req.version)),),
+            lambda err: sse_frame(error_response(as_a2a_error(err), req.id, req.version)),
+            f"the A2A stream of {agent.name}",
+        )

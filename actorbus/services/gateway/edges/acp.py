@@ -39,7 +39,6 @@ traceback.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -64,10 +63,10 @@ from actorbus.codecs.acp import (
     sse_frame,
 )
 from actorbus.codecs.common import read_json
+from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorNotFoundError,
-    RemoteError,
     ValidationFailedError,
 )
 from actorbus.services.gateway.agents import (
@@ -77,19 +76,16 @@ from actorbus.services.gateway.agents import (
     NotCancelableError,
     TaskNotContinuableError,
 )
-from actorbus.services.gateway.core import META_KEY, GatewayCore
-from actorbus.services.gateway.settings import GatewaySettings
+from actorbus.services.gateway.core import META_KEY
+from actorbus.services.gateway.edges import Edge
+from actorbus.services.gateway.edges.http import json_response, serve_events
+from actorbus.services.gateway.store import TaskQuery
 
 log = logging.getLogger("actorbus.gateway.acp")
 
 PREFIX: Final = "/acp"
 RUN_ID_HEADER: Final = "Run-ID"
 CONTENT_TYPES: Final = ["text/plain", "application/json", "application/octet-stream"]
-SSE_HEADERS: Final = {
-    "Content-Type": "text/event-stream",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
 _JSON = msgspec.json.Decoder()
 
 
@@ -228,18 +224,9 @@ def task_events(task: Task, agent: str, created_ms: int = 0) -> list[dict[str, A
 # -- HTTP helpers -------------------------------------------------------------------------
 
 
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=msgspec.json.encode(body),
-        status=status,
-        content_type="application/json",
-        headers=headers,
-    )
-
-
 def _error(err: ActorBusError) -> web.Response:
     status = 409 if isinstance(err, NotCancelableError | TaskNotContinuableError) else None
-    return _json(error_to(err), status or http_status(err))
+    return json_response(error_to(err), status or http_status(err))
 
 
 async def _body(request: web.Request) -> Any:
@@ -313,12 +300,8 @@ class _Stream:
         return [*out, {"type": kind, "run": self._run()}]
 
 
-class AcpEdge:
+class AcpEdge(Edge):
     name: ClassVar[str] = "acp"
-
-    def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None:
-        self.core = core
-        self.settings = settings
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -335,20 +318,17 @@ class AcpEdge:
             web.route("*", PREFIX + "/{tail:.*}", self.unknown),
         ]
 
-    async def close(self) -> None:
-        return None
-
     def _base(self, request: web.Request) -> str:
         base = self.settings.public_url or f"{request.scheme}://{request.host}"
         return base.rstrip("/") + PREFIX
 
     # -- agents --------------------------------------------------------------------
     async def ping(self, request: web.Request) -> web.Response:
-        return _json({})
+        return json_response({})
 
     async def unknown(self, request: web.Request) -> web.Response:
         err = ActorNotFoundError(f"no ACP endpoint {request.method} {request.path}")
-        return _json(error_to(err), 404)
+        return json_response(error_to(err), 404)
 
     @staticmethod
     def manifest(agent: Agent) -> dict[str, Any]:
@@ -371,14 +351,14 @@ class AcpEdge:
         }
 
     async def list_agents(self, request: web.Request) -> web.Response:
-        return _json({"agents": [self.manifest(a) for a in await self.core.agents()]})
+        return json_response({"agents": [self.manifest(a) for a in await self.core.agents()]})
 
     async def read_agent(self, request: web.Request) -> web.Response:
         try:
             agent = await self.core.agent(request.match_info["name"])
         except ActorBusError as e:
             return _error(e)
-        return _json(self.manifest(agent))
+        return json_response(self.manifest(agent))
 
     # -- runs ----------------------------------------------------------------------
     async def create_run(self, request: web.Request) -> web.StreamResponse:
@@ -387,33 +367,11 @@ class AcpEdge:
             env = decode_request(obj)  # checks obj is a RunCreateRequest
             # the URL-level agent_name routes, not a dst an envelope part may carry
             agent = await self.core.agent(str(obj["agent_name"]))
-            if env.intent.startswith("$"):
-                raise ValidationFailedError(
-                    "a run needs input"
-                    if env.intent == "$none"
-                    else f"intent {env.intent!r} is reserved for actorbus itself"
-                )
             session = obj.get("session_id") or (obj.get("session") or {}).get("id")
             context_id = str(session) if session else str(uuid.uuid4())
-            message = Message(
-                message_id=uuid.uuid4().hex,
-                role="user",
-                parts=parts_from_content(env.content),
-                context_id=context_id,
-            )
-            mode = str(obj.get("mode") or "sync")
-            live, events = await self.core.submit(
-                agent,
-                message,
-                protocol="acp",
-                intent=env.intent,
-                content=env.content,
-                stream=mode == "stream",
-                watch=mode == "stream",
-            )
+            return await self._run(request, agent, obj, env, "a run", context_id=context_id)
         except ActorBusError as e:
             return _error(e)
-        return await self._answer(request, live, events, mode, resume=False)
 
     async def resume_run(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -422,31 +380,47 @@ class AcpEdge:
             env = decode_resume(obj, run_id=request.match_info["run_id"])
             stored = await self._stored(task_id)
             agent = await self.core.agent(stored[1])
-            if env.intent.startswith("$"):
-                raise ValidationFailedError(
-                    "a resume needs input"
-                    if env.intent == "$none"
-                    else f"intent {env.intent!r} is reserved for actorbus itself"
-                )
-            message = Message(
-                message_id=uuid.uuid4().hex,
-                role="user",
-                parts=parts_from_content(env.content),
-                task_id=task_id,
-            )
-            mode = str(obj.get("mode") or "sync")
-            live, events = await self.core.submit(
-                agent,
-                message,
-                protocol="acp",
-                intent=env.intent,
-                content=env.content,
-                stream=mode == "stream",
-                watch=mode == "stream",
-            )
+            return await self._run(request, agent, obj, env, "a resume", task_id=task_id)
         except ActorBusError as e:
             return _error(e)
-        return await self._answer(request, live, events, mode, resume=True)
+
+    async def _run(
+        self,
+        request: web.Request,
+        agent: Agent,
+        obj: dict[str, Any],
+        env: Envelope,
+        what: str,
+        *,
+        context_id: str | None = None,
+        task_id: str | None = None,
+    ) -> web.StreamResponse:
+        """Submit a new run (``context_id``) or a resumed one (``task_id``) and answer
+        in the mode the request asked for."""
+        if env.intent.startswith("$"):
+            raise ValidationFailedError(
+                f"{what} needs input"
+                if env.intent == "$none"
+                else f"intent {env.intent!r} is reserved for actorbus itself"
+            )
+        message = Message(
+            message_id=uuid.uuid4().hex,
+            role="user",
+            parts=parts_from_content(env.content),
+            context_id=context_id,
+            task_id=task_id,
+        )
+        mode = str(obj.get("mode") or "sync")
+        live, events = await self.core.submit(
+            agent,
+            message,
+            protocol="acp",
+            intent=env.intent,
+            content=env.content,
+            stream=mode == "stream",
+            watch=mode == "stream",
+        )
+        return await self._answer(request, live, events, mode, resume=task_id is not None)
 
     async def _answer(
         self,
@@ -459,12 +433,12 @@ class AcpEdge:
     ) -> web.StreamResponse:
         headers = {RUN_ID_HEADER: run_id_of(live.task.id)}
         if mode == "async":
-            return _json(run_json(live.task, live.agent), 202, headers)
+            return json_response(run_json(live.task, live.agent), 202, headers)
         if events is None:
             task = await self.core.wait_settled(live)
             stored = await self.core.store.get_task(task.id)
             created = stored.created_ms if stored is not None else 0
-            return _json(run_json(task, live.agent, created), 200, headers)
+            return json_response(run_json(task, live.agent, created), 200, headers)
         return await self._stream(request, live, events, headers, resume)
 
     async def _stream(
@@ -475,31 +449,15 @@ class AcpEdge:
         headers: dict[str, str],
         resume: bool,
     ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={**SSE_HEADERS, **headers})
-        await response.prepare(request)
         acp = _Stream(live.agent, resume)
-        try:
-            async for event in events:
-                for out in acp.events(event, live):
-                    await response.write(sse_frame(out))
-        except ConnectionError:
-            log.debug("ACP stream client of run %s went away (the run goes on)", live.task.id)
-            return response
-        except Exception as exc:  # headers are sent: the error goes out as the last frame
-            if isinstance(exc, ActorBusError):
-                err: ActorBusError = exc
-            else:
-                log.exception("ACP stream of run %s failed", live.task.id)
-                err = RemoteError("internal error in the gateway", remote_type=type(exc).__name__)
-            with contextlib.suppress(ConnectionError):
-                await response.write(sse_frame({"type": "error", "error": error_to(err)}))
-        finally:
-            closer = getattr(events, "aclose", None)
-            if closer is not None:
-                await closer()
-        with contextlib.suppress(ConnectionError):
-            await response.write_eof()
-        return response
+        return await serve_events(
+            request,
+            events,
+            lambda event: [sse_frame(out) for out in acp.events(event, live)],
+            lambda err: sse_frame({"type": "error", "error": error_to(err)}),
+            f"the ACP stream of run {live.task.id}",
+            headers,
+        )
 
     async def _stored(self, task_id: str) -> tuple[Task, str, int]:
         """The task (live if it runs), its agent and its creation time."""
@@ -516,14 +474,14 @@ class AcpEdge:
             task, agent, created = await self._stored(task_id_of(request.match_info["run_id"]))
         except ActorBusError as e:
             return _error(e)
-        return _json(run_json(task, agent, created))
+        return json_response(run_json(task, agent, created))
 
     async def run_events(self, request: web.Request) -> web.Response:
         try:
             task, agent, created = await self._stored(task_id_of(request.match_info["run_id"]))
         except ActorBusError as e:
             return _error(e)
-        return _json({"events": task_events(task, agent, created)})
+        return json_response({"events": task_events(task, agent, created)})
 
     async def cancel_run(self, request: web.Request) -> web.Response:
         try:
@@ -532,7 +490,7 @@ class AcpEdge:
             task = await self.core.cancel(task_id)
         except ActorBusError as e:
             return _error(e)
-        return _json(run_json(task, agent, created), 202)
+        return json_response(run_json(task, agent, created), 202)
 
     # -- sessions --------------------------------------------------------------------
     async def _session_messages(self, session: str) -> tuple[str, list[dict[str, Any]]]:
@@ -541,7 +499,7 @@ class AcpEdge:
         except ValueError:
             raise ActorNotFoundError(f"no session {session!r}") from None
         for context_id in (str(sid), sid.hex):
-            found, _ = await self.core.find(context_id=context_id, limit=1000)
+            found, _ = await self.core.find(TaskQuery(context_id=context_id, limit=1000))
             if found:
                 break
         else:
@@ -560,7 +518,7 @@ class AcpEdge:
             return _error(e)
         base = self._base(request)
         history = [f"{base}/sessions/{sid}/messages/{n}" for n in range(len(messages))]
-        return _json({"id": sid, "history": history, "state": None})
+        return json_response({"id": sid, "history": history, "state": None})
 
     async def session_message(self, request: web.Request) -> web.Response:
         try:
@@ -570,4 +528,4 @@ class AcpEdge:
                 raise ActorNotFoundError(f"no message {request.match_info['n']!r}")
         except ActorBusError as e:
             return _error(e)
-        return _json(messages[n])
+        return json_response(messages[n])

@@ -43,7 +43,6 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Final, Literal
 
 import aiohttp
-import msgspec
 from aiohttp import web
 
 from actorbus.codecs.agora import (
@@ -64,7 +63,9 @@ from actorbus.codecs.errors import (
 )
 from actorbus.services.gateway.agents import Agent, AgentNotFoundError
 from actorbus.services.gateway.core import GatewayCore
+from actorbus.services.gateway.edges import Edge
 from actorbus.services.gateway.edges.anp import ask_agent, base_url, read_json, task_outcome
+from actorbus.services.gateway.edges.http import json_response
 from actorbus.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("actorbus.gateway.agora")
@@ -93,14 +94,8 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _reply(body: dict[str, Any], status: int = 200) -> web.Response:
-    return web.Response(
-        body=msgspec.json.encode(body), status=status, content_type="application/json"
-    )
-
-
 def _error(err: ActorBusError, style: Style, status: int = 200) -> web.Response:
-    return _reply({**error_reply(err, style=style), "body": None}, status)
+    return json_response({**error_reply(err, style=style), "body": None}, status)
 
 
 def _style_of(obj: Any) -> Style:
@@ -111,12 +106,11 @@ def _style_of(obj: Any) -> Style:
     return "spec"
 
 
-class AgoraEdge:
+class AgoraEdge(Edge):
     name: ClassVar[str] = "agora"
 
     def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None:
-        self.core = core
-        self.settings = settings
+        super().__init__(core, settings)
         self._conversations: dict[str, Conversation] = {}
         self._protocols: dict[str, str] = {}  # hex hash -> verified document
         self._http: aiohttp.ClientSession | None = None
@@ -137,7 +131,7 @@ class AgoraEdge:
     async def list_agents(self, request: web.Request) -> web.Response:
         base = base_url(request, self.settings)
         agents = await self.core.agents()
-        return _reply(
+        return json_response(
             {"agents": [{"name": a.name, "url": f"{base}{PREFIX}/{a.name}"} for a in agents]}
         )
 
@@ -153,7 +147,7 @@ class AgoraEdge:
         conv = self._conversations.get(cid)
         if conv is not None and conv.agent == request.match_info["agent"]:
             del self._conversations[cid]
-        return _reply({"status": "success"})
+        return json_response({"status": "success"})
 
     async def _handle(self, request: web.Request, cid: str | None) -> web.Response:
         try:
@@ -171,7 +165,7 @@ class AgoraEdge:
         except AgentNotFoundError as e:
             return _error(e, style, status=404)
         try:
-            return _reply(await self._answer(agent, obj, cid))
+            return json_response(await self._answer(agent, obj, cid))
         except ActorBusError as e:
             return _error(e, style)
         except Exception as exc:

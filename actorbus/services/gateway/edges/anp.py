@@ -44,7 +44,6 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -85,7 +84,10 @@ from actorbus.security.keys import load_key
 from actorbus.security.multibase import b64url
 from actorbus.services.gateway.agents import Agent, AgentNotFoundError, TaskNotContinuableError
 from actorbus.services.gateway.core import META_KEY, GatewayCore
+from actorbus.services.gateway.edges import Edge
+from actorbus.services.gateway.edges.http import json_response
 from actorbus.services.gateway.settings import GatewaySettings
+from actorbus.services.gateway.store import TaskQuery
 
 log = logging.getLogger("actorbus.gateway.anp")
 
@@ -138,7 +140,9 @@ async def ask_agent(
 
 async def _waiting_task(core: GatewayCore, agent: Agent, context_id: str) -> str | None:
     for state in (TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED):
-        found, _ = await core.find(agent=agent.name, context_id=context_id, state=state, limit=1)
+        found, _ = await core.find(
+            TaskQuery(agent=agent.name, context_id=context_id, state=state, limit=1)
+        )
         if found:
             return found[0].task.id
     return None
@@ -224,15 +228,6 @@ def openrpc_methods(agent: Agent) -> list[dict[str, Any]]:
     return methods
 
 
-def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=msgspec.json.encode(body),
-        status=status,
-        content_type="application/json",
-        headers=headers,
-    )
-
-
 def _text_content(content: Any) -> Any:
     """A ``text`` method's params: their one string value."""
     if isinstance(content, dict) and len(content) == 1:
@@ -244,12 +239,11 @@ def _text_content(content: Any) -> Any:
     return content
 
 
-class AnpEdge:
+class AnpEdge(Edge):
     name: ClassVar[str] = "anp"
 
     def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None:
-        self.core = core
-        self.settings = settings
+        super().__init__(core, settings)
         self.key_path = Path(str(core.store.path) + KEY_SUFFIX)
         self.key = load_key(self.key_path)
         self._http: aiohttp.ClientSession | None = None
@@ -281,13 +275,13 @@ class AnpEdge:
             ad, rpc, did_url = self._urls(base, a.name)
             did = agent_did(base, a.name)
             out.append({"name": a.name, "did": did, "ad": ad, "rpc": rpc, "didDocument": did_url})
-        return _json({"agents": out})
+        return json_response({"agents": out})
 
     async def _agent_or_404(self, request: web.Request) -> Agent | web.Response:
         try:
             return await self.core.agent(request.match_info["agent"])
         except AgentNotFoundError as e:
-            return _json({"error": "not_found", "message": str(e)}, status=404)
+            return json_response({"error": "not_found", "message": str(e)}, status=404)
 
     async def description(self, request: web.Request) -> web.Response:
         agent = await self._agent_or_404(request)
@@ -305,8 +299,8 @@ class AnpEdge:
                 description=agent.description or f"actorbus agent {agent.name}",
             )
         except DecodeError as e:  # a host a DID cannot name (an IPv6 literal)
-            return _json({"error": "bad_host", "message": str(e)}, status=500)
-        return _json(doc)
+            return json_response({"error": "bad_host", "message": str(e)}, status=500)
+        return json_response(doc)
 
     async def did_json(self, request: web.Request) -> web.Response:
         agent = await self._agent_or_404(request)
@@ -322,8 +316,8 @@ class AnpEdge:
                 services=[{"id": f"{did}#ad", "type": "AgentDescription", "serviceEndpoint": ad}],
             )
         except DecodeError as e:
-            return _json({"error": "bad_host", "message": str(e)}, status=500)
-        return _json(doc)
+            return json_response({"error": "bad_host", "message": str(e)}, status=500)
+        return json_response(doc)
 
     # -- authentication ------------------------------------------------------------------
     async def _resolve(self, did: str, realm: str) -> DidDocument:
@@ -424,7 +418,9 @@ class AnpEdge:
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge as e:
-            return _json(rpc_error(None, -32600, f"request body too large: {e.text}"), status=413)
+            return json_response(
+                rpc_error(None, -32600, f"request body too large: {e.text}"), status=413
+            )
         base = base_url(request, self.settings)
         realm = audience(base)
         try:
@@ -437,36 +433,36 @@ class AnpEdge:
             caller = await self.authenticate(request, realm, base, body)
         except DidWbaAuthError as e:
             code = -32001 if e.status == 403 else -32000
-            return _json(
+            return json_response(
                 rpc_error(rid, code, str(e), {"code": e.code, "error": e.problem}),
                 status=e.status,
                 headers={"WWW-Authenticate": e.www_authenticate},
             )
         if obj is None:
-            return _json(rpc_error(None, -32700, "parse error: the body is not JSON"))
+            return json_response(rpc_error(None, -32700, "parse error: the body is not JSON"))
         if isinstance(obj, list):
-            return _json(rpc_error(None, -32600, "JSON-RPC batches are not supported"))
+            return json_response(rpc_error(None, -32600, "JSON-RPC batches are not supported"))
         try:
             env = decode_request(obj)
         except ActorBusError as e:
-            return _json(rpc_error(rid, -32600, f"invalid request: {e}", {"code": e.code}))
+            return json_response(rpc_error(rid, -32600, f"invalid request: {e}", {"code": e.code}))
         agent = await self._agent_or_404(request)
         if isinstance(agent, web.Response):
             err = f"no agent {request.match_info['agent']!r}"
-            return _json(rpc_error(rid, -32002, err, {"code": "E_NOT_FOUND"}), status=404)
+            return json_response(rpc_error(rid, -32002, err, {"code": "E_NOT_FOUND"}), status=404)
         try:
             carry = isinstance(obj.get("params"), dict) and "_meta" in obj["params"]
             result = await self._call(env, agent, caller, base, carry=carry)
         except ActorBusError as e:
-            return _json(error_response(e, rid))
+            return json_response(error_response(e, rid))
         except Exception as exc:
             log.exception("ANP %s on %s failed", env.intent, agent.name)
             internal = RemoteError("internal error in the gateway", remote_type=type(exc).__name__)
-            return _json(error_response(internal, rid))
+            return json_response(error_response(internal, rid))
         if "id" not in obj:  # a notification: the call ran, nobody wants the answer
             return web.Response(status=204)
         result["id"] = rid
-        return _json(result)
+        return json_response(result)
 
     async def _call(
         self, env: Envelope, agent: Agent, caller: str, base: str, *, carry: bool

@@ -51,7 +51,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-import msgspec
 from aiohttp import web
 from opentelemetry import trace
 
@@ -62,6 +61,8 @@ from actorbus.codecs.common import read_json
 from actorbus.codecs.errors import ActorBusError, DecodeError
 from actorbus.services.gateway.agents import TaskNotContinuableError, UnknownTaskError
 from actorbus.services.gateway.core import GatewayCore
+from actorbus.services.gateway.edges import Edge
+from actorbus.services.gateway.edges.http import json_response
 from actorbus.services.gateway.edges.mcp_tools import (
     BadArguments,
     Tool,
@@ -160,15 +161,6 @@ class Call:
     extra_headers: dict[str, str] = field(default_factory=dict)
 
 
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=msgspec.json.encode(body),
-        status=status,
-        content_type="application/json",
-        headers=headers,
-    )
-
-
 def error_body(rid: Any, err: McpError) -> dict[str, Any]:
     error: dict[str, Any] = {"code": err.code, "message": err.message}
     if err.data is not None:
@@ -201,12 +193,11 @@ def server_info() -> dict[str, Any]:
     return {"name": SERVER_NAME, "title": "actorbus gateway", "version": actorbus.__version__}
 
 
-class McpEdge:
+class McpEdge(Edge):
     name: ClassVar[str] = "mcp"
 
     def __init__(self, core: GatewayCore, settings: GatewaySettings) -> None:
-        self.core = core
-        self.settings = settings
+        super().__init__(core, settings)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self.page_size = PAGE_SIZE  # tools per tools/list page
 
@@ -229,10 +220,10 @@ class McpEdge:
         sid = request.headers.get(SESSION_HEADER)
         if not sid:
             err = McpError(INVALID_REQUEST, "Bad Request: missing Mcp-Session-Id")
-            return _json(error_body(None, err), status=400)
+            return json_response(error_body(None, err), status=400)
         if self._sessions.pop(sid, None) is None:
             err = McpError(INVALID_REQUEST, "Not Found: no such session (initialize again)")
-            return _json(error_body(None, err), status=404)
+            return json_response(error_body(None, err), status=404)
         return web.Response(status=204)
 
     async def post(self, request: web.Request) -> web.StreamResponse:
@@ -242,14 +233,16 @@ class McpEdge:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge as e:
             too_big = McpError(INVALID_REQUEST, f"request body too large: {e.text}")
-            return _json(error_body(None, too_big), status=413)
+            return json_response(error_body(None, too_big), status=413)
         try:
             decoded = read_json(body)
         except DecodeError as e:
-            return _json(error_body(None, McpError(PARSE_ERROR, f"Parse error: {e}")), status=400)
+            return json_response(
+                error_body(None, McpError(PARSE_ERROR, f"Parse error: {e}")), status=400
+            )
         if not isinstance(decoded, dict):
             err = McpError(INVALID_REQUEST, "the body must be one JSON-RPC request or notification")
-            return _json(error_body(None, err), status=400)
+            return json_response(error_body(None, err), status=400)
         rid = decoded.get("id")
         notification = "method" in decoded and "id" not in decoded
         response = (
@@ -282,7 +275,7 @@ class McpEdge:
             meta = result.get("_meta")
             result["_meta"] = {**(meta if isinstance(meta, dict) else {})}
             result["_meta"].setdefault(SERVER_INFO_META, server_info())
-        return _json(
+        return json_response(
             {"jsonrpc": "2.0", "id": call.id, "result": result}, headers=call.extra_headers
         )
 
@@ -291,7 +284,7 @@ class McpEdge:
     ) -> web.Response:
         if status is None:
             status = MODERN_STATUS.get(err.code, 200) if modern else 200
-        return _json(error_body(rid, err), status=status)
+        return json_response(error_body(rid, err), status=status)
 
     async def _notified(
         self, request: web.Request, decoded: dict[str, Any], header: str | None, modern: bool
@@ -300,16 +293,16 @@ class McpEdge:
         method = decoded.get("method")
         if "method" in decoded and not isinstance(method, str):
             err = McpError(INVALID_REQUEST, "`method` must be a string")
-            return _json(error_body(None, err), status=400)
+            return json_response(error_body(None, err), status=400)
         if modern:
             if header not in MODERN_VERSIONS:
-                return _json(error_body(None, unsupported(header)), status=400)
+                return json_response(error_body(None, unsupported(header)), status=400)
             return web.Response(status=202)
         sid = request.headers.get(SESSION_HEADER)
         session = self._sessions.get(sid) if sid else None
         if sid and session is None:
             err = McpError(INVALID_REQUEST, "Not Found: no such session (initialize again)")
-            return _json(error_body(None, err), status=404)
+            return json_response(error_body(None, err), status=404)
         if method == "notifications/initialized" and session is not None:
             session.initialized = True
         elif method == "notifications/cancelled" and session is not None:

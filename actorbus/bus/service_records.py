@@ -1,12 +1,14 @@
-"""The UAP registry's state, in JetStream key-value buckets every instance shares.
+"""The bucket of UAP service records every ActorSystem and registry instance shares.
 
-Two buckets per namespace (file storage, history 1, R1 locally, R3 on a cluster):
+Two JetStream key-value buckets per namespace (file storage, history 1, R1
+locally, R3 on a cluster):
 
-- ``actorbus-{ns}-registry``: the records. ``svc.<id>`` holds a service,
-  ``route.<name>`` a route, each as JSON with the UAP schema's field names.
-  Ids and names pass through :mod:`actorbus.bus.kvkeys`, so any UAP name is a
-  legal key. Every change is a new revision of the bucket's stream, and a
-  record's ``index`` is its revision: this is the blocking-query index.
+- ``actorbus-{ns}-registry``: the records. ``svc.<id>`` holds a service as JSON
+  with the UAP schema's field names (the registry keeps its routes in the same
+  bucket under ``route.<name>``: :mod:`actorbus.services.registry.store`). Ids
+  pass through :mod:`actorbus.bus.kvkeys`, so any UAP name is a legal key. Every
+  change is a new revision of the bucket's stream, and a record's ``index`` is
+  its revision: this is the registry's blocking-query index.
 - ``actorbus-{ns}-registry-renewals``: ``svc.<id>`` rewritten on every renewal of
   an ephemeral service. Renewals arrive every 15 s per service and change
   nothing a reader cares about, so they live apart: they never move the index
@@ -14,15 +16,18 @@ Two buckets per namespace (file storage, history 1, R1 locally, R3 on a cluster)
   of the write, so registrants' clocks do not matter. Renewal state is kept
   for a day (``RENEWAL_RETENTION``), so no renewal timeout may be longer.
 
-Each :class:`RegistryStore` keeps an in-memory mirror of both buckets, fed by
-KV watchers (the spec's "cache layer"): lookups never leave the process, and a
+:class:`ServiceRecords` keeps an in-memory mirror of both buckets, fed by KV
+watchers (the spec's "cache layer"): lookups never leave the process, and a
 blocking query waits on an event the watcher sets when a revision arrives, not
-on a poll. Writes go to the bucket with optimistic concurrency (``expect_index``)
-and return once the local mirror has seen them (read your writes). Instances
-converge within milliseconds (the spec's AP model).
+on a poll. Writes go
+to the bucket with optimistic concurrency (``expect_index``) and return once
+the local mirror has seen them (read your writes). Instances converge within
+milliseconds (the spec's AP model).
 
-This module knows the UAP records (``actorbus.codecs.uap``) but nothing of actors
-or services, so an ActorSystem can use it to register its own actor types.
+This is the part of the registry an ActorSystem needs to announce its actor
+types, discover others and watch for changes, so it sits in the NATS layer
+below the actors; what only the registry service keeps (gateway routes and
+their index) is its subclass in the registry's package.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Literal, TypeVar
+from typing import Literal, Self, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -51,7 +56,7 @@ from actorbus.codecs.uap import (
     UapNotFoundError,
 )
 
-log = logging.getLogger("actorbus.registry.store")
+log = logging.getLogger("actorbus.registry.records")
 
 SERVICE = "svc"
 ROUTE = "route"
@@ -70,7 +75,7 @@ def renewals_bucket(ns: str) -> str:
     return f"actorbus-{ns}-registry-renewals"
 
 
-def _parse(model: type[M], value: bytes, revision: int) -> M | None:
+def parse_record(model: type[M], value: bytes, revision: int) -> M | None:
     try:
         record = model.model_validate_json(value)
     except ValidationError as exc:
@@ -80,13 +85,13 @@ def _parse(model: type[M], value: bytes, revision: int) -> M | None:
     return record
 
 
-class RegistryStore:
-    """Services and routes of one namespace; see the module docstring for the layout.
+class ServiceRecords:
+    """The services of one namespace; see the module docstring for the layout.
 
-    Reads (``get_service``, ``list_services``, ``get_route`` ...) answer from the
-    mirror and are plain methods. Writes are coroutines that raise
-    :class:`UapConflictError` when ``expect_index`` (0: "must not exist") does
-    not match the stored revision.
+    Reads (``get_service``, ``list_services`` ...) answer from the mirror and are
+    plain methods. Writes are coroutines that raise :class:`UapConflictError`
+    when ``expect_index`` (0: "must not exist") does not match the stored
+    revision.
     """
 
     def __init__(self, js: JetStreamContext, kv: KeyValue, renewals: KeyValue, ns: str) -> None:
@@ -99,17 +104,15 @@ class RegistryStore:
         # Sorted views for discovery reads, rebuilt on the first read after a change.
         self._ordered: list[ServiceResponse] | None = None
         self._ordered_by_name: dict[str, list[ServiceResponse]] = {}
-        self._routes: dict[str, RouteResponse] = {}
         self._renewed: dict[str, int] = {}  # service id -> ms of its last renewal
         self.services_index = 0
-        self.routes_index = 0
-        self._mirror = BucketMirror(kv, self._apply_record, registry_bucket(ns))
+        self.records_mirror = BucketMirror(kv, self._apply_record, registry_bucket(ns))
         self._renewals_mirror = BucketMirror(renewals, self._apply_renewal, renewals_bucket(ns))
 
     @classmethod
     async def open(
         cls, js: JetStreamContext, ns: str, *, replicas: int = 1, timeout: float = 10.0
-    ) -> RegistryStore:
+    ) -> Self:
         """Create (or bind to) the namespace's buckets and load the mirror."""
         kv = await open_bucket(
             js,
@@ -134,7 +137,7 @@ class RegistryStore:
         )
         store = cls(js, kv, renewals, ns)
         try:
-            await store._mirror.start(timeout)
+            await store.records_mirror.start(timeout)
             await store._renewals_mirror.start(timeout)
         except BaseException:
             await store.close()
@@ -142,29 +145,27 @@ class RegistryStore:
         return store
 
     async def close(self) -> None:
-        await self._mirror.stop()
+        await self.records_mirror.stop()
         await self._renewals_mirror.stop()
 
     # -- the mirror ----------------------------------------------------------
     def _apply_record(self, key: str, value: bytes | None, revision: int, _created: int) -> None:
         family, _, token = key.partition(".")
         name = decode_token(token)
-        if family == SERVICE:
-            self.services_index = max(self.services_index, revision)
-            self._ordered = None
-            self._ordered_by_name.clear()
-            self._drop_service(name)
-            svc = _parse(ServiceResponse, value, revision) if value is not None else None
-            if svc is not None:
-                self._services[name] = svc
-                self._by_name.setdefault(svc.name, {})[name] = svc
-        elif family == ROUTE:
-            self.routes_index = max(self.routes_index, revision)
-            route = _parse(RouteResponse, value, revision) if value is not None else None
-            if route is None:
-                self._routes.pop(name, None)
-            else:
-                self._routes[name] = route
+        if family != SERVICE:
+            self.on_other_record(family, name, value, revision)
+            return
+        self.services_index = max(self.services_index, revision)
+        self._ordered = None
+        self._ordered_by_name.clear()
+        self._drop_service(name)
+        svc = parse_record(ServiceResponse, value, revision) if value is not None else None
+        if svc is not None:
+            self._services[name] = svc
+            self._by_name.setdefault(svc.name, {})[name] = svc
+
+    def on_other_record(self, family: str, name: str, value: bytes | None, revision: int) -> None:
+        """A record that is not a service (a registry's route): ignored here."""
 
     def _drop_service(self, sid: str) -> None:
         old = self._services.pop(sid, None)
@@ -182,23 +183,14 @@ class RegistryStore:
         else:
             self._renewed[sid] = created
 
-    # -- indexes and blocking ------------------------------------------------
-    @property
-    def index(self) -> int:
-        """The highest revision seen of any service or route (0 when none ever existed)."""
-        return max(self.services_index, self.routes_index)
-
-    def index_of(self, kind: Kind) -> int:
-        if kind == "services":
-            return self.services_index
-        if kind == "routes":
-            return self.routes_index
-        return self.index
-
     async def revision(self) -> int:
         """The bucket's last sequence, asked of the server (the mirror may trail it)."""
         status = await self.kv.status()
         return int(status.stream_info.state.last_seq or 0)
+
+    def index_of(self, kind: Kind) -> int:
+        """The highest revision seen of records of ``kind`` (here: services)."""
+        return self.services_index
 
     async def wait_for_change(self, after_index: int, timeout: float, kind: Kind = "all") -> int:
         """Return the index of ``kind`` once it is above ``after_index``, or when
@@ -209,7 +201,7 @@ class RegistryStore:
         anew) returns at once, so a client cannot hang on a stale index.
         """
         deadline = time.monotonic() + timeout
-        if after_index > self._mirror.last_seq:
+        if after_index > self.records_mirror.last_seq:
             with contextlib.suppress(Exception):
                 if after_index > await self.revision():
                     return self.index_of(kind)
@@ -217,12 +209,12 @@ class RegistryStore:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            await self._mirror.next_change(left)
+            await self.records_mirror.next_change(left)
         return self.index_of(kind)
 
     async def sync(self, timeout: float = 5.0) -> None:
         """Until the mirror has everything the bucket held when this was called."""
-        await self._mirror.wait_seen(await self.revision(), timeout)
+        await self.records_mirror.wait_seen(await self.revision(), timeout)
 
     # -- services --------------------------------------------------------------
     def get_service(self, service_id: str) -> ServiceResponse | None:
@@ -278,7 +270,7 @@ class RegistryStore:
             return None
         if entry.value is None or entry.revision is None:
             return None
-        return _parse(ServiceResponse, entry.value, entry.revision)
+        return parse_record(ServiceResponse, entry.value, entry.revision)
 
     async def put_service(
         self, service: ServiceResponse, *, expect_index: int | None = None
@@ -299,11 +291,11 @@ class RegistryStore:
             }
         )
         payload = svc.model_dump_json(exclude_none=True, exclude={"index"}).encode()
-        seq = await self._write(_service_key(svc.id), payload, expect_index, f"service {svc.id}")
+        seq = await self.write(_service_key(svc.id), payload, expect_index, f"service {svc.id}")
         if svc.ephemeral and not expect_index:
             await self._beat(svc.id)
         svc.index = seq
-        await self._mirror.wait_seen(seq)
+        await self.records_mirror.wait_seen(seq)
         return svc
 
     async def modify_service(
@@ -346,23 +338,15 @@ class RegistryStore:
         key = _service_key(service_id)
         try:
             if expect_index:
-                await self._delete_at(key, expect_index)
+                await self.delete_at(key, expect_index)
             else:
                 await self.kv.delete(key)
         except nats.js.errors.KeyWrongLastSequenceError:
             raise UapConflictError(f"service {service_id} changed; not deleted") from None
         with contextlib.suppress(Exception):
             await self.renewals_kv.delete(_service_key(service_id))
-        await self._mirror.wait_seen(await self.revision())
+        await self.records_mirror.wait_seen(await self.revision())
         return True
-
-    async def _delete_at(self, key: str, revision: int) -> None:
-        try:
-            await self.kv.delete(key, last=revision)
-        except nats.js.errors.APIError as err:
-            if err.err_code in (10071, 10164):  # wrong last sequence
-                raise nats.js.errors.KeyWrongLastSequenceError(description=err.description) from err
-            raise
 
     # -- renewals ----------------------------------------------------------------
     async def renew(self, service_id: str) -> ServiceResponse:
@@ -407,64 +391,10 @@ class RegistryStore:
         for sid in [s for s in self._renewed if not keep(s)]:
             del self._renewed[sid]
 
-    # -- routes ------------------------------------------------------------------
-    def get_route(self, name: str) -> RouteResponse | None:
-        return self._routes.get(name)
-
-    def list_routes(
-        self, *, service: str | None = None, gateway_id: str | None = None
-    ) -> list[RouteResponse]:
-        out = [
-            r
-            for r in self._routes.values()
-            if (service is None or r.service == service)
-            and (gateway_id is None or r.gateway_id == gateway_id)
-        ]
-        out.sort(key=lambda r: r.name)
-        return out
-
-    async def fetch_route(self, name: str) -> RouteResponse | None:
-        try:
-            entry = await self.kv.get(_route_key(name))
-        except nats.js.errors.KeyNotFoundError:
-            return None
-        if entry.value is None or entry.revision is None:
-            return None
-        return _parse(RouteResponse, entry.value, entry.revision)
-
-    async def put_route(
-        self, route: RouteResponse, *, expect_index: int | None = None
-    ) -> RouteResponse:
-        """Store ``route`` under its name; ``expect_index`` as for :meth:`put_service`."""
-        stamp = now_ms()
-        r = route.model_copy(
-            update={
-                "created_at": route.created_at or stamp,
-                "updated_at": stamp,
-                "index": 0,
-            }
-        )
-        payload = r.model_dump_json(exclude_none=True, exclude={"index"}).encode()
-        r.index = await self._write(_route_key(r.name), payload, expect_index, f"route {r.name!r}")
-        await self._mirror.wait_seen(r.index)
-        return r
-
-    async def delete_route(self, name: str, *, expect_index: int | None = None) -> bool:
-        current = self.get_route(name) or await self.fetch_route(name)
-        if current is None:
-            return False
-        try:
-            if expect_index:
-                await self._delete_at(_route_key(name), expect_index)
-            else:
-                await self.kv.delete(_route_key(name))
-        except nats.js.errors.KeyWrongLastSequenceError:
-            raise UapConflictError(f"route {name!r} changed; not deleted") from None
-        await self._mirror.wait_seen(await self.revision())
-        return True
-
     # -- writing -----------------------------------------------------------------
-    async def _write(self, key: str, payload: bytes, expect: int | None, what: str) -> int:
+    async def write(self, key: str, payload: bytes, expect: int | None, what: str) -> int:
+        """Put ``payload`` at ``key``: unconditionally (``expect`` None), only as a
+        new key (0) or only over revision ``expect``; returns the new revision."""
         try:
             if expect is None:
                 return await self.kv.put(key, payload)
@@ -476,13 +406,23 @@ class RegistryStore:
                 raise UapConflictError(f"{what} exists already") from None
             raise UapConflictError(f"{what} changed since revision {expect}") from None
 
+    async def delete_at(self, key: str, revision: int) -> None:
+        """Delete ``key`` only while it is at ``revision`` (else KeyWrongLastSequenceError)."""
+        try:
+            await self.kv.delete(key, last=revision)
+        except nats.js.errors.APIError as err:
+            if err.err_code in (10071, 10164):  # wrong last sequence
+                raise nats.js.errors.KeyWrongLastSequenceError(description=err.description) from err
+            raise
+
+
+def record_key(family: str, name: str) -> str:
+    """The bucket key of a record: its family and its name made key-safe."""
+    return f"{family}.{encode_token(name)}"
+
 
 def _service_key(service_id: str) -> str:
-    return f"{SERVICE}.{encode_token(service_id)}"
-
-
-def _route_key(name: str) -> str:
-    return f"{ROUTE}.{encode_token(name)}"
+    return record_key(SERVICE, service_id)
 
 
 def _service_order(s: ServiceResponse) -> tuple[str, int, str]:

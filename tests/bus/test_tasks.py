@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from actorbus.bus.registration import Registration
-from actorbus.bus.registry_store import RegistryStore
 from actorbus.bus.tasks import spawn, stop_task, supervise
 from actorbus.codecs.uap import ephemeral_service
+from actorbus.services.registry.store import RegistryStore
 
 
 async def test_a_supervised_loop_that_crashes_is_restarted_and_logged(caplog: Any) -> None:

@@ -29,7 +29,7 @@ from actorbus.bus.server import EmbeddedServer
 from actorbus.cli import main
 from actorbus.demo import READERS, run_demo
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WAIT = 8.0  # seconds for anything that should happen "now"
 
 EXPECTED_ANSWER = (

@@ -35,7 +35,7 @@ from actorbus.services.trace_ui import (
 )
 from actorbus.services.trace_ui import server as trace_ui_server
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PHOENIX_PYTHON = find_phoenix([REPO / ".venv-trace"])
 CHROMIUM = find_chromium()
 

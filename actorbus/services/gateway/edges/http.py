@@ -1,0 +1,78 @@
+"""HTTP answers every edge gives the same way: JSON bodies and event streams.
+
+An event stream's headers go out before its first event, so an error after
+that cannot be a status code: it goes out as the stream's last frame, in the
+protocol's own shape (``error_frame``). A client that goes away ends the
+stream quietly; the task it watched goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar
+
+import msgspec
+from aiohttp import web
+
+from actorbus.codecs.errors import ActorBusError, RemoteError
+
+log = logging.getLogger("actorbus.gateway")
+
+E = TypeVar("E")
+
+SSE_HEADERS: Final = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+
+
+def json_response(
+    body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """``body`` as a JSON answer (msgspec: faster than aiohttp's json.dumps)."""
+    return web.Response(
+        body=msgspec.json.encode(body),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+async def serve_events(
+    request: web.Request,
+    events: AsyncIterator[E],
+    frames: Callable[[E], Iterable[bytes]],
+    error_frame: Callable[[ActorBusError], bytes],
+    what: str,
+    headers: Mapping[str, str] | None = None,
+) -> web.StreamResponse:
+    """Answer with an event stream: ``frames`` of each event, then the end; on a
+    failure, ``error_frame`` of it as the last frame. ``what`` names the stream
+    in the log. ``events`` is closed however the stream ends."""
+    response = web.StreamResponse(headers={**SSE_HEADERS, **(headers or {})})
+    await response.prepare(request)
+    try:
+        async for event in events:
+            for frame in frames(event):
+                await response.write(frame)
+    except ConnectionError:
+        log.debug("the client of %s went away (the task goes on)", what)
+        return response
+    except Exception as exc:  # headers are sent: the error goes out as the last frame
+        if isinstance(exc, ActorBusError):
+            err: ActorBusError = exc
+        else:
+            log.exception("%s failed", what)
+            err = RemoteError("internal error in the gateway", remote_type=type(exc).__name__)
+        with contextlib.suppress(ConnectionError):
+            await response.write(error_frame(err))
+    finally:
+        closer = getattr(events, "aclose", None)
+        if closer is not None:
+            await closer()
+    with contextlib.suppress(ConnectionError):
+        await response.write_eof()
+    return response

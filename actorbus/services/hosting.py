@@ -1,0 +1,71 @@
+"""What the gateway and the registry share as services: the ActorSystem they run
+on (given by the caller, or connected and later closed by the service) and the
+HTTP server of their face."""
+
+from __future__ import annotations
+
+import contextlib
+
+from aiohttp import web
+
+from actorbus.actors.system import ActorSystem
+from actorbus.bus.startstop import AsyncStartStop
+
+
+class HostedService(AsyncStartStop):
+    """A service on an ActorSystem, with an HTTP face; ``start()``/``stop()`` or
+    ``async with``. Give ``system=`` to share one, or ``nats_url=`` to have the
+    service connect its own (and close it when it stops)."""
+
+    def __init__(
+        self,
+        *,
+        system: ActorSystem | None,
+        nats_url: str | list[str] | None,
+        namespace: str,
+    ) -> None:
+        if (system is None) == (nats_url is None):
+            raise ValueError("give either system= or nats_url=")
+        self.system: ActorSystem | None = system
+        self._owns_system = system is None
+        self._nats_url = nats_url
+        self.namespace = system.namespace if system is not None else namespace
+        self.http_url: str | None = None
+        self._runner: web.AppRunner | None = None
+
+    async def open_system(self, name: str) -> ActorSystem:
+        """The system to run on: the one given, or a new connection called ``name``."""
+        if self.system is None:
+            assert self._nats_url is not None
+            self.system = await ActorSystem.connect(
+                self._nats_url, namespace=self.namespace, name=name
+            )
+        return self.system
+
+    async def close_system(self) -> None:
+        """Close the system if this service connected it (bounded)."""
+        if self._owns_system and self.system is not None:
+            with contextlib.suppress(Exception):
+                await self.system.close(timeout=2.0)
+            self.system = None
+
+    async def serve_http(
+        self, app: web.Application, host: str, port: int, shutdown_timeout: float
+    ) -> None:
+        """Listen on ``host:port`` (0: any free port); ``http_url`` says where."""
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+        bound = self._runner.addresses[0]
+        h, p = bound[0], bound[1]
+        shown = f"[{h}]" if ":" in h else h
+        self.http_url = f"http://{shown}:{p}"
+
+    async def stop_http(self) -> None:
+        """Stop listening and close open connections (bounded by the shutdown timeout)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            with contextlib.suppress(Exception):
+                await runner.cleanup()

@@ -145,6 +145,18 @@ class AuthError(ActorBusError, PermissionError):
     code = "E_AUTH"
 
 
+class ReplayError(AuthError):
+    """A message id already seen within the replay window: a replayed message."""
+
+    code = "E_REPLAY"
+
+
+class ClockSkewError(AuthError):
+    """A message stamped too far from the receiver's clock (stale or future-dated)."""
+
+    code = "E_CLOCK_SKEW"
+
+
 class StoreUnavailableError(ActorBusError):
     """JetStream did not confirm storing a durable message before the send's deadline
     (no stream leader during an election, a node away, the store refusing). The
@@ -217,6 +229,8 @@ CLASS_OF_CODE: dict[str, type[ActorBusError]] = {
         ExpiredError,
         RateLimitedError,
         AuthError,
+        ReplayError,
+        ClockSkewError,
         StreamCancelledError,
         StoreUnavailableError,
         RemoteError,

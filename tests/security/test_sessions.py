@@ -1,0 +1,104 @@
+"""Session headers, message tags and sealed content, without a broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from actorbus.codecs.errors import AuthError
+from actorbus.security.credentials import Authority, Credential, read_credential
+from actorbus.security.identity import Identity
+from actorbus.security.sessions import (
+    SESSION_LIFETIME_MS,
+    OutboundSession,
+    accept_session,
+    check_body,
+    seal,
+    sealing_aad,
+    session_signer,
+    tag_body,
+    unseal,
+)
+
+NS = "ab"
+NOW = 1_700_000_000_000
+
+
+class Members:
+    """An authority and the credentials it issued, as a receiver resolves them."""
+
+    def __init__(self) -> None:
+        self.authority = Authority(Identity.generate(), NS)
+        self.trusted = {self.authority.public.did: self.authority.public}
+        self.by_kid: dict[str, str] = {}
+
+    def join(self, types: list[str]) -> Identity:
+        me = Identity.generate()
+        self.by_kid[me.kid] = self.authority.issue(me.public, types)
+        return me
+
+    def credential_of(self, kid: str) -> Credential:
+        token = self.by_kid.get(kid)
+        if token is None:
+            raise AuthError(f"no credential for {kid}")
+        return read_credential(token, self.trusted, NS)
+
+
+@pytest.fixture
+def members() -> Members:
+    return Members()
+
+
+def test_both_ends_derive_the_same_keys_and_a_tag_checks(members: Members) -> None:
+    sender, recipient = members.join(["caller"]), members.join(["echo"])
+    out = OutboundSession(sender, recipient.public, NOW)
+    assert session_signer(out.header) == sender.kid
+    got = accept_session(out.header, recipient, members.credential_of, NOW)
+    assert got.sender.subject == sender.public
+    body = b"\x85an envelope"
+    check_body(got.keys.forward, body, tag_body(out.keys.forward, body))
+    check_body(out.keys.back, body, tag_body(got.keys.back, body))  # the answer back
+    with pytest.raises(AuthError, match="forged"):
+        check_body(got.keys.forward, body + b"!", tag_body(out.keys.forward, body))
+    with pytest.raises(AuthError, match="forged"):  # a direction is its own key
+        check_body(got.keys.back, body, tag_body(out.keys.forward, body))
+    with pytest.raises(AuthError, match="without"):
+        check_body(got.keys.forward, body, None)
+
+
+def test_a_session_header_is_refused_when_anything_in_it_is_wrong(members: Members) -> None:
+    sender, recipient, other = members.join(["a"]), members.join(["b"]), members.join(["c"])
+    header = OutboundSession(sender, recipient.public, NOW).header
+    with pytest.raises(AuthError, match="not this recipient"):
+        accept_session(header, other, members.credential_of, NOW)
+    with pytest.raises(AuthError, match="expired"):
+        accept_session(header, recipient, members.credential_of, NOW + SESSION_LIFETIME_MS)
+    kid, rkid, eph, expires, sig = header.split(".")
+    later = ".".join((kid, rkid, eph, str(int(expires) + 1), sig))
+    with pytest.raises(AuthError, match="does not verify"):
+        accept_session(later, recipient, members.credential_of, NOW)
+    outsider = Identity.generate()  # not vouched for by the authority
+    header = OutboundSession(outsider, recipient.public, NOW).header
+    with pytest.raises(AuthError, match="no credential"):
+        accept_session(header, recipient, members.credential_of, NOW)
+    # An outsider claiming a member's key id cannot sign for it.
+    claimed = ".".join((sender.kid, *header.split(".")[1:]))
+    with pytest.raises(AuthError, match="does not verify"):
+        accept_session(claimed, recipient, members.credential_of, NOW)
+    for bad in ("", "a.b.c", "a.b.c.d.e", f"{kid}.{rkid}.!!.{expires}.{sig}"):
+        with pytest.raises(AuthError, match=r"malformed|not this recipient"):
+            accept_session(bad, recipient, members.credential_of, NOW)
+
+
+def test_sealed_content_opens_only_in_its_own_envelope(members: Members) -> None:
+    sender, recipient = members.join(["a"]), members.join(["b"])
+    out = OutboundSession(sender, recipient.public, NOW)
+    got = accept_session(out.header, recipient, members.credential_of, NOW)
+    aad = sealing_aad("id-1", "a/1", "b/1", NOW, "greet")
+    sealed = seal(out.keys.forward, b"secret 4111-1111", aad)
+    assert b"4111" not in sealed
+    assert unseal(got.keys.forward, sealed, aad) == b"secret 4111-1111"
+    moved = sealing_aad("id-2", "a/1", "b/1", NOW, "greet")
+    with pytest.raises(AuthError, match="does not open"):
+        unseal(got.keys.forward, sealed, moved)
+    with pytest.raises(AuthError, match="too short"):
+        unseal(got.keys.forward, b"short", aad)

@@ -5,6 +5,7 @@ subpackages (``actorbus.bus``, ``actorbus.codecs`` ...).
 """
 
 from actorbus.actors import Actor, ActorRef, ActorSystem, Crash, handler
+from actorbus.actors.guard import SecuritySettings
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.envelope import Envelope
@@ -13,6 +14,8 @@ from actorbus.codecs.errors import (
     ActorNotFoundError,
     ActorStoppedError,
     AskTimeoutError,
+    AuthError,
+    ClockSkewError,
     ConnectionLostError,
     DecodeError,
     ExpiredError,
@@ -22,6 +25,7 @@ from actorbus.codecs.errors import (
     ProtocolError,
     RateLimitedError,
     RemoteError,
+    ReplayError,
     StoreUnavailableError,
     UnknownIntentError,
     ValidationFailedError,
@@ -38,6 +42,8 @@ __all__ = [
     "ActorStoppedError",
     "ActorSystem",
     "AskTimeoutError",
+    "AuthError",
+    "ClockSkewError",
     "ConnectOptions",
     "ConnectionLostError",
     "Crash",
@@ -52,6 +58,8 @@ __all__ = [
     "ProtocolError",
     "RateLimitedError",
     "RemoteError",
+    "ReplayError",
+    "SecuritySettings",
     "SizeLimits",
     "StoreUnavailableError",
     "UnknownIntentError",

@@ -96,6 +96,7 @@ class Actor:
     type_name: ClassVar[str]
     concurrency: ClassVar[int] = 1
     durable: ClassVar[bool] = False
+    security: ClassVar[str | None] = None  # "require" | "allow" | "off"; None: the system's
     idempotent: ClassVar[bool] = False
     max_restarts: ClassVar[int] = 5
     restart_window: ClassVar[float] = 60.0

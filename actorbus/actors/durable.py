@@ -201,6 +201,16 @@ class DurableReader:
         plain = Msg(_client=rt.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
         try:
             env = rt.replies.decode(plain, address)
+            if rt.replies.guard is not None:  # stored time, not now: a backlog is fresh
+                stored_ms = int(msg.metadata.timestamp.timestamp() * 1000)
+                await rt.replies.admit(
+                    plain,
+                    env,
+                    address,
+                    self.cls.security,
+                    stored_ms=stored_ms,
+                    redelivered=delivered > 1,
+                )
             if env.context.ttl_ms is None:
                 _check_default_ttl(env, address, rt.durable_settings.max_age)
         except ExpiredError as err:

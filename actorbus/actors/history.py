@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 import nats.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from actorbus.actors.pipeline import decode_stored
+from actorbus.actors.pipeline import attach_session, decode_stored
 from actorbus.bus.jetstream import stream_name, topics_stream_name
 from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import Envelope
-from actorbus.codecs.errors import ActorBusError, DecodeError
+from actorbus.codecs.errors import ActorBusError, AuthError, DecodeError
 from actorbus.telemetry.spans import TRACEPARENT
 
 if TYPE_CHECKING:
@@ -85,9 +85,13 @@ async def _read(
                 meta = msg.metadata
                 try:
                     stored = decode_stored(msg.data, msg.headers, rt.limits)
+                    if rt.guard is not None and stored.sealed:  # opened where the key is
+                        opened = await rt.guard.open_stored(msg.data, msg.headers, stored)
+                        if opened is not None:
+                            attach_session(stored, opened)
                     env: Envelope | None = stored.envelope
-                except DecodeError:
-                    env = None  # not an envelope: history shows envelopes only
+                except (DecodeError, AuthError):
+                    env = None  # not an envelope, or not genuine: history shows envelopes
                 if env is not None:
                     parent = msg.headers.get(TRACEPARENT) if msg.headers else None
                     if parent:  # kept, so a replay's spans can link to the original

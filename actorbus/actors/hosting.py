@@ -84,6 +84,8 @@ class Hosting:
         address = f"{cls.type_name}/{key}"
         hosted = self.residents.hosts.get(cls.type_name)
         self.on_host(cls)
+        if self.rt.guard is not None:
+            await self.rt.guard.host_type(cls.type_name)
         if cls.keyed:
             owner = await self.placement.owner(address)
             if owner is not None:
@@ -126,6 +128,8 @@ class Hosting:
                 raise ValueError(f"register {type_name!r} before spawning instances of it")
         host = TypeHost(cls, kwargs)
         self.residents.hosts[type_name] = host
+        if self.rt.guard is not None:
+            await self.rt.guard.host_type(type_name)
         self.on_host(cls)
         s = self.rt.subjects
 
@@ -161,7 +165,7 @@ class Hosting:
 
     async def _route_lazy(self, host: TypeHost, key: str, msg: Msg) -> None:
         address = f"{host.cls.type_name}/{key}"
-        env = await self.rt.replies.decode_or_answer(msg, address)
+        env = await self.rt.replies.decode_or_answer(msg, address, host.cls.security)
         if env is None:
             return
         if host.cls.keyed and not self.placement.holds(address):
@@ -189,11 +193,15 @@ class Hosting:
         s = self.rt.subjects
         addr = Address(cell.cls.type_name, cell.key)
 
+        replies, declared = self.rt.replies, cell.cls.security
+
         async def on_msg(msg: Msg) -> None:  # the hot path: one coroutine less
             try:
-                env = self.rt.replies.decode(msg, cell.address)
+                env = replies.decode(msg, cell.address)
+                if replies.guard is not None:
+                    await replies.admit(msg, env, cell.address, declared)
             except ActorBusError as err:
-                await self.rt.replies.error(msg, err, None, cell.address)
+                await replies.error(msg, err, None, cell.address)
                 return
             await cell.deliver(msg, env)
 
@@ -214,7 +222,7 @@ class Hosting:
             assert spec.topic is not None
 
             async def on_topic(msg: Msg) -> None:
-                env = await self.rt.replies.decode_or_answer(msg, cell.address)
+                env = await self.rt.replies.decode_or_answer(msg, cell.address, cell.cls.security)
                 if env is not None:
                     await cell.deliver(msg, env)
 

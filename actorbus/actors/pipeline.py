@@ -6,8 +6,9 @@ Leaving, in three stages::
     encode   the envelope and its NATS headers: a request (``encode_request``),
              an answer to one (``encode_answer``: replies, errors, stream frames)
              or a system event (``encode_event``)
-    seal     (the slot for signing and sealing; nothing yet: issue "identities,
-             sealed payloads" fills it, here and only here)
+    seal     with a session (``actors/guard.py``): the content sealed to the
+             recipient (AES-256-GCM, bound to id, src, dst, ts, intent), the
+             whole body tagged, the session named in ``Ab-Session``/``Ab-Auth``
     send     the bus: ``BusConnection.publish``, the request mux, or the
              retrying JetStream store (``bus.jetstream.store_message``)
 
@@ -16,7 +17,8 @@ Arriving, in three stages::
     decode   ``decode_request`` (an envelope for an actor: honours ``Ab-Enc``,
              refuses a malformed header block, checks the ttl) and
              ``decode_answer`` (what a caller needs of a reply)
-    open     (the slot for verifying and opening)
+    open     ``Guard.admit`` checks the session, the tag, the sender's right to
+             the ``src``, replay and clock; ``open_content`` unseals
     dispatch the cell (``ActorCell.deliver``), a durable reader, a subscriber
 
 Inside a handler, the message being handled is the parent of what the handler
@@ -29,13 +31,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nats.aio.msg import Msg
 
 from actorbus.actors.actor import current_incoming
 from actorbus.actors.messages import to_content
 from actorbus.bus.client import BadHeaders, EncodedHeaders, encode_headers
 from actorbus.codecs.envelope import new_id, new_trace_id, now_ms
-from actorbus.codecs.errors import DecodeError, ExpiredError
+from actorbus.codecs.errors import AuthError, DecodeError, ExpiredError
 from actorbus.codecs.inbound import Inbound, decode_inbound, decode_reply
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
@@ -53,6 +56,18 @@ from actorbus.codecs.wire import (
     encode_body,
     encoding_from_header,
     pack,
+    unpack,
+)
+from actorbus.security.sessions import (
+    AUTH_HEADER,
+    CIPHER,
+    SESSION_HEADER,
+    InboundSession,
+    OutboundSession,
+    seal,
+    sealing_aad,
+    tag_body,
+    unseal,
 )
 from actorbus.telemetry.spans import TRACEPARENT
 
@@ -81,6 +96,8 @@ def encode_request(
     stream: bool = False,
     durable: bool = False,
     trace: tuple[str, str] | None = None,
+    session: OutboundSession | None = None,
+    seal: bool = False,
 ) -> Outgoing:
     """An outgoing request (tell, ask, stream, publish, durable store): the envelope
     and its routing headers.
@@ -117,6 +134,8 @@ def encode_request(
         "content": content,
         "context": ctx,
     }
+    if session is not None and seal and encoding is Encoding.MSGPACK:
+        _seal_content(data, session.keys.forward)
     body = encode_body(data, encoding)
     check_size(body, content, encoding, limits)
     headers = {H_ID: msg_id, H_SRC: src, H_DST: dst, H_INTENT: intent, H_TRACE: ctx["trace_id"]}
@@ -128,8 +147,17 @@ def encode_request(
         headers[H_MSG_ID] = msg_id
     if trace:
         headers[TRACEPARENT] = trace[1]
-    # seal: (none yet)
+    if session is not None:
+        session.sent += 1
+        headers[SESSION_HEADER] = session.header
+        headers[AUTH_HEADER] = tag_body(session.keys.forward, body)
     return Outgoing(body, encode_headers(headers), intent, msg_id)
+
+
+def _seal_content(data: dict[str, Any], key: AESGCM) -> None:
+    aad = sealing_aad(data["id"], data["src"], data["dst"], data["ts"], data["intent"])
+    data["content"] = seal(key, pack(data["content"]), aad)
+    data["meta"] = {"cipher": CIPHER}
 
 
 def encode_answer(
@@ -156,12 +184,17 @@ def encode_answer(
         "content": content,
         "context": {"trace_id": to.context.trace_id, "parent_id": to.id} if to else {},
     }
+    session = session_of(to) if to is not None else None
+    sealed = to is not None and to.__dict__.get("_opened", False)
+    if session is not None and sealed and encoding is Encoding.MSGPACK:
+        _seal_content(data, session.keys.back)
     body = encode_body(data, encoding)
     if len(body) > limits.max_payload:
         check_size(body, content, encoding, limits)
     if encoding is not Encoding.MSGPACK:
         headers = {**(headers or {}), H_ENC: encoding.value}
-    # seal: (none yet)
+    if session is not None:
+        headers = {**(headers or {}), AUTH_HEADER: tag_body(session.keys.back, body)}
     return body, headers
 
 
@@ -216,16 +249,48 @@ def decode_stored(
         raise DecodeError(headers.problem)
     else:
         enc = Encoding.MSGPACK
-    env = decode_inbound(data, enc, limits)
-    # open: (none yet)
-    return env
+    return decode_inbound(data, enc, limits)
 
 
-def decode_answer(msg: Msg, address: str) -> tuple[str, Any]:
-    """A reply's (intent, content): only those matter to the caller."""
+# -- sessions ----------------------------------------------------------------------
+
+
+def attach_session(env: Inbound, session: InboundSession | None) -> None:
+    """Remember the session ``env`` came in on (its answer goes back on it) and
+    open its content if it is sealed; AuthError for sealed content without one."""
+    if session is None:
+        if env.sealed:
+            raise AuthError(f"message {env.id} is sealed but came without a session")
+        return
+    env.__dict__["_session"] = session
+    if env.sealed:
+        aad = sealing_aad(env.id, env.src, env.dst, env.ts, env.intent)
+        if not isinstance(env.content, bytes):
+            raise AuthError(f"message {env.id}: sealed content must be bytes")
+        env.content = unpack(unseal(session.keys.forward, env.content, aad))
+        env.meta = None
+        env.__dict__.pop("_envelope", None)
+        env.__dict__["_opened"] = True  # its answers are sealed too
+
+
+def session_of(env: Inbound) -> InboundSession | None:
+    session: InboundSession | None = env.__dict__.get("_session")
+    return session
+
+
+def decode_answer(
+    msg: Msg, address: str, session: OutboundSession | None = None
+) -> tuple[str, Any]:
+    """A reply's (intent, content): only those matter to the caller. Sealed content
+    is opened with ``session``'s answer key."""
     try:
         headers = msg.headers
         enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
-        return decode_reply(msg.data, enc)
+        intent, content, sealed = decode_reply(msg.data, enc)
     except Exception as exc:
         raise DecodeError(f"malformed reply from {address}: {exc!r}") from exc
+    if sealed is not None:
+        if session is None or not isinstance(content, bytes):
+            raise AuthError(f"a sealed reply from {address} that this caller cannot open")
+        content = unpack(unseal(session.keys.back, content, sealing_aad(*sealed)))
+    return intent, content

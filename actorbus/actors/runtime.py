@@ -21,6 +21,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
+from actorbus.actors.guard import Guard
 from actorbus.actors.mailbox import Mailboxes
 from actorbus.actors.pipeline import encode_event
 from actorbus.actors.replies import Replies
@@ -90,6 +91,7 @@ class Runtime:
         self._durable_lock = asyncio.Lock()
         self._durable_ok = False
         self._reader_leases: LeaseBucket | None = None
+        self.guard: Guard | None = None  # end-to-end security, when the system has it
 
     # -- durable stores ------------------------------------------------------
     async def durable_ready(self) -> None:

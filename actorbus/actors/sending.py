@@ -10,6 +10,7 @@ without tracing pays nothing for it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from actorbus.codecs.errors import (
     NoRespondersError,
     error_from_wire,
 )
+from actorbus.security.sessions import OutboundSession
 from actorbus.telemetry import STATE, spans
 from actorbus.telemetry import metrics as meters
 
@@ -74,6 +76,7 @@ class Sender:
         stream: bool = False,
         durable: bool = False,
         span: Span | None = None,
+        session: OutboundSession | None = None,
     ) -> Outgoing:
         rt = self.rt
         return encode_request(
@@ -89,7 +92,18 @@ class Sender:
             stream=stream,
             durable=durable,
             trace=spans.traceparent(span) if span is not None else None,
+            session=session,
+            seal=session is not None and rt.guard is not None and rt.guard.settings.seal,
         )
+
+    async def session(self, dst: str) -> OutboundSession | None:
+        """The security session to ``dst`` (None: the system has no guard, or no
+        key for ``dst`` is known)."""
+        guard = self.rt.guard
+        if guard is None:
+            return None
+        inc = current_incoming.get()
+        return await guard.session_for(inc.address if inc else self.rt.client_address, dst)
 
     # -- the operations ------------------------------------------------------------
     async def ask(
@@ -101,8 +115,9 @@ class Sender:
         opts: SendOptions,
     ) -> Any:
         subject = self.subject(address)
-        out = self.encode(address, message, opts)
-        return await self.request(address, subject, out, timeout, returns)
+        session = await self.session(address) if self.rt.guard is not None else None
+        out = self.encode(address, message, opts, session=session)
+        return await self.request(address, subject, out, timeout, returns, session)
 
     async def tell(
         self,
@@ -110,7 +125,8 @@ class Sender:
         message: Any,
         opts: SendOptions,
     ) -> None:
-        out = self.encode(address, message, opts)
+        session = await self.session(address) if self.rt.guard is not None else None
+        out = self.encode(address, message, opts, session=session)
         await self.rt.conn.publish(self.subject(address), out.body, out.headers)
 
     async def tell_durable(
@@ -121,7 +137,8 @@ class Sender:
         timeout: float | None,
     ) -> None:
         subject, wait = await self._durable_target(address, timeout)
-        out = self.encode(address, message, opts, durable=True)
+        session = await self.session(address)
+        out = self.encode(address, message, opts, durable=True, session=session)
         await store(self.rt, subject, out, address, wait)
 
     async def publish(self, topic: str, message: Any, opts: SendOptions) -> None:
@@ -139,23 +156,50 @@ class Sender:
         opts: SendOptions,
     ) -> AsyncIterator[Any]:
         subject = self.subject(address)
+        if self.rt.guard is not None:
+            return self._sealed_stream(address, subject, message, opts, timeout, returns)
         out = self.encode(address, message, opts, True)
         return consume_stream(self.rt, address, subject, out, timeout, returns)
 
+    async def _sealed_stream(
+        self,
+        address: str,
+        subject: str,
+        message: Any,
+        opts: SendOptions,
+        timeout: float,
+        returns: type[Any] | None,
+        span: Span | None = None,
+    ) -> AsyncIterator[Any]:
+        """A stream on a security session (found before the request goes out)."""
+        session = await self.session(address)
+        out = self.encode(address, message, opts, True, span=span, session=session)
+        items = consume_stream(self.rt, address, subject, out, timeout, returns, session)
+        async with contextlib.aclosing(items):
+            async for item in items:
+                yield item
+
     # -- the steps both senders share ---------------------------------------------
     async def request(
-        self, address: str, subject: str, out: Outgoing, timeout: float, returns: type[R] | None
+        self,
+        address: str,
+        subject: str,
+        out: Outgoing,
+        timeout: float,
+        returns: type[R] | None,
+        session: OutboundSession | None = None,
     ) -> Any:
         rt = self.rt
+        accept = rt.guard.reply_check(session) if session is not None and rt.guard else None
         try:
-            msg = await rt.mux.request(subject, out.body, out.headers, timeout)
+            msg = await rt.mux.request(subject, out.body, out.headers, timeout, accept)
         except RequestTimeout:
             raise AskTimeoutError(address, out.intent, timeout) from None
         except NoResponders:
             raise NoRespondersError(address, out.intent) from None
         except nats.errors.Error as exc:
             raise rt.conn.translate(exc) from exc
-        reply_intent, content = decode_answer(msg, address)
+        reply_intent, content = decode_answer(msg, address, session)
         if reply_intent == INTENT_ERROR:
             raise error_from_wire(content, address)
         return from_content(reply_intent, content, returns)
@@ -192,8 +236,9 @@ class ObservedSender(Sender):
         stream: bool = False,
         durable: bool = False,
         span: Span | None = None,
+        session: OutboundSession | None = None,
     ) -> Outgoing:
-        out = super().encode(dst, message, opts, stream, durable, span)
+        out = super().encode(dst, message, opts, stream, durable, span, session)
         inc = current_incoming.get()
         if STATE.metrics:
             labels = meters.labels(inc.address if inc else "client", dst)
@@ -220,12 +265,13 @@ class ObservedSender(Sender):
         opts: SendOptions,
     ) -> Any:
         subject = self.subject(address)
+        session = await self.session(address)
 
         async def send(span: Span | None) -> Any:
-            out = self.encode(address, message, opts, span=span)
+            out = self.encode(address, message, opts, span=span, session=session)
             if STATE.metrics:
-                return await self._measured(address, subject, out, timeout, returns)
-            return await self.request(address, subject, out, timeout, returns)
+                return await self._measured(address, subject, out, timeout, returns, session)
+            return await self.request(address, subject, out, timeout, returns, session)
 
         return await self._spanned("ask", address, subject, True, send)
 
@@ -236,9 +282,10 @@ class ObservedSender(Sender):
         opts: SendOptions,
     ) -> None:
         subject = self.subject(address)
+        session = await self.session(address)
 
         async def send(span: Span | None) -> None:
-            out = self.encode(address, message, opts, span=span)
+            out = self.encode(address, message, opts, span=span, session=session)
             await self.rt.conn.publish(subject, out.body, out.headers)
 
         await self._spanned("tell", address, subject, False, send)
@@ -251,9 +298,10 @@ class ObservedSender(Sender):
         timeout: float | None,
     ) -> None:
         subject, wait = await self._durable_target(address, timeout)
+        session = await self.session(address)
 
         async def send(span: Span | None) -> None:
-            out = self.encode(address, message, opts, durable=True, span=span)
+            out = self.encode(address, message, opts, durable=True, span=span, session=session)
             await store(self.rt, subject, out, address, wait)
 
         await self._spanned("tell", address, subject, False, send)
@@ -280,6 +328,10 @@ class ObservedSender(Sender):
         span = None
         if STATE.tracing:  # the span of the request; items are children of the producer's
             span = spans.start_send("stream", address, subject, expects_reply=True)
+        if self.rt.guard is not None:  # the request goes out once its session is found
+            if span is not None:
+                span.end()
+            return self._sealed_stream(address, subject, message, opts, timeout, returns, span)
         try:
             out = self.encode(address, message, opts, True, False, span)
         finally:
@@ -308,13 +360,19 @@ class ObservedSender(Sender):
             span.end()
 
     async def _measured(
-        self, address: str, subject: str, out: Outgoing, timeout: float, returns: type[R] | None
+        self,
+        address: str,
+        subject: str,
+        out: Outgoing,
+        timeout: float,
+        returns: type[R] | None,
+        session: OutboundSession | None,
     ) -> Any:
         inc = current_incoming.get()
         labels = meters.labels(inc.address if inc else "client", address)
         started = time.perf_counter()
         try:
-            return await self.request(address, subject, out, timeout, returns)
+            return await self.request(address, subject, out, timeout, returns, session)
         except ActorBusError as err:
             meters.failures.add(
                 1, {**labels, "error.type": err.code, "messaging.operation.type": "send"}

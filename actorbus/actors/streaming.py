@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import nats.errors
@@ -45,12 +45,14 @@ from actorbus.bus.requests import NO_RESPONDERS_STATUS, RequestTimeout
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
+    AuthError,
     NoRespondersError,
     ProtocolError,
     error_from_wire,
 )
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_CREDIT, H_SEQ, pack, unpack
+from actorbus.security.sessions import AUTH_HEADER, OutboundSession, check_body
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
@@ -226,9 +228,12 @@ async def consume_stream(
     out: Outgoing,
     timeout: float,
     returns: type[Any] | None,
-) -> AsyncIterator[Any]:
+    session: OutboundSession | None = None,
+) -> AsyncGenerator[Any, None]:
     """The caller's side: send the request, yield items in order, check the
-    sequence, grant credit as items are taken, cancel the producer on early exit."""
+    sequence, grant credit as items are taken, cancel the producer on early exit.
+    With a security ``session``, a frame that fails its check is dropped (a
+    forged one: the real one is still awaited)."""
     nc = rt.nc
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
@@ -245,6 +250,8 @@ async def consume_stream(
             if hdrs.get("Status") == NO_RESPONDERS_STATUS:
                 finished = True
                 raise NoRespondersError(address, out.intent)
+            if session is not None and not _authentic(session, msg):
+                continue
             seq = int(hdrs.get(H_SEQ, expected))
             if seq != expected:
                 finished = True
@@ -253,7 +260,7 @@ async def consume_stream(
                 )
             if msg.reply:  # the first frame: tell the producer we are here
                 await rt.conn.publish(msg.reply, b"")
-            intent, content = decode_answer(msg, address)
+            intent, content = decode_answer(msg, address, session)
             if intent == INTENT_END:
                 finished = True
                 return
@@ -271,6 +278,15 @@ async def consume_stream(
         cancel = None if finished else cancel_message(out.id)
         ending = asyncio.ensure_future(_end(rt, sub, cancel))
         await asyncio.shield(ending)
+
+
+def _authentic(session: OutboundSession, msg: Msg) -> bool:
+    try:
+        check_body(session.keys.back, msg.data, (msg.headers or {}).get(AUTH_HEADER))
+    except AuthError as err:
+        log.warning("dropped a stream frame that failed its check: %s", err)
+        return False
+    return True
 
 
 async def _end(rt: Runtime, sub: Any, cancel: bytes | None) -> None:

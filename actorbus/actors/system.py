@@ -33,6 +33,7 @@ from actorbus.actors.dead_letters import (
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory, DiscoveryQuery, Listing
+from actorbus.actors.guard import Guard, SecuritySettings
 from actorbus.actors.history import read_history
 from actorbus.actors.hosting import Hosting
 from actorbus.actors.outbox import store
@@ -84,6 +85,7 @@ class SystemOptions(TypedDict, total=False):
     name: str
     connect_options: ConnectOptions | None
     tracing: bool | None
+    security: SecuritySettings | None
 
 
 class ActorSystem:
@@ -185,6 +187,14 @@ class ActorSystem:
         connect_options = options.get("connect_options") or ConnectOptions(name=name)
         conn = await BusConnection.connect(dataclasses.replace(connect_options, servers=urls))
         system = cls(conn, options, server)
+        security = options.get("security")
+        if security is not None:
+            try:
+                guard = await Guard.open(system.js, system.namespace, security)
+                system.runtime.guard = system.runtime.replies.guard = guard
+            except BaseException:
+                await conn.close(2.0)
+                raise
         await system._subscribe_system()
         if system.durable_settings.keep_topics:
             await system.durable_ready()  # topics are stored from the first publish on
@@ -527,6 +537,8 @@ class ActorSystem:
         """Stop discovery, readers, actors and leases, each bounded by ``timeout``."""
         await self.directory.close(timeout)  # discovery stops offering us at once
         await self.hosting.close(timeout)
+        if self.runtime.guard is not None:
+            await self.runtime.guard.close()
 
     async def __aenter__(self) -> Self:
         return self

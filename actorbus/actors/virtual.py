@@ -186,7 +186,8 @@ class VirtualActors:
         _, _, _, type_, key = msg.subject.split(".", 4)
         address = f"{type_}/{key}"
         host = self.residents.hosts.get(type_)
-        env = await rt.replies.decode_or_answer(msg, address)
+        declared = host.cls.security if host is not None else None
+        env = await rt.replies.decode_or_answer(msg, address, declared)
         if env is None:
             return
         mode = msg.headers.get(H_FWD) if msg.headers else None

@@ -17,6 +17,7 @@ import asyncio
 import heapq
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from nats.aio.msg import Msg
@@ -25,6 +26,7 @@ from nats.aio.subscription import Subscription
 from actorbus.bus.client import Client
 
 NO_RESPONDERS_STATUS = "503"
+Accept = Callable[[Msg], bool]
 _MIN_REBUILD = 1024
 
 
@@ -40,7 +42,9 @@ class RequestMux:
     def __init__(self, nc: Client, prefix: str) -> None:
         self.nc = nc
         self.prefix = prefix if prefix.endswith(".") else prefix + "."
-        self._pending: dict[str, tuple[asyncio.Future[Msg], float]] = {}
+        # token -> (future, deadline, the check a reply must pass, if any)
+        self._pending: dict[str, tuple[asyncio.Future[Msg], float, Accept | None]] = {}
+        self.dropped = 0  # replies that failed their check
         self._deadlines: list[tuple[float, str]] = []  # heap
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
@@ -51,18 +55,29 @@ class RequestMux:
         self._sub = await self.nc.subscribe(self.prefix + "*", cb=self._on_reply)
 
     async def _on_reply(self, msg: Msg) -> None:
-        entry = self._pending.pop(msg.subject[len(self.prefix) :], None)
-        if entry is not None and not entry[0].done():
-            entry[0].set_result(msg)
+        token = msg.subject[len(self.prefix) :]
+        entry = self._pending.get(token)
+        if entry is None:
+            return
+        future, _, accept = entry
+        if accept is not None and not accept(msg):  # a forged reply: keep waiting
+            self.dropped += 1
+            return
+        del self._pending[token]
+        if not future.done():
+            future.set_result(msg)
 
-    def new_inbox(self, timeout: float | None = None) -> tuple[str, asyncio.Future[Msg]]:
+    def new_inbox(
+        self, timeout: float | None = None, accept: Accept | None = None
+    ) -> tuple[str, asyncio.Future[Msg]]:
         """Reserve a reply subject; the caller publishes with it and awaits the future,
-        which fails with RequestTimeout after ``timeout`` seconds (if given)."""
+        which fails with RequestTimeout after ``timeout`` seconds (if given). A reply
+        ``accept`` refuses is dropped, and the wait goes on."""
         token = format(next(self._tokens), "x")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Msg] = loop.create_future()
         deadline = math.inf if timeout is None else loop.time() + timeout
-        self._pending[token] = (future, deadline)
+        self._pending[token] = (future, deadline, accept)
         if timeout is not None:
             heapq.heappush(self._deadlines, (deadline, token))
             if deadline < self._timer_at:
@@ -75,8 +90,15 @@ class RequestMux:
         """Forget a reserved inbox whose reply is no longer awaited."""
         self._pending.pop(inbox[len(self.prefix) :], None)
 
-    async def request(self, subject: str, body: bytes, headers: Any, timeout: float) -> Msg:
-        inbox, future = self.new_inbox(timeout)
+    async def request(
+        self,
+        subject: str,
+        body: bytes,
+        headers: Any,
+        timeout: float,
+        accept: Accept | None = None,
+    ) -> Msg:
+        inbox, future = self.new_inbox(timeout, accept)
         try:
             await self.nc.publish(subject, body, reply=inbox, headers=headers)
             msg = await future
@@ -90,7 +112,7 @@ class RequestMux:
         """Wake every waiting request with ``exc`` (the connection is gone for good)."""
         pending, self._pending = self._pending, {}
         self._deadlines.clear()
-        for future, _ in pending.values():
+        for future, _, _ in pending.values():
             if not future.done():
                 future.set_exception(exc)
 
@@ -116,5 +138,5 @@ class RequestMux:
 
     def _rebuild(self) -> None:
         """Drop the entries of answered requests (amortised: at most every n pushes)."""
-        self._deadlines = [(d, t) for t, (_, d) in self._pending.items() if d != math.inf]
+        self._deadlines = [(d, t) for t, (_, d, _) in self._pending.items() if d != math.inf]
         heapq.heapify(self._deadlines)

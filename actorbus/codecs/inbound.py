@@ -42,6 +42,10 @@ class InboundContext(msgspec.Struct, forbid_unknown_fields=True):
     stream: bool = False
 
 
+class InboundMeta(msgspec.Struct, forbid_unknown_fields=True):
+    cipher: str | None = None  # sealed content: the cipher it is sealed with
+
+
 class Inbound(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     """The routing facts of an arrived message, and its envelope on demand."""
 
@@ -52,6 +56,7 @@ class Inbound(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     src: str = ""
     content: Any = None
     context: InboundContext = msgspec.field(default_factory=InboundContext)
+    meta: InboundMeta | None = None
 
     @property
     def envelope(self) -> Envelope:
@@ -59,8 +64,13 @@ class Inbound(msgspec.Struct, forbid_unknown_fields=True, dict=True):
         if cached is None:
             data = msgspec.structs.asdict(self)
             data["context"] = msgspec.structs.asdict(self.context)
+            data["meta"] = msgspec.structs.asdict(self.meta) if self.meta else {}
             cached = self.__dict__["_envelope"] = Envelope.model_validate(data)
         return cached
+
+    @property
+    def sealed(self) -> bool:
+        return self.meta is not None and self.meta.cipher is not None
 
 
 _FAST_MSGPACK = msgspec.msgpack.Decoder(Inbound)
@@ -99,9 +109,14 @@ def inbound_of(envelope: Envelope) -> Inbound:
         src=envelope.src,
         content=envelope.content,
         context=InboundContext(**{k: getattr(ctx, k) for k in _CONTEXT_FIELDS}),
+        meta=InboundMeta(cipher=envelope.meta.cipher) if envelope.meta.cipher else None,
     )
     inbound.__dict__["_envelope"] = envelope
     return inbound
+
+
+class _ReplyMeta(msgspec.Struct):
+    cipher: str | None = None
 
 
 class _Reply(msgspec.Struct):
@@ -109,13 +124,24 @@ class _Reply(msgspec.Struct):
 
     intent: _NonEmpty
     content: Any = None
+    meta: _ReplyMeta | None = None
+    id: str = ""
+    ts: int = 0
+    src: str = ""
+    dst: str = ""
 
 
 _REPLY_MSGPACK = msgspec.msgpack.Decoder(_Reply)
 _REPLY_JSON = msgspec.json.Decoder(_Reply)
 
 
-def decode_reply(body: bytes, encoding: Encoding = Encoding.MSGPACK) -> tuple[str, Any]:
-    """A reply's (intent, content); msgspec.DecodeError if it is not a reply envelope."""
-    reply = (_REPLY_MSGPACK if encoding is Encoding.MSGPACK else _REPLY_JSON).decode(body)
-    return reply.intent, reply.content
+def decode_reply(
+    body: bytes, encoding: Encoding = Encoding.MSGPACK
+) -> tuple[str, Any, tuple[str, str, str, int, str] | None]:
+    """A reply's (intent, content, what its sealed content is bound to: id, src,
+    dst, ts, intent; None when it is not sealed); msgspec.DecodeError if it is
+    not a reply envelope."""
+    r = (_REPLY_MSGPACK if encoding is Encoding.MSGPACK else _REPLY_JSON).decode(body)
+    if r.meta is None or r.meta.cipher is None:
+        return r.intent, r.content, None
+    return r.intent, r.content, (r.id, r.src, r.dst, r.ts, r.intent)

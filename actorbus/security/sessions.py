@@ -108,6 +108,7 @@ class InboundSession:
     sender: Credential
     keys: SessionKeys
     expires_ms: int
+    recipient_kid: str
 
 
 def accept_session(
@@ -142,7 +143,8 @@ def accept_session(
     except InvalidSignature:
         raise AuthError(f"session signature of {sender.subject.did:.80} does not verify") from None
     shared = recipient.agree(eph_pub)
-    return InboundSession(sender, _derive(shared, eph_pub, sender_kid, recipient_kid), expires)
+    keys = _derive(shared, eph_pub, sender_kid, recipient_kid)
+    return InboundSession(sender, keys, expires, recipient_kid)
 
 
 def session_signer(header: str) -> str:

@@ -1,0 +1,279 @@
+"""Authenticated and sealed messages on a real nats-server, attacked from a plain
+nats-py connection: what an outsider sees, forges, replays and answers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from _util import WAIT
+from pydantic import BaseModel
+
+from actorbus import Actor, ActorSystem, handler
+from actorbus.actors.guard import SecuritySettings
+from actorbus.codecs.errors import AuthError
+from actorbus.codecs.wire import pack, unpack
+from actorbus.security.sessions import AUTH_HEADER, SESSION_HEADER
+
+SECRET = "PII-4111-1111-1111-1111"
+
+
+class Note(BaseModel):
+    text: str
+
+
+class Vault(Actor):
+    type_name = "vault"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    @handler
+    async def keep(self, note: Note) -> str:
+        self.seen.append((self.envelope.src, note.text))
+        return f"kept {note.text}"
+
+
+class Loose(Actor):
+    type_name = "loose"
+    security = "allow"
+
+    @handler
+    async def keep(self, note: Note) -> str:
+        return f"loose {note.text}"
+
+
+def collector(into: list[nats.aio.msg.Msg]) -> Callable[[nats.aio.msg.Msg], Awaitable[None]]:
+    async def collect(msg: nats.aio.msg.Msg) -> None:
+        into.append(msg)
+
+    return collect
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> SecuritySettings:
+    return SecuritySettings(home=tmp_path / "home")
+
+
+async def secure_pair(make_system: Any, settings: SecuritySettings) -> tuple[ActorSystem, Vault]:
+    host = await make_system(security=settings)
+    ref = await host.spawn(Vault, "1")
+    vault = host.hosting.residents.cells[ref.address][0].instance
+    assert isinstance(vault, Vault)
+    return host, vault
+
+
+async def test_an_ask_goes_sealed_and_authenticated(
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
+) -> None:
+    host, vault = await secure_pair(make_system, settings)
+    caller = await make_system(security=settings)
+    wire: list[nats.aio.msg.Msg] = []
+    spy = await raw_nc.subscribe(">", cb=collector(wire))
+    await raw_nc.flush()
+    assert await caller.ask("vault/1", Note(text=SECRET)) == f"kept {SECRET}"
+    await raw_nc.flush()
+    await spy.unsubscribe()
+    assert vault.seen == [(caller.client_address, SECRET)]
+    request = [m for m in wire if m.subject.endswith("vault.1")]
+    assert request, "the spy saw the request"
+    assert request[0].headers is not None
+    assert SESSION_HEADER in request[0].headers
+    assert AUTH_HEADER in request[0].headers
+    for m in wire:  # neither the request nor the reply carries the plaintext
+        assert SECRET.encode() not in m.data
+    assert host.runtime.guard is not None
+    assert host.runtime.guard.refused == 0
+
+
+async def test_an_outsider_is_refused_and_the_actor_goes_on(
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
+) -> None:
+    _, vault = await secure_pair(make_system, settings)
+    body = pack(
+        {
+            "id": "forged-1",
+            "ts": 0,
+            "src": "bank/1",
+            "dst": "vault/1",
+            "intent": "Note",
+            "content": {"text": "transfer"},
+        }
+    )
+    answer = await raw_nc.request(f"{ns}.a.vault.1", body, timeout=WAIT)
+    reply = unpack(answer.data)
+    assert reply["intent"] == "$error"
+    assert reply["content"]["code"] == "E_AUTH"
+    assert "only authenticated" in reply["content"]["message"]
+    assert vault.seen == []
+    caller = await make_system(security=settings)
+    assert await caller.ask("vault/1", Note(text="after")) == "kept after"
+
+
+async def test_tampered_replayed_and_misattributed_messages_are_refused(
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
+) -> None:
+    host, vault = await secure_pair(make_system, settings)
+    caller = await make_system(security=settings)
+    captured: list[nats.aio.msg.Msg] = []
+    spy = await raw_nc.subscribe(f"{ns}.a.vault.1", cb=collector(captured))
+    await raw_nc.flush()
+    await caller.tell("vault/1", Note(text="once"))
+    await caller.ask("vault/1", Note(text="sync"))  # the tell is handled by now
+    await spy.unsubscribe()
+    original = captured[0]
+    assert original.headers is not None
+    headers = dict(original.headers)
+
+    async def refused_with(data: bytes, hdrs: dict[str, str]) -> str:
+        answer = await raw_nc.request(f"{ns}.a.vault.1", data, timeout=WAIT, headers=hdrs)
+        reply = unpack(answer.data)
+        assert reply["intent"] == "$error"
+        return str(reply["content"]["code"]) + ": " + str(reply["content"]["message"])
+
+    # the captured message again, as it was: a replay
+    assert (await refused_with(original.data, headers)).startswith("E_REPLAY")
+    # one byte changed: its tag no longer matches
+    tampered = bytearray(original.data)
+    tampered[-3] ^= 1
+    assert "forged or altered" in await refused_with(bytes(tampered), headers)
+    # a valid session header with a body of the attacker's making
+    fake = pack(
+        {
+            "id": "x",
+            "ts": 0,
+            "src": "client/x",
+            "dst": "vault/1",
+            "intent": "Note",
+            "content": {"text": "evil"},
+        }
+    )
+    assert "forged or altered" in await refused_with(fake, headers)
+    assert [text for _, text in vault.seen] == ["once", "sync"]
+    assert host.runtime.guard is not None
+    assert host.runtime.guard.refused == 3
+
+
+async def test_a_forged_reply_is_dropped_and_the_real_one_taken(
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
+) -> None:
+    """An outsider in the actor's queue group answers fast; the caller keeps
+    waiting for the reply that checks out."""
+
+    class Slow(Actor):
+        type_name = "slow"
+
+        @handler
+        async def keep(self, note: Note) -> str:
+            await asyncio.sleep(0.3)  # the forger answers first
+            return f"real {note.text}"
+
+    host = await make_system(security=settings)
+    await host.spawn(Slow, "1")
+    caller = await make_system(security=settings)
+
+    async def forge(msg: nats.aio.msg.Msg) -> None:
+        await raw_nc.publish(
+            msg.reply,
+            pack(
+                {
+                    "id": "f",
+                    "ts": 0,
+                    "src": "slow/1",
+                    "dst": "",
+                    "intent": "str",
+                    "content": "forged",
+                }
+            ),
+        )
+
+    await raw_nc.subscribe(f"{ns}.a.slow.1", cb=forge)  # no queue: sees every ask
+    await raw_nc.flush()
+    assert await caller.ask("slow/1", Note(text="x"), timeout=WAIT) == "real x"
+    assert caller.mux.dropped >= 1
+
+
+async def test_allow_takes_the_unauthenticated_and_still_checks_the_rest(
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
+) -> None:
+    host = await make_system(security=settings)
+    await host.spawn(Loose, "1")
+    body = pack(
+        {
+            "id": "plain-1",
+            "ts": 0,
+            "src": "client/x",
+            "dst": "loose/1",
+            "intent": "Note",
+            "content": {"text": "hi"},
+        }
+    )
+    answer = await raw_nc.request(f"{ns}.a.loose.1", body, timeout=WAIT)
+    assert unpack(answer.data)["content"] == "loose hi"
+    caller = await make_system(security=settings)
+    assert await caller.ask("loose/1", Note(text="sealed")) == "loose sealed"
+
+
+async def test_a_system_trusting_another_authority_is_refused(
+    make_system: Any, settings: SecuritySettings, tmp_path: Path
+) -> None:
+    await secure_pair(make_system, settings)
+    stranger = await make_system(security=SecuritySettings(home=tmp_path / "elsewhere"))
+    with pytest.raises(AuthError):
+        await stranger.ask("vault/1", Note(text="let me in"), timeout=WAIT)
+
+
+async def test_durable_messages_stay_sealed_in_the_stream_and_open_for_the_actor(
+    make_system: Any, settings: SecuritySettings, ns: str
+) -> None:
+    class Ledger(Actor):
+        type_name = "ledger"
+        durable = True
+        got: asyncio.Queue[str] = asyncio.Queue()
+
+        @handler
+        async def keep(self, note: Note) -> None:
+            await Ledger.got.put(note.text)
+
+    sender = await make_system(security=settings)
+    host = await make_system(security=settings)
+    await host.spawn(Ledger, "1")
+    await sender.tell("ledger/1", Note(text=SECRET), durable=True)
+    assert await asyncio.wait_for(Ledger.got.get(), WAIT) == SECRET
+    raw = await sender.js.get_last_msg(f"actorbus-{ns}-durable", f"{ns}.d.ledger.1")
+    assert SECRET.encode() not in raw.data
+    # history opens it where the recipient's key is, and nowhere else
+    [seen_by_host] = [e async for e in host.history(address="ledger/1")]
+    assert seen_by_host.content == {"text": SECRET}
+    [seen_by_sender] = [e async for e in sender.history(address="ledger/1")]
+    assert seen_by_sender.meta.cipher == "A256GCM"
+    assert SECRET.encode() not in seen_by_sender.content
+
+
+async def test_a_stream_runs_on_its_session_with_frames_sealed(
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS
+) -> None:
+    class Spell(Actor):
+        type_name = "spell"
+
+        @handler
+        async def spell(self, word: str) -> AsyncIterator[str]:
+            for letter in word:
+                yield f"{letter}-{SECRET}"
+
+    host = await make_system(security=settings)
+    await host.spawn(Spell, "1")
+    caller = await make_system(security=settings)
+    wire: list[nats.aio.msg.Msg] = []
+    spy = await raw_nc.subscribe(">", cb=collector(wire))
+    await raw_nc.flush()
+    items = [i async for i in caller.stream("spell/1", "abc", timeout=WAIT)]
+    await raw_nc.flush()
+    await spy.unsubscribe()
+    assert items == [f"a-{SECRET}", f"b-{SECRET}", f"c-{SECRET}"]
+    assert wire
+    assert all(SECRET.encode() not in m.data for m in wire)

@@ -36,6 +36,7 @@ from typing import Final, Literal
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from actorbus.actors.pipeline import check_answer, open_content
 from actorbus.actors.trust import Trust
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.inbound import Inbound
@@ -203,7 +204,10 @@ class Guard:
             return None
         try:
             session = await self._session(header, address)
-            check_body(session.keys.forward, msg.data, headers.get(AUTH_HEADER))
+            if env.sealed:  # opening it proves every field of the envelope
+                open_content(env, session.keys.forward)
+            else:
+                check_body(session.keys.forward, msg.data, headers.get(AUTH_HEADER))
             if not session.sender.may_send_as(env.src):
                 raise AuthError(
                     f"the credential of {session.sender.subject.did:.70} does not cover "
@@ -244,7 +248,7 @@ class Guard:
         if header is None or env.dst.partition("/")[0] not in self.types:
             return None
         session = await self._session(header, env.dst)
-        check_body(session.keys.forward, data, (headers or {}).get(AUTH_HEADER))
+        open_content(env, session.keys.forward)
         return session
 
     def reply_check(self, session: OutboundSession) -> Callable[[Msg], bool]:
@@ -256,9 +260,7 @@ class Guard:
             if not msg.data and headers and headers.get("Status") == _NO_RESPONDERS:
                 return True
             try:
-                check_body(
-                    session.keys.back, msg.data, headers.get(AUTH_HEADER) if headers else None
-                )
+                check_answer(msg, session)
             except AuthError as err:
                 self.refused += 1
                 log.warning("dropped a reply that failed its check: %s", err)

@@ -61,9 +61,11 @@ from actorbus.codecs.wire import (
 from actorbus.security.sessions import (
     AUTH_HEADER,
     CIPHER,
+    CONTEXT_FIELDS,
     SESSION_HEADER,
     InboundSession,
     OutboundSession,
+    check_body,
     seal,
     sealing_aad,
     tag_body,
@@ -134,8 +136,10 @@ def encode_request(
         "content": content,
         "context": ctx,
     }
+    sealed = False
     if session is not None and seal and encoding is Encoding.MSGPACK:
         _seal_content(data, session.keys.forward)
+        sealed = True
     body = encode_body(data, encoding)
     check_size(body, content, encoding, limits)
     headers = {H_ID: msg_id, H_SRC: src, H_DST: dst, H_INTENT: intent, H_TRACE: ctx["trace_id"]}
@@ -150,14 +154,29 @@ def encode_request(
     if session is not None:
         session.sent += 1
         headers[SESSION_HEADER] = session.header
-        headers[AUTH_HEADER] = tag_body(session.keys.forward, body)
+        if not sealed:  # sealed content authenticates the envelope by itself
+            headers[AUTH_HEADER] = tag_body(session.keys.forward, body)
     return Outgoing(body, encode_headers(headers), intent, msg_id)
 
 
 def _seal_content(data: dict[str, Any], key: AESGCM) -> None:
-    aad = sealing_aad(data["id"], data["src"], data["dst"], data["ts"], data["intent"])
+    ctx = data["context"]
+    aad = sealing_aad(
+        data["id"],
+        data["src"],
+        data["dst"],
+        data["ts"],
+        data["intent"],
+        [ctx.get(name) for name in CONTEXT_FIELDS],
+    )
     data["content"] = seal(key, pack(data["content"]), aad)
     data["meta"] = {"cipher": CIPHER}
+
+
+def _inbound_aad(env: Inbound) -> bytes:
+    c = env.context
+    context = (c.trace_id, c.parent_id, c.session_id, c.idempotency_key, c.ttl_ms, c.stream)
+    return sealing_aad(env.id, env.src, env.dst, env.ts, env.intent, context)
 
 
 def encode_answer(
@@ -193,7 +212,7 @@ def encode_answer(
         check_size(body, content, encoding, limits)
     if encoding is not Encoding.MSGPACK:
         headers = {**(headers or {}), H_ENC: encoding.value}
-    if session is not None:
+    if session is not None and not (sealed and encoding is Encoding.MSGPACK):
         headers = {**(headers or {}), AUTH_HEADER: tag_body(session.keys.back, body)}
     return body, headers
 
@@ -264,13 +283,18 @@ def attach_session(env: Inbound, session: InboundSession | None) -> None:
         return
     env.__dict__["_session"] = session
     if env.sealed:
-        aad = sealing_aad(env.id, env.src, env.dst, env.ts, env.intent)
-        if not isinstance(env.content, bytes):
-            raise AuthError(f"message {env.id}: sealed content must be bytes")
-        env.content = unpack(unseal(session.keys.forward, env.content, aad))
-        env.meta = None
-        env.__dict__.pop("_envelope", None)
-        env.__dict__["_opened"] = True  # its answers are sealed too
+        open_content(env, session.keys.forward)
+
+
+def open_content(env: Inbound, key: AESGCM) -> None:
+    """Open sealed content in place; AuthError if it does not open (forged,
+    altered, or moved from another envelope: every field is bound to it)."""
+    if env.meta is None or env.meta.cipher != CIPHER or not isinstance(env.content, bytes):
+        raise AuthError(f"message {env.id}: sealed with an unknown cipher, or not bytes")
+    env.content = unpack(unseal(key, env.content, _inbound_aad(env)))
+    env.meta = None
+    env.__dict__.pop("_envelope", None)
+    env.__dict__["_opened"] = True  # its answers are sealed too
 
 
 def session_of(env: Inbound) -> InboundSession | None:
@@ -283,6 +307,9 @@ def decode_answer(
 ) -> tuple[str, Any]:
     """A reply's (intent, content): only those matter to the caller. Sealed content
     is opened with ``session``'s answer key."""
+    opened: tuple[str, Any] | None = msg.__dict__.get(_OPENED)
+    if opened is not None:  # the reply check opened it already
+        return opened
     try:
         headers = msg.headers
         enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK
@@ -294,3 +321,25 @@ def decode_answer(
             raise AuthError(f"a sealed reply from {address} that this caller cannot open")
         content = unpack(unseal(session.keys.back, content, sealing_aad(*sealed)))
     return intent, content
+
+
+_OPENED = "_actorbus_opened"
+
+
+def check_answer(msg: Msg, session: OutboundSession) -> None:
+    """Check an answer on ``session`` before taking it: a sealed one is opened (and
+    kept opened on ``msg`` for ``decode_answer``), another one's tag is checked.
+    AuthError if it is not genuine."""
+    headers = msg.headers
+    auth = headers.get(AUTH_HEADER) if headers else None
+    if auth is not None:
+        check_body(session.keys.back, msg.data, auth)
+        return
+    try:
+        intent, content, sealed = decode_reply(msg.data)
+    except Exception:
+        raise AuthError("an answer that is neither sealed nor tagged") from None
+    if sealed is None or not isinstance(content, bytes):
+        raise AuthError("an answer that is neither sealed nor tagged")
+    content = unpack(unseal(session.keys.back, content, sealing_aad(*sealed)))
+    msg.__dict__[_OPENED] = (intent, content)

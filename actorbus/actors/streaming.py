@@ -40,7 +40,7 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_content
-from actorbus.actors.pipeline import Outgoing, decode_answer
+from actorbus.actors.pipeline import Outgoing, check_answer, decode_answer
 from actorbus.bus.requests import NO_RESPONDERS_STATUS, RequestTimeout
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -52,7 +52,7 @@ from actorbus.codecs.errors import (
 )
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_CREDIT, H_SEQ, pack, unpack
-from actorbus.security.sessions import AUTH_HEADER, OutboundSession, check_body
+from actorbus.security.sessions import OutboundSession
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
@@ -282,7 +282,7 @@ async def consume_stream(
 
 def _authentic(session: OutboundSession, msg: Msg) -> bool:
     try:
-        check_body(session.keys.back, msg.data, (msg.headers or {}).get(AUTH_HEADER))
+        check_answer(msg, session)
     except AuthError as err:
         log.warning("dropped a stream frame that failed its check: %s", err)
         return False

@@ -77,7 +77,8 @@ class LazyHeaders(Mapping[str, str]):
     receiving it routes by subject and reads the body; parsing five header lines
     it never looks at cost about a tenth of its time per message. A lookup of a
     name that does not occur in the block at all answers without parsing;
-    anything else parses once (with the same parser) and reads the dict.
+    ``get`` of a name that occurs once reads that one line; anything else parses
+    once (with the same parser) and reads the dict.
     """
 
     __slots__ = ("_parsed", "_raw")
@@ -100,7 +101,16 @@ class LazyHeaders(Mapping[str, str]):
         return self._dict()[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        return default if self._absent(key) else self._dict().get(key, default)
+        if self._parsed is None and isinstance(key, str):
+            raw, name = self._raw, key.encode() + b":"
+            at = raw.find(name)
+            if at < 0:
+                return default
+            if at == 0 or raw[at - 2 : at] == b"\r\n":  # one line read, not the block
+                end = raw.find(b"\r\n", at)
+                if end >= 0 and raw.find(name, end) < 0:
+                    return raw[at + len(name) : end].decode("utf-8", "replace").strip()
+        return self._dict().get(key, default)
 
     def __contains__(self, key: object) -> bool:
         return not self._absent(key) and key in self._dict()

@@ -129,19 +129,25 @@ class _Reply(msgspec.Struct):
     ts: int = 0
     src: str = ""
     dst: str = ""
+    context: InboundContext | None = None
 
 
 _REPLY_MSGPACK = msgspec.msgpack.Decoder(_Reply)
 _REPLY_JSON = msgspec.json.Decoder(_Reply)
 
 
+SealedFacts = tuple[str, str, str, int, str, tuple[Any, ...]]
+
+
 def decode_reply(
     body: bytes, encoding: Encoding = Encoding.MSGPACK
-) -> tuple[str, Any, tuple[str, str, str, int, str] | None]:
+) -> tuple[str, Any, SealedFacts | None]:
     """A reply's (intent, content, what its sealed content is bound to: id, src,
-    dst, ts, intent; None when it is not sealed); msgspec.DecodeError if it is
-    not a reply envelope."""
+    dst, ts, intent, context values; None when it is not sealed);
+    msgspec.DecodeError if it is not a reply envelope."""
     r = (_REPLY_MSGPACK if encoding is Encoding.MSGPACK else _REPLY_JSON).decode(body)
     if r.meta is None or r.meta.cipher is None:
         return r.intent, r.content, None
-    return r.intent, r.content, (r.id, r.src, r.dst, r.ts, r.intent)
+    c = r.context or InboundContext()
+    context = (c.trace_id, c.parent_id, c.session_id, c.idempotency_key, c.ttl_ms, c.stream)
+    return r.intent, r.content, (r.id, r.src, r.dst, r.ts, r.intent, context)

@@ -15,11 +15,12 @@ only the two ends can derive:
    the ephemeral public key; info: both key ids): one for messages to the
    recipient, one for the answers back. Nobody else can derive them: a forged
    session header fails the signature, a copied one gives no key.
-3. Each message carries ``Ab-Auth``: a fresh 96-bit nonce and the GCM tag over
-   the whole body (every envelope field: id, ts, src, dst, intent, context,
-   content). A sealed message's content is the AES-256-GCM ciphertext of its
-   plaintext, with id, src, dst, ts and intent as associated data, so the
-   ciphertext cannot be moved into another envelope.
+3. A sealed message's content is the AES-256-GCM ciphertext of its plaintext
+   (a fresh 96-bit nonce each), with every other envelope field (id, src, dst,
+   ts, intent, context) as associated data: opening it proves all of them, and
+   the ciphertext cannot be moved into another envelope. A message that is
+   authenticated but not sealed carries ``Ab-Auth``: a nonce and the GCM tag
+   over its whole body.
 
 Sessions expire (``SESSION_LIFETIME_MS``) and a sender starts a new one before
 that, or after ``SESSION_MAX_MESSAGES``: key rotation without a round trip.
@@ -29,9 +30,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -177,9 +178,30 @@ def check_body(aead: AESGCM, body: bytes, auth: str | None) -> None:
         ) from None
 
 
-def sealing_aad(msg_id: str, src: str, dst: str, ts: int, intent: str) -> bytes:
-    """What a sealed content is bound to: the envelope's id, src, dst, ts, intent."""
-    return "\x1f".join((msg_id, src, dst, str(ts), intent)).encode()
+CONTEXT_FIELDS: Final = (
+    "trace_id",
+    "parent_id",
+    "session_id",
+    "idempotency_key",
+    "ttl_ms",
+    "stream",
+)
+
+
+def sealing_aad(
+    msg_id: str, src: str, dst: str, ts: int, intent: str, context: Sequence[Any] = ()
+) -> bytes:
+    """What a sealed content is bound to: the envelope's id, src, dst, ts, intent
+    and its context (the values of ``CONTEXT_FIELDS``, in that order; None and
+    False leave a field out). A sealed message needs no other tag: opening it
+    proves every one of these."""
+    parts = [msg_id, src, dst, str(ts), intent]
+    parts.extend(
+        f"{name}={value}"
+        for name, value in zip(CONTEXT_FIELDS, context, strict=False)
+        if value is not None and value is not False
+    )
+    return "\x1f".join(parts).encode()
 
 
 def seal(aead: AESGCM, plaintext: bytes, aad: bytes) -> bytes:

@@ -199,3 +199,21 @@ async def test_actorbus_blocks_arrive_as_lazy_headers_others_as_dicts(nats_serve
         assert second == {"Other": "z"}
     finally:
         await nc.close()
+
+
+def test_a_single_header_read_matches_the_full_parse() -> None:
+    """``get`` reads one line when it can; whenever that could differ from the
+    parsed block (a repeat, a name inside another value) it parses instead."""
+    from actorbus.bus.client import Client, LazyHeaders
+
+    blocks = [
+        b"Ab-Id: 1\r\nAb-Session: s.t.u\r\n\r\n",
+        b"Ab-Session: first\r\nAb-Session: second\r\n\r\n",
+        b"X: has Ab-Session: inside\r\nAb-Session: real\r\n\r\n",
+        b"X: has Ab-Session: inside\r\n\r\n",
+        b"Ab-Session:   spaced   \r\n\r\n",
+    ]
+    for raw in blocks:
+        parsed = Client._parse_header_lines(raw)
+        assert LazyHeaders(raw).get("Ab-Session") == parsed.get("Ab-Session"), raw
+        assert LazyHeaders(raw).get("Nope", "d") == "d"

@@ -82,8 +82,8 @@ async def test_an_ask_goes_sealed_and_authenticated(
     request = [m for m in wire if m.subject.endswith("vault.1")]
     assert request, "the spy saw the request"
     assert request[0].headers is not None
-    assert SESSION_HEADER in request[0].headers
-    assert AUTH_HEADER in request[0].headers
+    assert SESSION_HEADER in request[0].headers  # sealed: the content authenticates it all
+    assert AUTH_HEADER not in request[0].headers
     for m in wire:  # neither the request nor the reply carries the plaintext
         assert SECRET.encode() not in m.data
     assert host.runtime.guard is not None
@@ -137,11 +137,15 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
 
     # the captured message again, as it was: a replay
     assert (await refused_with(original.data, headers)).startswith("E_REPLAY")
-    # one byte changed: its tag no longer matches
+    # one byte of the sealed content changed: it no longer opens
+    at = original.data.index(b"context") - 10
     tampered = bytearray(original.data)
-    tampered[-3] ^= 1
+    tampered[at] ^= 1
     assert "forged or altered" in await refused_with(bytes(tampered), headers)
-    # a valid session header with a body of the attacker's making
+    # the cipher's name changed
+    renamed = original.data.replace(b"A256GCM", b"A256GCX")
+    assert "unknown cipher" in await refused_with(renamed, headers)
+    # a valid session header with a body of the attacker's making, unsealed and untagged
     fake = pack(
         {
             "id": "x",
@@ -152,10 +156,12 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
             "content": {"text": "evil"},
         }
     )
-    assert "forged or altered" in await refused_with(fake, headers)
+    assert "without Ab-Auth" in await refused_with(fake, headers)
+    tag = {**headers, AUTH_HEADER: "A" * 38}
+    assert "forged" in await refused_with(fake, tag)  # with a made-up tag
     assert [text for _, text in vault.seen] == ["once", "sync"]
     assert host.runtime.guard is not None
-    assert host.runtime.guard.refused == 3
+    assert host.runtime.guard.refused == 5
 
 
 async def test_a_forged_reply_is_dropped_and_the_real_one_taken(

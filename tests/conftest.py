@@ -21,6 +21,17 @@ from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
 
 
+@pytest.fixture(scope="session", autouse=True)
+def actorbus_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Identities, the development authority and broker credentials of this test
+    session live in a temp dir, never in the user's ``~/.actorbus`` (processes the
+    tests start inherit it)."""
+    home = tmp_path_factory.mktemp("actorbus-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ACTORBUS_HOME", str(home))
+        yield home
+
+
 @pytest.fixture(scope="session")
 def nats_server() -> Any:
     """A real nats-server (JetStream on, temp store) shared by the whole session."""

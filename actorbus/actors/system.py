@@ -43,6 +43,7 @@ from actorbus.actors.pipeline import (
 )
 from actorbus.actors.ref import ActorRef
 from actorbus.actors.runtime import Runtime, StreamSettings
+from actorbus.actors.secure_broker import SecureBroker
 from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
 from actorbus.bus.connection import BusConnection, ConnectOptions
@@ -149,12 +150,29 @@ class ActorSystem:
         *,
         store_dir: str | Path | None = None,
         server_config: ServerConfig | None = None,
+        secure: bool = True,
         **options: Unpack[SystemOptions],
     ) -> _Opening:
-        """Start an embedded nats-server (JetStream on) and a system on it."""
+        """Start an embedded nats-server (JetStream on) and a system on it.
+
+        ``secure`` (the default): the server takes only authenticated users over
+        TLS and the system authenticates and seals its messages
+        (``actors/secure_broker.py``, ``docs/security.md``); ``secure=False`` is
+        the old open server, said so in the log."""
 
         async def open_() -> ActorSystem:
             config = server_config or ServerConfig(store_dir=Path(store_dir) if store_dir else None)
+            if secure:
+                broker = SecureBroker()
+                ns = options.get("namespace", "ab")
+                extra = broker.server_config([ns])
+                config = dataclasses.replace(config, extra=f"{config.extra}\n{extra}")
+                options.setdefault("security", SecuritySettings())
+                options["connect_options"] = broker.connect_options(
+                    ns, options.get("name", "actorbus"), options.get("connect_options")
+                )
+            else:
+                log.warning("the embedded nats-server runs without authentication or TLS")
             server = EmbeddedServer(config)
             await server.start()
             try:

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 
+import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
@@ -130,6 +131,16 @@ class Trust:
         await self._mirror.wait_seen(seq)
 
     # -- finding ------------------------------------------------------------------
+    async def _get(self, key: str, what: str) -> KeyValue.Entry | None:
+        """A bucket entry, None if there is none; an AuthError (never a silent
+        downgrade to sending unauthenticated) when the bucket cannot be read."""
+        try:
+            return await self.kv.get(key)
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            return None
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise AuthError(f"cannot look up {what}: {exc!r}") from None
+
     def signer(self, kid: str) -> Credential:
         """The credential of a signing key (from the mirror); AuthError if there is
         no valid one."""
@@ -144,10 +155,7 @@ class Trust:
         """``signer``, asking the bucket itself when the mirror has not seen the key
         yet (a system that joined a moment ago)."""
         if kid not in self._by_kid:
-            try:
-                entry = await self.kv.get(f"kid.{encode_token(kid)}")
-            except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
-                entry = None
+            entry = await self._get(f"kid.{encode_token(kid)}", f"the credential of key {kid:.60}")
             if entry is not None and entry.value:
                 self._apply(f"kid.{encode_token(kid)}", entry.value, entry.revision or 0, 0)
         return self.signer(kid)
@@ -161,10 +169,7 @@ class Trust:
 
     async def fetch_recipient(self, type_name: str) -> Credential | None:
         if type_name not in self._by_type:
-            try:
-                entry = await self.kv.get(f"type.{encode_token(type_name)}")
-            except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
-                entry = None
+            entry = await self._get(f"type.{encode_token(type_name)}", f"the key of {type_name!r}")
             if entry is not None and entry.value:
                 self._apply(f"type.{encode_token(type_name)}", entry.value, 0, 0)
         return self.recipient(type_name)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_signals, stdout
@@ -17,11 +18,13 @@ from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_sign
 # -- actorbus up -------------------------------------------------------------
 
 
-async def _up(port: int, store_dir: Path | None) -> int:
+async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure: bool) -> int:
     out = stdout()
     stop = asyncio.Event()
     install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping nats-server"))
-    server = EmbeddedServer(ServerConfig(port=port, store_dir=store_dir))
+    broker = None if insecure else SecureBroker()
+    extra = broker.server_config(namespaces) if broker is not None else ""
+    server = EmbeddedServer(ServerConfig(port=port, store_dir=store_dir, extra=extra))
     # Started from this (main) thread on purpose: the server is tied to the
     # lifetime of the thread that started it (PR_SET_PDEATHSIG), and only the
     # main thread lives exactly as long as this process.
@@ -36,6 +39,19 @@ async def _up(port: int, store_dir: Path | None) -> int:
         out.print(f"  monitoring  {server.monitor_url or '-'}")
         out.print(f"  store       {escape(store)}")
         out.print(f"  pid         {server.pid}")
+        if broker is None:
+            out.print(
+                "  security    [bold red]none[/] (--insecure): anyone on this machine can "
+                "read, send and delete anything"
+            )
+        else:
+            out.print(f"  security    NATS JWT auth + TLS; namespaces {', '.join(namespaces)}")
+            out.print(f"  CA          {escape(str(broker.tls.ca_file))}")
+            out.print(f"  keys        {escape(str(broker.home))} (ACTORBUS_HOME)")
+            out.print(
+                "[dim]processes on this machine with the same ACTORBUS_HOME join as "
+                "members; in code: SecureBroker().connect_options(namespace, name)"
+            )
         out.print("[dim]connect actors with: actorbus run module:Class --url " + server.url)
         out.print("[dim]Ctrl-C to stop")
         while not stop.is_set():
@@ -69,8 +85,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.cluster is not None:
         if args.cluster < 2:
             raise CliError("--cluster needs at least 2 nodes", EXIT_USAGE)
+        if not args.insecure:
+            stdout().print(
+                "[yellow]note[/]: the cluster runs without authentication or TLS "
+                "(a secured cluster is not built yet); pass --insecure to say you know"
+            )
         return asyncio.run(_up_cluster(args.cluster, store))
-    return asyncio.run(_up(args.port, store))
+    return asyncio.run(_up(args.port, store, args.namespace or ["ab"], args.insecure))
 
 
 async def _up_cluster(size: int, store_dir: Path | None) -> int:
@@ -118,5 +139,16 @@ def add_parser(
     )
     up.add_argument(
         "--cluster", type=int, metavar="N", help="start an N-node cluster on loopback instead"
+    )
+    up.add_argument(
+        "--namespace",
+        action="append",
+        metavar="NS",
+        help="a namespace whose systems may join (repeatable; default: ab)",
+    )
+    up.add_argument(
+        "--insecure",
+        action="store_true",
+        help="no authentication and no TLS (the old behaviour; anyone can read and delete)",
     )
     up.set_defaults(func=cmd_up)

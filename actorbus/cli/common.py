@@ -17,8 +17,9 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from actorbus.actors import ActorSystem
+from actorbus.actors.secure_broker import join_options
 from actorbus.bus.jetstream import DurableSettings
-from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.errors import ActorBusError, ConnectionLostError
 
 # Exit codes: 2 for input the user must fix (argparse uses 2 too), 1 for failures
 # at run time, 130 for an interrupt that arrived before we could stop cleanly.
@@ -109,8 +110,15 @@ async def connect(
             async with asyncio.timeout(wait_s):
                 # "nats://a:4222,nats://b:4222": every node of a cluster, tried in turn
                 servers = [u.strip() for u in url.split(",") if u.strip()]
+                try:  # a secured `actorbus up` on this machine: joined as a member
+                    joining = await join_options(servers[0], namespace, "actorbus-cli", wait_s)
+                except ConnectionLostError:
+                    raise TimeoutError from None  # said below, as for any failed contact
                 return await ActorSystem.connect(
-                    servers, namespace=namespace, durable=DurableSettings(replicas=js_replicas)
+                    servers,
+                    namespace=namespace,
+                    durable=DurableSettings(replicas=js_replicas),
+                    **joining,
                 )
     except TimeoutError:
         raise CliError(f"cannot connect to NATS at {url} within {wait_s:g}s {hint}") from None

@@ -8,6 +8,7 @@ import contextlib
 
 from aiohttp import web
 
+from actorbus.actors.secure_broker import join_options
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.startstop import AsyncStartStop
 
@@ -37,8 +38,10 @@ class HostedService(AsyncStartStop):
         """The system to run on: the one given, or a new connection called ``name``."""
         if self.system is None:
             assert self._nats_url is not None
+            urls = [self._nats_url] if isinstance(self._nats_url, str) else self._nats_url
+            joining = await join_options(urls[0], self.namespace, name)  # a secured broker?
             self.system = await ActorSystem.connect(
-                self._nats_url, namespace=self.namespace, name=name
+                urls, namespace=self.namespace, name=name, **joining
             )
         return self.system
 

@@ -25,6 +25,7 @@ from rich.console import Console
 
 import actorbus
 from actorbus import ActorSystem
+from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.server import EmbeddedServer
 from actorbus.cli import main
 from actorbus.demo import READERS, run_demo
@@ -198,8 +199,32 @@ async def test_run_demo_in_process() -> None:
 # -- actorbus up -------------------------------------------------------------
 
 
-async def test_up_serves_until_sigterm() -> None:
+async def test_up_is_secure_by_default_and_members_get_in() -> None:
     async with cli("up") as p:
+        await p.wait_for_line("keys")
+        url = field(p.lines, "url")
+        assert field(p.lines, "security").startswith("NATS JWT auth + TLS")
+        with pytest.raises((nats.errors.Error, OSError, TimeoutError)):  # an outsider
+            await nats.connect(url, allow_reconnect=False, connect_timeout=2)
+        member = SecureBroker().connect_options("ab", "cli-test")  # same ACTORBUS_HOME
+        nc = await nats.connect(
+            url,
+            user_credentials=member.credentials_file,
+            tls=member.tls,
+            inbox_prefix=member.inbox_prefix,
+            allow_reconnect=False,
+        )
+        try:
+            sub = await nc.subscribe("ab.cli", cb=None)
+            await nc.publish("ab.cli", b"member")
+            assert (await sub.next_msg(timeout=WAIT)).data == b"member"
+        finally:
+            await nc.close()
+        assert await p.terminate() == 0, p.stderr
+
+
+async def test_up_insecure_serves_anyone_until_sigterm() -> None:
+    async with cli("up", "--insecure") as p:
         await p.wait_for_line("pid")
         url, pid = field(p.lines, "url"), int(field(p.lines, "pid"))
         store = Path(field(p.lines, "store").split(" (")[0])
@@ -227,7 +252,7 @@ async def test_up_serves_until_sigterm() -> None:
 
 async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
     store = tmp_path / "js"
-    async with cli("up", "--store-dir", str(store)) as p:
+    async with cli("up", "--insecure", "--store-dir", str(store)) as p:
         await p.wait_for_line("pid")
         assert field(p.lines, "store") == str(store)
         assert await p.terminate() == 0, p.stderr
@@ -235,7 +260,7 @@ async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
 
 
 async def test_up_cluster_runs_a_jetstream_cluster_until_sigterm() -> None:
-    async with cli("up", "--cluster", "3") as p:
+    async with cli("up", "--cluster", "3", "--insecure") as p:
         await p.wait_for_line("urls")
         urls = field(p.lines, "urls").split(",")
         assert len(urls) == 3

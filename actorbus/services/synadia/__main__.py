@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from actorbus.actors.secure_broker import join_options
 from actorbus.actors.system import ActorSystem
 from actorbus.services import runner
 from actorbus.services.synadia.prompt import PromptSettings
@@ -50,8 +51,9 @@ async def run(args: argparse.Namespace) -> None:
     )
     stop = runner.stop_on_signals()
     urls = runner.nats_urls(args.nats)
+    joining = await join_options(urls[0], args.namespace, "synadia-bridge")  # secured broker?
     async with (
-        ActorSystem.connect(urls, namespace=args.namespace) as system,
+        ActorSystem.connect(urls, namespace=args.namespace, **joining) as system,
         SynadiaBridge(system, args.agent, owner=args.owner, settings=settings) as bridge,
     ):
         for name, agent in bridge.agents.items():

@@ -1,0 +1,73 @@
+"""The embedded broker, secured: NATS JWT auth, TLS, and each system's way in.
+
+``ActorSystem.start()`` uses this by default: the server trusts the operator in
+``$ACTORBUS_HOME/broker`` (made on first use), presents the development
+certificate in ``$ACTORBUS_HOME/tls``, and every system connects with a user of
+its own (permissions in :mod:`actorbus.security.broker`) over TLS. Another
+process on the machine joins with :meth:`SecureBroker.connect_options`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from pathlib import Path
+from typing import TypedDict
+
+from actorbus.actors.guard import SecuritySettings
+from actorbus.bus.connection import ConnectOptions
+from actorbus.bus.probe import server_info, wants_security
+from actorbus.security.broker import BrokerAuth, DevCertificates
+
+log = logging.getLogger("actorbus.security")
+
+
+class JoinOptions(TypedDict, total=False):
+    connect_options: ConnectOptions
+    security: SecuritySettings
+
+
+def actorbus_home() -> Path:
+    """``$ACTORBUS_HOME``, or ``~/.actorbus``."""
+    return Path(os.environ.get("ACTORBUS_HOME") or Path.home() / ".actorbus")
+
+
+class SecureBroker:
+    """The operator, accounts and certificates of a machine's brokers."""
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = home or actorbus_home()
+        self.auth = BrokerAuth(self.home)
+        self.tls = DevCertificates(self.home)
+
+    def server_config(self, namespaces: list[str]) -> str:
+        """Config text for nats-server: trust, accounts, TLS."""
+        return self.auth.server_config(namespaces) + self.tls.server_config()
+
+    def connect_options(
+        self, namespace: str, name: str, base: ConnectOptions | None = None
+    ) -> ConnectOptions:
+        """``base`` (or the defaults) with a new user of ``namespace`` called
+        ``name``: its credentials file, the TLS context, its inbox prefix."""
+        creds, prefix = self.auth.write_user(namespace, name)
+        return dataclasses.replace(
+            base or ConnectOptions(name=name),
+            credentials_file=str(creds),
+            tls=self.tls.client_context(),
+            inbox_prefix=prefix,
+        )
+
+
+async def join_options(url: str, namespace: str, name: str, timeout: float = 5.0) -> JoinOptions:
+    """How a process on this machine joins the server at ``url``: nothing special
+    for an open server; for a secured one (its INFO line says so), a member's
+    credentials and TLS from this machine's ``ACTORBUS_HOME``, and end-to-end
+    security on. ConnectionLostError when no server answers."""
+    if not wants_security(await server_info(url, timeout)):
+        return {}
+    broker = SecureBroker()
+    return {
+        "connect_options": broker.connect_options(namespace, name),
+        "security": SecuritySettings(),
+    }

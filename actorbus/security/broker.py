@@ -1,0 +1,251 @@
+"""The broker's own security: NATS decentralized JWT authentication (nkeys) and TLS.
+
+NATS's model, not a home-made one. An operator signs one account per namespace
+(JetStream enabled) and a system account for the server's own use; the
+namespace's account signs one user per ActorSystem (``nats-jwt`` builds and
+signs the JWTs, ``nkeys`` holds the keys). The server trusts the operator and
+has the accounts preloaded (``resolver: MEMORY``), so it needs no account server.
+
+What a system's user may do (:func:`member_permissions`):
+
+- publish in its namespace (``{ns}.>``), to the JetStream API, key-value and ack
+  subjects, and to reply inboxes (answers and stream credit travel there; the
+  end-to-end layer drops any answer that is not genuine);
+- subscribe in its namespace except the durable subjects (``{ns}.d.>``: only
+  JetStream reads those, so nobody can answer a durable store with a fake
+  publish-ack), and to its own inbox prefix only, so no one reads another
+  system's replies;
+- never delete or purge a stream (the durable queues, dead letters, buckets):
+  that takes the admin user (:meth:`BrokerAuth.admin`), which the command line's
+  maintenance commands use.
+
+Anyone without credentials cannot connect at all. TLS (:class:`DevCertificates`):
+in development a CA and a server certificate for the loopback names, generated
+with ``cryptography``; in production, real certificates.
+
+Seeds and keys are files, 0600, in the home directory (``broker/``); nothing
+here logs a seed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import nkeys
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from nats_jwt.nkeys_ext import create_account_pair, create_operator_pair, create_user_pair
+from nats_jwt.v2.account_claims import AccountClaims
+from nats_jwt.v2.operator_claims import OperatorClaims
+from nats_jwt.v2.user_claims import UserClaims
+
+SYSTEM_ACCOUNT: Final = "SYS"
+INBOX_ROOT: Final = "_INBOX"
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    if tmp.exists():
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    tmp.replace(path)
+
+
+def _key_pair(path: Path, *, kind: str) -> nkeys.KeyPair:
+    """The nkey in ``path``, created there first if missing."""
+    if path.exists():
+        return nkeys.from_seed(path.read_bytes().strip())
+    pair = {"operator": create_operator_pair, "account": create_account_pair}[kind]()
+    _write_private(path, pair.seed)
+    return pair
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Subjects a user may publish and subscribe to (allow and deny lists)."""
+
+    pub_allow: tuple[str, ...]
+    pub_deny: tuple[str, ...]
+    sub_allow: tuple[str, ...]
+    sub_deny: tuple[str, ...]
+
+
+def member_permissions(namespace: str, inbox_prefix: str) -> Grant:
+    """What an ordinary member system of ``namespace`` may do (module docstring)."""
+    return Grant(
+        pub_allow=(f"{namespace}.>", "$JS.API.>", "$KV.>", "$JS.ACK.>", f"{INBOX_ROOT}.>"),
+        pub_deny=(
+            "$JS.API.STREAM.DELETE.>",
+            "$JS.API.STREAM.PURGE.>",
+            "$JS.API.STREAM.MSG.DELETE.>",
+        ),
+        sub_allow=(f"{namespace}.>", f"{inbox_prefix}.>"),
+        sub_deny=(f"{namespace}.d.>",),
+    )
+
+
+def admin_permissions(namespace: str, inbox_prefix: str) -> Grant:
+    member = member_permissions(namespace, inbox_prefix)
+    return Grant(member.pub_allow, (), member.sub_allow, ())
+
+
+class BrokerAuth:
+    """An operator, its system account, and one account per namespace; issues users."""
+
+    def __init__(self, home: Path) -> None:
+        self.dir = home / "broker"
+        self.operator = _key_pair(self.dir / "operator.nk", kind="operator")
+        self.system = _key_pair(self.dir / "system-account.nk", kind="account")
+        self._accounts: dict[str, nkeys.KeyPair] = {}
+
+    def account(self, namespace: str) -> nkeys.KeyPair:
+        pair = self._accounts.get(namespace)
+        if pair is None:
+            pair = _key_pair(self.dir / f"account-{namespace}.nk", kind="account")
+            self._accounts[namespace] = pair
+        return pair
+
+    def _account_jwt(self, namespace: str) -> str:
+        claims = AccountClaims(self.account(namespace).public_key.decode(), namespace)
+        limits = claims.nats.limits
+        limits.memory_storage = -1  # JetStream on, no limits of its own
+        limits.disk_storage = -1
+        limits.streams = -1
+        limits.consumer = -1
+        return str(claims.encode(self.operator))
+
+    def server_config(self, namespaces: list[str]) -> str:
+        """What ``nats-server`` needs to trust this operator and know these
+        namespaces' accounts (config text)."""
+        operator = OperatorClaims(self.operator.public_key.decode(), "actorbus")
+        operator.nats.system_account = self.system.public_key.decode()
+        system = AccountClaims(self.system.public_key.decode(), SYSTEM_ACCOUNT)
+        preload = {self.system.public_key.decode(): system.encode(self.operator)}
+        for ns in namespaces:
+            preload[self.account(ns).public_key.decode()] = self._account_jwt(ns)
+        entries = "\n".join(f"  {k}: {v}" for k, v in preload.items())
+        return (
+            f"operator: {operator.encode(self.operator)}\n"
+            f"system_account: {self.system.public_key.decode()}\n"
+            "resolver: MEMORY\n"
+            f"resolver_preload: {{\n{entries}\n}}\n"
+        )
+
+    def user(self, namespace: str, name: str, *, admin: bool = False) -> tuple[str, str]:
+        """Credentials for one system: (the creds file text, the inbox prefix the
+        system must use: the only one it may subscribe to)."""
+        pair = create_user_pair()
+        public = pair.public_key.decode()
+        prefix = f"{INBOX_ROOT}.{public[-12:].lower()}"
+        grant = (admin_permissions if admin else member_permissions)(namespace, prefix)
+        claims = UserClaims(public, name)
+        perms = claims.nats
+        perms.pub.allow.extend(grant.pub_allow)
+        perms.pub.deny.extend(grant.pub_deny)
+        perms.sub.allow.extend(grant.sub_allow)
+        perms.sub.deny.extend(grant.sub_deny)
+        perms.resp.max_msgs = -1  # answer any request received, stream frames included
+        token = claims.encode(self.account(namespace))
+        creds = (
+            "-----BEGIN NATS USER JWT-----\n"
+            f"{token}\n"
+            "------END NATS USER JWT------\n\n"
+            "-----BEGIN USER NKEY SEED-----\n"
+            f"{pair.seed.decode()}\n"
+            "------END USER NKEY SEED------\n"
+        )
+        return creds, prefix
+
+    def write_user(self, namespace: str, name: str, *, admin: bool = False) -> tuple[Path, str]:
+        """``user()`` written to ``broker/<namespace>/<name>.creds`` (0600)."""
+        creds, prefix = self.user(namespace, name, admin=admin)
+        path = self.dir / namespace / f"{name}.creds"
+        _write_private(path, creds.encode())
+        return path, prefix
+
+
+class DevCertificates:
+    """A development CA and a server certificate for 127.0.0.1, ::1 and
+    localhost, in ``<home>/tls`` (made on first use, reused after)."""
+
+    def __init__(self, home: Path) -> None:
+        self.dir = home / "tls"
+        self.ca_file = self.dir / "ca.pem"
+        self.cert_file = self.dir / "server.pem"
+        self.key_file = self.dir / "server-key.pem"
+        if not (self.ca_file.exists() and self.cert_file.exists() and self.key_file.exists()):
+            self._make()
+
+    def _make(self) -> None:
+        now = dt.datetime.now(dt.UTC)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "actorbus development CA")])
+        ca = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name)
+            .issuer_name(ca_name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=825))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                critical=True,
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        key = ec.generate_private_key(ec.SECP256R1())
+        names = [
+            x509.DNSName("localhost"),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.IPAddress(ipaddress.ip_address("::1")),
+        ]
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+            .issuer_name(ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=397))
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .add_extension(
+                x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        pem = serialization.Encoding.PEM
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.ca_file.write_bytes(ca.public_bytes(pem))
+        self.cert_file.write_bytes(cert.public_bytes(pem))
+        _write_private(
+            self.key_file,
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+        )
+
+    def server_config(self) -> str:
+        return (
+            "tls {\n"
+            f'  cert_file: "{self.cert_file}"\n'
+            f'  key_file: "{self.key_file}"\n'
+            "  timeout: 2\n"
+            "}\n"
+        )
+
+    def client_context(self) -> ssl.SSLContext:
+        """A client TLS context that trusts only this CA, TLS 1.2 at least."""
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        return ctx

@@ -1,0 +1,199 @@
+"""The authenticated broker: NATS JWT auth with nkeys and TLS on a real nats-server.
+Outsiders cannot connect; members work normally but cannot delete the durable
+store, read another system's replies or answer durable stores."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+import pytest
+from _util import WAIT
+from pydantic import BaseModel
+
+from actorbus import Actor, ActorSystem, ConnectOptions, handler
+from actorbus.bus.server import EmbeddedServer, ServerConfig
+from actorbus.security.broker import BrokerAuth, DevCertificates
+
+
+class Item(BaseModel):
+    n: int
+
+
+class Keeper(Actor):
+    type_name = "keeper"
+    durable = True
+    got: asyncio.Queue[int] = asyncio.Queue()
+
+    @handler
+    async def keep(self, item: Item) -> None:
+        await Keeper.got.put(item.n)
+
+    @handler
+    async def echo(self, text: str) -> str:
+        return text
+
+
+class Secured:
+    def __init__(self, home: Path, ns: str) -> None:
+        self.ns = ns
+        self.auth = BrokerAuth(home)
+        self.tls = DevCertificates(home)
+        extra = self.auth.server_config([ns]) + self.tls.server_config()
+        self.server = EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra))
+
+    def options(self, name: str, *, admin: bool = False) -> ConnectOptions:
+        creds, prefix = self.auth.write_user(self.ns, name, admin=admin)
+        return ConnectOptions(
+            credentials_file=str(creds),
+            tls=self.tls.client_context(),
+            inbox_prefix=prefix,
+            reconnect_deadline=5.0,
+        )
+
+    async def raw(self, name: str, *, admin: bool = False, **connect: Any) -> nats.NATS:
+        o = self.options(name, admin=admin)
+        return await nats.connect(
+            self.server.url,
+            user_credentials=o.credentials_file,
+            tls=o.tls,
+            inbox_prefix=o.inbox_prefix,
+            allow_reconnect=False,
+            **connect,
+        )
+
+
+@pytest.fixture
+async def secured(tmp_path: Path) -> AsyncIterator[Secured]:
+    s = Secured(tmp_path / "home", f"b{uuid.uuid4().hex[:8]}")
+    async with s.server:
+        yield s
+
+
+async def system_on(s: Secured, name: str) -> ActorSystem:
+    return await ActorSystem.connect(
+        s.server.url, namespace=s.ns, connect_options=s.options(name), registry=False
+    )
+
+
+async def test_outsiders_cannot_connect(secured: Secured) -> None:
+    refused = (nats.errors.Error, OSError, TimeoutError)
+    with pytest.raises(refused):  # TLS is required: no plaintext client gets in
+        await nats.connect(secured.server.url, allow_reconnect=False, connect_timeout=2)
+    tls_only = secured.tls.client_context()
+    with pytest.raises(refused):  # TLS but no credentials: authorization violation
+        await nats.connect(
+            secured.server.url, tls=tls_only, allow_reconnect=False, connect_timeout=2
+        )
+    wrong_ca = ssl.create_default_context()  # the system CAs do not know the dev CA
+    with pytest.raises(refused):
+        await nats.connect(
+            secured.server.url, tls=wrong_ca, allow_reconnect=False, connect_timeout=2
+        )
+
+
+async def test_members_work_and_cannot_destroy_the_store(secured: Secured) -> None:
+    host = await system_on(secured, "host")
+    caller = await system_on(secured, "caller")
+    try:
+        await host.spawn(Keeper, "1")
+        assert await caller.ask("keeper/1", "hello", timeout=WAIT) == "hello"
+        await caller.tell("keeper/1", Item(n=7), durable=True)
+        assert await asyncio.wait_for(Keeper.got.get(), WAIT) == 7
+        stream = f"actorbus-{secured.ns}-durable"
+        mallory = await secured.raw("mallory")  # a member gone bad
+        try:
+            js = mallory.jetstream(timeout=1.0)
+            for attempt in (js.delete_stream, js.purge_stream):
+                with pytest.raises((nats.errors.Error, TimeoutError)):  # refused: no answer
+                    await attempt(stream)
+        finally:
+            await mallory.close()
+        info = await caller.js.stream_info(stream)
+        assert info.config.name == stream  # still there
+        await caller.tell("keeper/1", Item(n=8), durable=True)
+        assert await asyncio.wait_for(Keeper.got.get(), WAIT) == 8
+    finally:
+        await caller.close(timeout=2.0)
+        await host.close(timeout=2.0)
+
+
+async def test_a_member_cannot_read_anothers_replies_or_the_durable_subjects(
+    secured: Secured,
+) -> None:
+    errors: list[Exception] = []
+    refused = asyncio.Event()
+
+    async def record(exc: Exception) -> None:
+        errors.append(exc)
+        if sum("permissions violation" in str(e).lower() for e in errors) >= 2:
+            refused.set()
+
+    victim = await system_on(secured, "victim")
+    nosy = await secured.raw("nosy", error_cb=record)  # violations arrive asynchronously
+    try:
+        await nosy.subscribe(f"{victim.mux.prefix}>")
+        await nosy.subscribe(f"{secured.ns}.d.>")
+        await nosy.flush()
+
+        await asyncio.wait_for(refused.wait(), WAIT)  # both subscriptions refused
+    finally:
+        await nosy.close()
+        await victim.close(timeout=2.0)
+
+
+async def test_the_admin_may_delete_what_members_may_not(secured: Secured) -> None:
+    member = await system_on(secured, "member")
+    try:
+        await member.durable_ready()
+    finally:
+        await member.close(timeout=2.0)
+    admin = await secured.raw("admin", admin=True)
+    try:
+        js = admin.jetstream()
+        assert await js.delete_stream(f"actorbus-{secured.ns}-durable")
+    finally:
+        await admin.close()
+
+
+async def test_start_runs_a_secure_broker_by_default(actorbus_home: Path) -> None:
+    async with ActorSystem.start(registry=False) as system:
+        assert system.server is not None
+        with pytest.raises((nats.errors.Error, OSError, TimeoutError)):
+            await nats.connect(system.server.url, allow_reconnect=False, connect_timeout=2)
+        assert system.runtime.guard is not None  # and its messages are sealed
+        await system.spawn(Keeper, "s")
+        assert await system.ask("keeper/s", "in the open?", timeout=WAIT) == "in the open?"
+    async with ActorSystem.start(secure=False, registry=False) as open_system:
+        assert open_system.server is not None
+        nc = await nats.connect(open_system.server.url, allow_reconnect=False)
+        await nc.close()
+
+
+async def test_services_join_a_secured_broker_on_their_own(tmp_path: Path) -> None:
+    """The gateway and the registry, given only a URL, read the server's INFO and
+    join as members from this machine's ACTORBUS_HOME (as `actorbus` commands do)."""
+    from actorbus.actors.secure_broker import SecureBroker
+    from actorbus.services.gateway import GatewayService, GatewaySettings
+    from actorbus.services.registry import RegistryService, RegistrySettings
+
+    ns = f"j{uuid.uuid4().hex[:8]}"
+    extra = SecureBroker().server_config([ns])
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        gw_settings = GatewaySettings(http_port=0, db_path=str(tmp_path / "gw.db"))
+        async with (
+            RegistryService(nats_url=server.url, namespace=ns, settings=RegistrySettings()) as reg,
+            GatewayService(nats_url=server.url, namespace=ns, settings=gw_settings) as gw,
+        ):
+            assert reg.system is not None
+            assert reg.system.runtime.guard is not None
+            assert gw.system is not None
+            assert gw.system.runtime.guard is not None
+            assert gw.http_url is not None

@@ -134,9 +134,11 @@ class ExpiredError(ActorBusError):
 
 
 class RateLimitedError(ActorBusError):
-    """The actor or an edge refused the message for now; retry later."""
+    """The actor or an edge refused the message for now; retry later (after
+    ``retry_after`` seconds, when the refusal says)."""
 
     code = "E_RATE_LIMIT"
+    retry_after: float | None = None
 
 
 class AuthError(ActorBusError, PermissionError):

@@ -321,6 +321,9 @@ def error_object(err: ActorBusError, version: str | None) -> dict[str, Any]:
     details: dict[str, str] = dict(err.metadata) if isinstance(err, A2AError) else {}
     details[META_CODE] = err.code
     details[META_TYPE] = err_type
+    retry = getattr(err, "retry_after", None)
+    if retry is not None:  # a rate limit says when to come back
+        details["retryAfter"] = f"{retry:g}"
     data: Any
     if _reply_version(version) == V10:
         reason, domain = _reason_and_domain(err, code)

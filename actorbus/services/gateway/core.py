@@ -82,6 +82,7 @@ from actorbus.services.gateway.agents import (
     plain,
     text_message,
 )
+from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.store import Run, StoredTask, TaskQuery, TaskStore, now_ms
 from actorbus.services.gateway.tasks import AuthRequired, InputRequired, check_transition
 
@@ -112,6 +113,7 @@ class GatewayCore:
         self._live: dict[str, LiveTask] = {}
         self._continuing = asyncio.Lock()  # one continuation of a waiting task at a time
         self._closing = False
+        self.auth: GatewayAuth | None = None  # who may ask (None: anyone)
 
     # -- lifecycle -----------------------------------------------------------------
     async def recover(self) -> int:
@@ -199,6 +201,8 @@ class GatewayCore:
         subscribed before the run starts so none is missed."""
         if self._closing:
             raise ActorStoppedError("the gateway is stopping")
+        if self.auth is not None:
+            self.auth.authorize(agent.name, intent)
         task_id = message.task_id
         if task_id is not None:
             async with self._continuing:  # two answers to one question: the second is refused

@@ -20,9 +20,11 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from actorbus.actors.guard import default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
 from actorbus.services.gateway import edges as edge_modules
+from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.core import CoreSettings, GatewayCore
 from actorbus.services.gateway.settings import GatewaySettings, default_db_path
 from actorbus.services.gateway.store import TaskStore
@@ -66,6 +68,7 @@ class GatewayService(HostedService):
     ) -> None:
         super().__init__(system=system, nats_url=nats_url, namespace=namespace)
         self.settings = settings or GatewaySettings()
+        self.auth: GatewayAuth | None = None
         self.db_path = Path(self.settings.db_path or default_db_path(self.namespace))
         self.store: TaskStore | None = None
         self._core: GatewayCore | None = None
@@ -91,6 +94,8 @@ class GatewayService(HostedService):
                     stop_timeout=s.stop_timeout,
                 ),
             )
+            self.auth = self._auth(system)
+            self._core.auth = self.auth
             stale = await self._core.recover()
             if stale:
                 log.warning("gateway: %d task(s) of a previous run marked failed", stale)
@@ -101,10 +106,25 @@ class GatewayService(HostedService):
             raise
         log.info("gateway %s on namespace %s (db %s)", self.http_url, self.namespace, self.db_path)
 
-    def app(self) -> web.Application:
-        app = web.Application(
-            middlewares=[server_spans, no_tracebacks], client_max_size=self.settings.max_body
+    def _auth(self, system: ActorSystem) -> GatewayAuth | None:
+        s = self.settings
+        if s.auth == "open" or (s.auth == "auto" and system.runtime.guard is None):
+            return None
+        key = s.issuer_key or default_home(self.namespace) / "token-issuer.key"
+        return GatewayAuth.at(
+            str(key),
+            s.token_domain,
+            open_agents=s.open_agents,
+            token_secrets=dict(s.token_secrets),
         )
+
+    def app(self) -> web.Application:
+        middlewares = [server_spans, no_tracebacks]
+        if self.auth is not None:
+            middlewares.append(self.auth.middleware)
+        app = web.Application(middlewares=middlewares, client_max_size=self.settings.max_body)
+        if self.auth is not None:
+            app.router.add_post("/auth/token", self.auth.token)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/status", self.status)
         for edge in self._edges:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 
 def default_db_path(namespace: str) -> Path:
@@ -26,3 +28,11 @@ class GatewaySettings:
     a2a_message_replies: bool = False  # SendMessage answers a Message, not a Task
     max_body: int = 2 * 1024 * 1024  # bytes of a request body
     stop_timeout: float = 2.0  # seconds runs and connections get on stop
+    # Who may ask the agents (services/gateway/auth.py): "required" (a bearer token
+    # or a DIDWba identity), "open" (anyone), "auto" (required when the bus is
+    # secured). open_agents are asked without either ("*": all).
+    auth: Literal["auto", "required", "open"] = "auto"
+    open_agents: tuple[str, ...] = ()
+    token_secrets: Mapping[str, str] = field(default_factory=dict)  # POST /auth/token clients
+    token_domain: str = "actorbus"  # tokens say "<domain>-auth-service" issued them
+    issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key

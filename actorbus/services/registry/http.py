@@ -25,18 +25,20 @@ from typing import Any
 
 from aiohttp import web
 
-from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.errors import ActorBusError, AuthError
 from actorbus.codecs.uap import (
     UapConflictError,
     UapNotFoundError,
     UapValidationError,
     parse_duration,
 )
+from actorbus.security.tokens import TokenVerifier
 from actorbus.services.registry.core import Registry
 from actorbus.services.registry.openapi import openapi_document
 from actorbus.services.registry.store import Kind
 
 log = logging.getLogger("actorbus.registry.http")
+WRITE_CAPABILITY = "registry:write"
 
 INDEX_HEADER = "X-Registry-Index"
 JSON_TYPES = ("application/json",)
@@ -76,6 +78,8 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return error_response(404, "not_found", str(exc))
     except UapConflictError as exc:
         return error_response(409, "conflict", str(exc))
+    except AuthError as exc:
+        return error_response(401, "unauthorized", str(exc), **{"WWW-Authenticate": "Bearer"})
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -178,17 +182,34 @@ class RegistryHttp:
     """The routes of the API, bound to one :class:`Registry`."""
 
     def __init__(
-        self, registry: Registry, status: StatusFn, *, default_wait: float = 300.0
+        self,
+        registry: Registry,
+        status: StatusFn,
+        *,
+        default_wait: float = 300.0,
+        writers: TokenVerifier | None = None,
     ) -> None:
         self.registry = registry
+        self.writers = writers  # None: anyone may write
         self.status_fn = status
         self.default_wait = default_wait
         self._openapi: str | None = None
         self._services_cache = BodyCache()
         self._routes_cache = BodyCache()
 
+    @web.middleware
+    async def write_guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """A change needs a bearer token for the audience ``registry`` with the
+        capability ``registry:write`` (from a gateway's ``POST /auth/token``)."""
+        if self.writers is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise AuthError("changing the registry needs a bearer token (registry:write)")
+            self.writers.check(token.strip(), "registry", "write", [WRITE_CAPABILITY])
+        return await handler(request)
+
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[json_errors])
+        app = web.Application(middlewares=[json_errors, self.write_guard])
         app.add_routes(
             [
                 web.post("/services", self.create_service),

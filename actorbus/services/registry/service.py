@@ -23,12 +23,16 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
+from actorbus.actors.guard import default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.leases import LeaderElection, LeaseBucket
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import new_id
+from actorbus.security.identity import Identity
+from actorbus.security.tokens import TokenIssuer, TokenVerifier
 from actorbus.services.hosting import HostedService
 from actorbus.services.registry.actor import RegistryActor
 from actorbus.services.registry.cards import AgentInfoFetcher
@@ -61,6 +65,11 @@ class RegistrySettings:
     http_port: int | None = 0  # 0: any free port; None: no HTTP API
     actor_key: str | None = "main"  # the RegistryActor's key; None: no actor
     instance_id: str | None = None  # default: a fresh id per start
+    # Writes over HTTP need a bearer token (registry:write) from the namespace's
+    # token issuer: "required", "open", or "auto" (required when the bus is secured).
+    auth: Literal["auto", "required", "open"] = "auto"
+    token_domain: str = "actorbus"
+    issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key
 
 
 class RegistryService(HostedService):
@@ -155,8 +164,21 @@ class RegistryService(HostedService):
         )
 
     async def _start_http(self, host: str, port: int) -> None:
-        api = RegistryHttp(self.registry, self.status, default_wait=self.settings.default_wait)
+        api = RegistryHttp(
+            self.registry,
+            self.status,
+            default_wait=self.settings.default_wait,
+            writers=self._writers(),
+        )
         await self.serve_http(api.app(), host, port, shutdown_timeout=1.0)
+
+    def _writers(self) -> TokenVerifier | None:
+        s, system = self.settings, self.system
+        secured = system is not None and system.runtime.guard is not None
+        if s.auth == "open" or (s.auth == "auto" and not secured):
+            return None
+        key = s.issuer_key or default_home(self.namespace) / "token-issuer.key"
+        return TokenVerifier.of(TokenIssuer(Identity.load(key), s.token_domain))
 
     async def _lead(self) -> None:
         assert self._lifecycle is not None

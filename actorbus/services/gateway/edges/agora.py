@@ -175,6 +175,8 @@ class AgoraEdge(Edge):
 
     async def _answer(self, agent: Agent, obj: Any, cid: str | None) -> dict[str, Any]:
         env = decode_request(obj, conversation_id=cid)
+        if self.core.auth is not None:
+            self.core.auth.authorize(agent.name, env.intent)
         facts = agora_facts(env)
         digest = facts.get("protocolHash")
         protocol_name = None

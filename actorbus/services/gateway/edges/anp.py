@@ -83,6 +83,7 @@ from actorbus.security.http_signatures import parse_http_signature, verify_http_
 from actorbus.security.keys import load_key
 from actorbus.security.multibase import b64url
 from actorbus.services.gateway.agents import Agent, AgentNotFoundError, TaskNotContinuableError
+from actorbus.services.gateway.auth import Caller, current_caller
 from actorbus.services.gateway.core import META_KEY, GatewayCore
 from actorbus.services.gateway.edges import Edge
 from actorbus.services.gateway.edges.http import json_response
@@ -431,6 +432,7 @@ class AnpEdge(Edge):
         rid = rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
         try:
             caller = await self.authenticate(request, realm, base, body)
+            current_caller.set(Caller(did=caller))  # proved: the same checks as a token's
         except DidWbaAuthError as e:
             code = -32001 if e.status == 403 else -32000
             return json_response(

@@ -1,0 +1,148 @@
+"""Who may ask the gateway's agents: tokens from POST /auth/token (the A2ACP
+claims and rules), open agents, refusals in each protocol's terms, rate limits."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from _gateway import host_agents, message, running_gateway
+
+from actorbus import ActorSystem
+from actorbus.bus.server import EmbeddedServer
+
+SECRET = "s3cret"
+
+
+def basic(agent: str, secret: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{agent}:{secret}".encode()).decode()}
+
+
+async def send(
+    http: aiohttp.ClientSession, url: str, text: str, token: str | None = None
+) -> dict[str, Any]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": message(text)},
+    }
+    hdrs = {"A2A-Version": "1.0"}
+    if token is not None:
+        hdrs["Authorization"] = f"Bearer {token}"
+    async with http.post(url, json=body, headers=hdrs) as resp:
+        result: dict[str, Any] = await resp.json()
+        return result
+
+
+@pytest.fixture
+async def gw_auth(make_system: Any, nats_server: EmbeddedServer, ns: str, tmp_path: Path) -> Any:
+    system: ActorSystem = await make_system()
+    await host_agents(system)
+    async with running_gateway(
+        nats_server.url,
+        ns,
+        tmp_path / "gw.db",
+        "gw-echo",
+        auth="required",
+        token_secrets={"tester": SECRET},
+        issuer_key=tmp_path / "issuer.key",
+    ) as gw:
+        yield gw
+
+
+async def token_for(
+    http: aiohttp.ClientSession, base: str, target: str, caps: list[str], secret: str = SECRET
+) -> aiohttp.ClientResponse:
+    body = {"agent_id": "tester", "target_agent_id": target, "requested_capabilities": caps}
+    return await http.post(f"{base}/auth/token", json=body, headers=basic("tester", secret))
+
+
+async def test_only_a_token_for_the_agent_and_intent_gets_through(
+    gw_auth: Any, http: aiohttp.ClientSession
+) -> None:
+    url = f"{gw_auth.http_url}/a2a/gw-echo"
+    refused = await send(http, url, "no token")
+    [info] = refused["error"]["data"]
+    assert info["reason"] == "AUTH"
+    assert info["metadata"]["actorbusCode"] == "E_AUTH"
+    assert "POST /auth/token" in refused["error"]["message"]
+    resp = await token_for(http, gw_auth.http_url, "gw-echo", ["*"])
+    assert resp.status == 200
+    issued = await resp.json()
+    assert issued["expires_at"].endswith("Z")
+    answered = await send(http, url, "with a token", issued["token"])
+    assert "result" in answered, answered
+    other = await (await token_for(http, gw_auth.http_url, "billing", ["*"])).json()
+    wrong = await send(http, url, "token for another agent", other["token"])
+    assert "is for 'billing'" in wrong["error"]["message"]
+    narrow = await (await token_for(http, gw_auth.http_url, "gw-echo", ["read:x"])).json()
+    lacking = await send(http, url, "token without the capability", narrow["token"])
+    assert "lacks the capability" in lacking["error"]["message"]
+    forged = issued["token"][:-4] + ("AAAA" if not issued["token"].endswith("AAAA") else "BBBB")
+    assert "does not verify" in (await send(http, url, "forged", forged))["error"]["message"]
+
+
+async def test_the_token_endpoint_knows_its_clients(
+    gw_auth: Any, http: aiohttp.ClientSession
+) -> None:
+    resp = await token_for(http, gw_auth.http_url, "gw-echo", ["*"], secret="guess")
+    assert resp.status == 401
+    assert (await resp.json())["error"]["code"] == "AUTH_FAILED"
+    async with http.post(f"{gw_auth.http_url}/auth/token", data=b"{") as bad:
+        assert bad.status == 401  # no credentials at all
+    body = b"[" * 10_000
+    async with http.post(
+        f"{gw_auth.http_url}/auth/token", data=body, headers=basic("tester", SECRET)
+    ) as deep:
+        assert deep.status == 400
+        assert (await deep.json())["error"]["code"] == "INVALID_REQUEST"
+
+
+async def test_an_open_agent_takes_anyone_and_the_rate_limit_answers_retry_after(
+    make_system: Any,
+    nats_server: EmbeddedServer,
+    ns: str,
+    tmp_path: Path,
+    http: aiohttp.ClientSession,
+) -> None:
+    system: ActorSystem = await make_system()
+    await host_agents(system)
+    async with running_gateway(
+        nats_server.url,
+        ns,
+        tmp_path / "gw.db",
+        "gw-echo",
+        auth="required",
+        open_agents=("gw-echo",),
+        issuer_key=tmp_path / "k.key",
+    ) as gw:
+        assert gw.auth is not None
+        gw.auth.limits.per_collaboration = 2  # the spec's 100 a minute, made small
+        url = f"{gw.http_url}/a2a/gw-echo"
+        for i in range(2):
+            assert "result" in await send(http, url, f"open {i}")
+        limited = await send(http, url, "one too many")
+        assert "rate limit" in limited["error"]["message"]
+        [info] = limited["error"]["data"]
+        assert info["reason"] == "RATE_LIMIT"
+        assert float(info["metadata"]["retryAfter"]) >= 1
+
+
+async def test_a_secured_bus_makes_the_gateway_require_authentication(
+    tmp_path: Path,
+) -> None:
+    from actorbus.actors.secure_broker import SecureBroker
+    from actorbus.bus.server import ServerConfig
+    from actorbus.services.gateway import GatewayService, GatewaySettings
+
+    ns = f"g{uuid.uuid4().hex[:8]}"
+    extra = SecureBroker().server_config([ns])
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        settings = GatewaySettings(http_port=0, db_path=str(tmp_path / "gw.db"))
+        async with GatewayService(nats_url=server.url, namespace=ns, settings=settings) as gw:
+            assert gw.auth is not None  # "auto" on a secured bus: required

@@ -184,7 +184,9 @@ class DevCertificates:
         self.ca_file = self.dir / "ca.pem"
         self.cert_file = self.dir / "server.pem"
         self.key_file = self.dir / "server-key.pem"
-        if not (self.ca_file.exists() and self.cert_file.exists() and self.key_file.exists()):
+        self.ca_key_file = self.dir / "ca-key.pem"
+        files = (self.ca_file, self.ca_key_file, self.cert_file, self.key_file)
+        if not all(f.exists() for f in files):
             self._make()
 
     def _make(self) -> None:
@@ -229,6 +231,12 @@ class DevCertificates:
         pem = serialization.Encoding.PEM
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.ca_file.write_bytes(ca.public_bytes(pem))
+        _write_private(  # to sign more certificates for this machine (compose, tests)
+            self.ca_key_file,
+            ca_key.private_bytes(
+                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+        )
         self.cert_file.write_bytes(cert.public_bytes(pem))
         _write_private(
             self.key_file,

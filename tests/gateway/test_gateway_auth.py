@@ -146,3 +146,19 @@ async def test_a_secured_bus_makes_the_gateway_require_authentication(
         settings = GatewaySettings(http_port=0, db_path=str(tmp_path / "gw.db"))
         async with GatewayService(nats_url=server.url, namespace=ns, settings=settings) as gw:
             assert gw.auth is not None  # "auto" on a secured bus: required
+
+
+def test_the_command_line_takes_open_agents_and_token_clients(tmp_path: Path) -> None:
+    from actorbus.services.gateway.__main__ import parser, token_clients
+
+    clients = tmp_path / "clients.json"
+    clients.write_text('{"tester": "s3cret"}')
+    args = parser().parse_args(
+        ["--auth", "required", "--open-agent", "echo", "--token-clients", str(clients)]
+    )
+    assert args.auth == "required"
+    assert args.open_agent == ["echo"]
+    assert token_clients(args.token_clients) == {"tester": "s3cret"}
+    clients.write_text('["not", "a", "map"]')
+    with pytest.raises(SystemExit, match="JSON object"):
+        token_clients(clients)

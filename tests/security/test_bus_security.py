@@ -283,3 +283,36 @@ async def test_a_stream_runs_on_its_session_with_frames_sealed(
     assert items == [f"a-{SECRET}", f"b-{SECRET}", f"c-{SECRET}"]
     assert wire
     assert all(SECRET.encode() not in m.data for m in wire)
+
+
+class Account(Actor):
+    """A keyed virtual actor: one live instance per key across the hosts."""
+
+    type_name = "account"
+    keyed = True
+
+    @handler
+    async def whoami(self, note: Note) -> str:
+        return f"{self.address} on {self.system.system_id}: {note.text}"
+
+
+async def test_keyed_actors_forwarded_between_hosts_stay_sealed(
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS
+) -> None:
+    """A message that reaches a host not holding the key is forwarded to the
+    holder with its session; the holder opens it and the caller its answer."""
+    hosts = [await make_system(security=settings) for _ in range(2)]
+    for host in hosts:
+        await host.register(Account)
+    caller = await make_system(security=settings)
+    wire: list[nats.aio.msg.Msg] = []
+    spy = await raw_nc.subscribe(">", cb=collector(wire))
+    await raw_nc.flush()
+    answers = [await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"]
+    again = [await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"]
+    await raw_nc.flush()
+    await spy.unsubscribe()
+    assert answers == again  # each key answered by the same host both times
+    assert {a.split(" on ")[1].split(":")[0] for a in answers} <= {h.system_id for h in hosts}
+    assert all(a.endswith(SECRET) for a in answers)
+    assert all(SECRET.encode() not in m.data for m in wire)

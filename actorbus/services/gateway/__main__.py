@@ -11,6 +11,8 @@ Ctrl-C (exit status 0).
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 from actorbus.services import runner
 from actorbus.services.gateway.edges import EDGES
@@ -38,7 +40,40 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stream-item-timeout", type=runner.positive, default=300.0, help="seconds per item (300)"
     )
+    p.add_argument(
+        "--auth",
+        choices=["auto", "required", "open"],
+        default="auto",
+        help="who may ask: auto (authenticated callers when the bus is secured), required, open",
+    )
+    p.add_argument(
+        "--open-agent",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an agent anyone may ask (repeatable; * for all)",
+    )
+    p.add_argument(
+        "--token-clients",
+        type=Path,
+        metavar="FILE",
+        help="JSON {agent_id: secret} of the clients POST /auth/token serves",
+    )
     return p
+
+
+def token_clients(path: Path | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"gateway: cannot read --token-clients {path}: {exc}") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise SystemExit(f"gateway: {path} must be a JSON object of agent ids to secrets")
+    return data
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -51,6 +86,9 @@ async def run(args: argparse.Namespace) -> None:
         public_url=args.public_url,
         ask_timeout=args.ask_timeout,
         stream_item_timeout=args.stream_item_timeout,
+        auth=args.auth,
+        open_agents=tuple(args.open_agent),
+        token_secrets=token_clients(args.token_clients),
     )
     stop = runner.stop_on_signals()
     urls = runner.nats_urls(args.nats)

@@ -97,6 +97,14 @@ class GatewayAuth:
         self.limits.take(who, agent)
         return who
 
+    def check_operator(self, request: web.Request, audience: str, capability: str) -> None:
+        """For the gateway's own endpoints: a bearer token for ``audience`` with
+        ``capability``; AuthError otherwise."""
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthError(f"this needs a bearer token with {capability}")
+        self.verifier.check(token.strip(), audience, capability, [capability])
+
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Note the bearer token of every request for ``authorize``."""

@@ -23,6 +23,7 @@ from aiohttp import web
 from actorbus.actors.guard import default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
+from actorbus.codecs.errors import AuthError
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.core import CoreSettings, GatewayCore
@@ -152,6 +153,13 @@ class GatewayService(HostedService):
         return web.json_response({"ok": ok}, status=200 if ok else 503)
 
     async def status(self, request: web.Request) -> web.Response:
+        """What runs here; with authentication on, only for a token for the
+        audience ``gateway`` with ``gateway:status`` (it names paths and counts)."""
+        if self.auth is not None:
+            try:
+                self.auth.check_operator(request, "gateway", "gateway:status")
+            except AuthError as e:
+                return web.json_response({"error": "unauthorized", "message": str(e)}, status=401)
         counts = await self.store.stats() if self.store is not None else {}
         return web.json_response(
             {

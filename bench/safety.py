@@ -1,0 +1,774 @@
+"""Safety probes (the ProtocolBench "Safety Tech" dimensions) against the bus and
+every protocol edge of the gateway, in their default secure configuration.
+
+    python bench/safety.py [--out DIR] [--messages N]
+
+Each probe is an attack; it is *blocked* when the system refuses it (or, for
+the watermark, when no marked plaintext is seen). Dimensions:
+
+- ``tls``: plaintext connections to the broker; a client without credentials;
+- ``certificates``: the client refuses a server certificate that is expired,
+  self-signed, for another host name, or from another CA;
+- ``watermark``: every byte between the systems and the broker, captured by a
+  TCP proxy on loopback while payloads carry a marked PII string: hits of the
+  mark (goal 0); a control run without any security shows the probe sees them;
+- ``hijack``: an expired and a forged broker credential; at each edge no token,
+  an expired, a forged and another agent's token;
+- ``replay``: captured bus messages sent again (two rounds); an ANP request
+  sent again;
+- ``clock``: authentic messages from a sender whose clock is off by 31 s, 2, 5
+  and 10 minutes, both ways (a 20 s skew is taken, the control);
+- ``metadata``: the gateway's status page without a token;
+- ``bus``: the attacks that opened the security issue: a forged ``src``, a
+  forged reply, deleting or purging the durable stream, reading another
+  system's inbox, answering durable stores.
+
+Writes ``bench/results/safety.json`` and ``safety.png`` (a target x dimension
+matrix of block rates) and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import datetime as dt
+import ipaddress
+import os
+import ssl
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import nats
+from _harness import machine_info, positive_int, report_console, write_report
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from nats_jwt.nkeys_ext import create_account_pair, create_user_pair
+from nats_jwt.v2.user_claims import UserClaims
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from actorbus import Actor, ActorSystem, SecuritySettings, handler
+from actorbus.actors import pipeline
+from actorbus.actors.secure_broker import SecureBroker
+from actorbus.bus.server import EmbeddedServer, ServerConfig
+from actorbus.codecs.wire import pack, unpack
+from actorbus.security.broker import DevCertificates
+from actorbus.security.identity import Identity
+from actorbus.security.tokens import TokenIssuer
+from actorbus.services.gateway import GatewayService, GatewaySettings
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results"
+MARK = "PII-WATERMARK-4111-1111-1111-1111"
+NS = "safety"
+TIMEOUT = 3.0
+DIMENSIONS = (
+    "tls",
+    "certificates",
+    "watermark",
+    "hijack",
+    "replay",
+    "clock",
+    "metadata",
+    "bus",
+)
+EDGES = ("a2a", "acp", "agora", "mcp", "anp")
+
+
+class Note(BaseModel):
+    text: str
+
+
+class Vault(Actor):
+    type_name = "vault"
+    durable = False
+
+    @handler
+    async def keep(self, note: Note) -> str:
+        return f"kept {len(note.text)} chars"
+
+    @handler
+    async def text(self, text: str) -> str:
+        return f"vault got {len(text)} chars"
+
+
+@dataclass
+class Probe:
+    target: str  # "bus" or an edge
+    dimension: str
+    name: str
+    blocked: bool
+    detail: str
+
+
+async def quiet(_exc: Exception) -> None:
+    """nats-py's default error callback prints a traceback for every refused
+    connection; here refusals are the expected outcome."""
+
+
+class Probes:
+    def __init__(self, console: Console) -> None:
+        self.results: list[Probe] = []
+        self.controls: list[dict[str, Any]] = []  # what must still work: not attacks
+        self.console = console
+
+    def control(self, target: str, name: str, ok: bool, detail: str) -> None:
+        self.controls.append(asdict(Probe(target, "control", name, ok, detail[:300])))
+        mark = "[green]ok[/]" if ok else "[bold red]BROKEN[/]"
+        self.console.print(f"{target:6} {'control':12} {name:44} {mark}", highlight=False)
+
+    def add(self, target: str, dimension: str, name: str, blocked: bool, detail: str) -> None:
+        self.results.append(Probe(target, dimension, name, blocked, detail[:300]))
+        mark = "[green]blocked[/]" if blocked else "[bold red]NOT BLOCKED[/]"
+        self.console.print(f"{target:6} {dimension:12} {name:44} {mark}", highlight=False)
+
+    async def refused(
+        self, target: str, dimension: str, name: str, attempt: Callable[[], Awaitable[Any]]
+    ) -> None:
+        """Blocked when ``attempt`` raises (any refusal) within the timeout."""
+        try:
+            async with asyncio.timeout(TIMEOUT + 2):
+                result = await attempt()
+        except Exception as exc:  # the refusal, whatever form it takes
+            self.add(target, dimension, name, True, f"{type(exc).__name__}: {exc}")
+            return
+        self.add(target, dimension, name, False, f"accepted: {result!r}")
+
+
+# -- a TCP proxy that keeps every byte ---------------------------------------------
+class Recorder:
+    """Loopback TCP proxy to ``port``; ``seen`` is every byte both ways."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.seen = bytearray()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._pipe, "127.0.0.1", 0)
+        return f"nats://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.port)
+
+        async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(Exception):
+                while data := await src.read(65536):
+                    self.seen.extend(data)
+                    dst.write(data)
+                    await dst.drain()
+            with contextlib.suppress(Exception):
+                dst.close()
+
+        await asyncio.gather(copy(reader, up_w), copy(up_r, writer))
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await self.server.wait_closed()
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+# -- certificates the client must refuse -----------------------------------------
+def bad_certificates(dev: DevCertificates, where: Path) -> dict[str, tuple[Path, Path]]:
+    """(cert, key) files of four server certificates a client trusting only the
+    development CA must refuse."""
+    ca_key = serialization.load_pem_private_key(dev.ca_key_file.read_bytes(), None)
+    ca_cert = x509.load_pem_x509_certificate(dev.ca_file.read_bytes())
+    other_key = ec.generate_private_key(ec.SECP256R1())
+    other_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "another CA")])
+    now = dt.datetime.now(dt.UTC)
+    loopback = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    elsewhere = x509.SubjectAlternativeName([x509.DNSName("other.example")])
+    day, hour = dt.timedelta(days=1), dt.timedelta(hours=1)
+    valid = (now - hour, now + day)
+    cases = {
+        "expired certificate": (ca_cert.subject, ca_key, (now - 30 * day, now - day), loopback),
+        "self-signed certificate": (None, None, valid, loopback),
+        "hostname mismatch": (ca_cert.subject, ca_key, valid, elsewhere),
+        "wrong CA": (other_name, other_key, valid, loopback),
+    }
+    out = {}
+    for name, (issuer, signer, (start, end), names) in cases.items():
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(issuer or subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
+            .add_extension(names, critical=False)
+            .sign(signer or key, hashes.SHA256())
+        )
+        slug = name.replace(" ", "-")
+        cert_file, key_file = where / f"{slug}.pem", where / f"{slug}-key.pem"
+        cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        out[name] = (cert_file, key_file)
+    return out
+
+
+# -- the bus ---------------------------------------------------------------------------
+def creds_text(jwt_token: str, seed: bytes) -> str:
+    return (
+        f"-----BEGIN NATS USER JWT-----\n{jwt_token}\n------END NATS USER JWT------\n\n"
+        f"-----BEGIN USER NKEY SEED-----\n{seed.decode()}\n------END USER NKEY SEED------\n"
+    )
+
+
+def rogue_creds(broker: SecureBroker, where: Path) -> dict[str, Path]:
+    """An expired credential of the real account, and one signed by an account
+    the server does not know."""
+    out = {}
+    for name, signer, exp in (
+        ("expired credential", broker.auth.account(NS), int(time.time()) - 60),
+        ("forged credential", create_account_pair(), None),
+    ):
+        user = create_user_pair()
+        claims = UserClaims(user.public_key.decode(), name)
+        claims.nats.pub.allow.append(">")
+        claims.nats.sub.allow.append(">")
+        if exp is not None:
+            claims.exp = exp
+        path = where / f"{name.replace(' ', '-')}.creds"
+        path.write_text(creds_text(claims.encode(signer), user.seed))
+        out[name] = path
+    return out
+
+
+async def member(
+    url: str, broker: SecureBroker, name: str, *, registry: bool = False
+) -> ActorSystem:
+    return await ActorSystem.connect(
+        url,
+        namespace=NS,
+        name=name,
+        registry=registry,
+        connect_options=broker.connect_options(NS, name),
+        security=SecuritySettings(home=broker.home / NS),
+    )
+
+
+@contextlib.asynccontextmanager
+async def skewed_clock(offset_ms: int) -> AsyncIterator[None]:
+    """Messages encoded inside stamp a clock ``offset_ms`` off (an honest sender
+    with a wrong clock)."""
+    real = pipeline.now_ms
+    pipeline.now_ms = lambda: real() + offset_ms  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        pipeline.now_ms = real  # type: ignore[assignment]
+
+
+async def bus_probes(p: Probes, home: Path, work: Path, messages: int) -> dict[str, Any]:
+    broker = SecureBroker(home)
+    extra = broker.server_config([NS])
+    watermark: dict[str, Any] = {}
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        url = server.url
+        tls = broker.tls.client_context()
+        await p.refused(
+            "bus",
+            "tls",
+            "plaintext client",
+            lambda: nats.connect(url, allow_reconnect=False, connect_timeout=2, error_cb=quiet),
+        )
+        await p.refused(
+            "bus",
+            "tls",
+            "TLS client without credentials",
+            lambda: nats.connect(
+                url, tls=tls, allow_reconnect=False, connect_timeout=2, error_cb=quiet
+            ),
+        )
+        for name, path in rogue_creds(broker, work).items():
+            await p.refused(
+                "bus",
+                "hijack",
+                name,
+                lambda path=path: nats.connect(
+                    url,
+                    tls=tls,
+                    user_credentials=str(path),
+                    allow_reconnect=False,
+                    connect_timeout=2,
+                    error_cb=quiet,
+                ),
+            )
+        # -- the watermark: every byte through a recording proxy
+        recorder = Recorder(port_of(url))
+        proxied = await recorder.start()
+        host = await member(proxied, broker, "host")
+        caller = await member(proxied, broker, "caller")
+        try:
+            await host.spawn(Vault, "1")
+            for i in range(messages):
+                await caller.ask("vault/1", Note(text=f"{MARK} #{i}"), timeout=TIMEOUT)
+                await caller.tell("vault/1", Note(text=f"{MARK} told #{i}"))
+            hits = recorder.seen.count(MARK.encode())
+            watermark = {"bytes": len(recorder.seen), "hits": hits, "messages": 2 * messages}
+            p.add(
+                "bus",
+                "watermark",
+                f"marked PII in {len(recorder.seen):,} captured bytes",
+                hits == 0,
+                f"{hits} hits",
+            )
+            await bus_attacks(p, url, broker, host, caller, tls)
+        finally:
+            await caller.close(timeout=2.0)
+            await host.close(timeout=2.0)
+            await recorder.stop()
+    return watermark
+
+
+async def bus_attacks(
+    p: Probes,
+    url: str,
+    broker: SecureBroker,
+    host: ActorSystem,
+    caller: ActorSystem,
+    tls: ssl.SSLContext,
+) -> None:
+    mallory_opts = broker.connect_options(NS, "mallory")
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    mallory = await nats.connect(
+        url,
+        tls=tls,
+        user_credentials=mallory_opts.credentials_file,
+        inbox_prefix=mallory_opts.inbox_prefix,
+        allow_reconnect=False,
+        error_cb=on_error,
+    )
+    try:
+        js = mallory.jetstream(timeout=1.0)
+        stream = f"actorbus-{NS}-durable"
+        await caller.durable_ready()
+        await p.refused("bus", "bus", "delete the durable stream", lambda: js.delete_stream(stream))
+        await p.refused("bus", "bus", "purge the durable stream", lambda: js.purge_stream(stream))
+        # a member may listen on an actor's subject: it captures sealed requests
+        captured: list[nats.aio.msg.Msg] = []
+
+        async def keep(msg: nats.aio.msg.Msg) -> None:
+            captured.append(msg)
+
+        await mallory.subscribe(f"{NS}.a.vault.1", cb=keep)
+        await mallory.subscribe(f"{host.mux.prefix}>")  # another system's replies
+        await mallory.subscribe(f"{NS}.d.>")  # to answer durable stores
+        await mallory.flush()
+        await asyncio.sleep(0.2)  # the server's permission answers come asynchronously
+        refusals = [e for e in errors if "permissions violation" in e.lower()]
+        p.add("bus", "bus", "read another system's inbox", len(refusals) >= 1, "; ".join(refusals))
+        p.add(
+            "bus",
+            "bus",
+            "answer durable stores (subscribe {ns}.d.>)",
+            len(refusals) >= 2,
+            "; ".join(refusals),
+        )
+        await caller.ask("vault/1", Note(text="to be captured"), timeout=TIMEOUT)
+        original = captured[-1]
+        for round_ in (1, 2):
+
+            async def replay() -> Any:
+                answer = await mallory.request(
+                    original.subject,
+                    original.data,
+                    headers=dict(original.headers or {}),
+                    timeout=TIMEOUT,
+                )
+                reply = unpack(answer.data)
+                if reply.get("intent") == "$error":
+                    raise RuntimeError(reply["content"].get("code"))
+                return reply
+
+            await p.refused("bus", "replay", f"captured message, round {round_}", replay)
+        forged = pack(
+            {
+                "id": uuid.uuid4().hex,
+                "ts": int(time.time() * 1000),
+                "src": "bank/1",
+                "dst": "vault/1",
+                "intent": "Note",
+                "content": {"text": "pay"},
+            }
+        )
+
+        async def forged_src() -> Any:
+            answer = await mallory.request(f"{NS}.a.vault.1", forged, timeout=TIMEOUT)
+            reply = unpack(answer.data)
+            if reply.get("intent") == "$error":
+                raise RuntimeError(reply["content"].get("code"))
+            return reply
+
+        await p.refused("bus", "bus", "a message with a forged src", forged_src)
+
+        # the forged reply: mallory answers every ask first; the caller must wait it out
+        async def answer_first(msg: nats.aio.msg.Msg) -> None:
+            if msg.reply:
+                await mallory.publish(
+                    msg.reply,
+                    pack(
+                        {
+                            "id": "f",
+                            "ts": 0,
+                            "src": "vault/1",
+                            "dst": "",
+                            "intent": "str",
+                            "content": "forged",
+                        }
+                    ),
+                )
+
+        sub = await mallory.subscribe(f"{NS}.a.vault.1", cb=answer_first)
+        await mallory.flush()
+        got = await caller.ask("vault/1", Note(text="real?"), timeout=TIMEOUT)
+        await sub.unsubscribe()
+        p.add("bus", "bus", "a forged reply", got != "forged", f"the caller took {got!r}")
+    finally:
+        await mallory.close()
+    # -- clock skew: honest senders with wrong clocks
+    for offset_s in (-600, -300, -120, -31, 20, 31, 120, 300, 600):
+        async with skewed_clock(offset_s * 1000):
+            name = f"clock {offset_s:+d} s"
+            if abs(offset_s) <= 30:
+                try:
+                    await caller.ask("vault/1", Note(text="skewed"), timeout=TIMEOUT)
+                    p.control("bus", f"{name}, within the window, is taken", True, "taken")
+                except Exception as exc:
+                    p.control("bus", f"{name}, within the window, is taken", False, repr(exc))
+            else:
+                await p.refused(
+                    "bus",
+                    "clock",
+                    name,
+                    lambda: caller.ask("vault/1", Note(text="skewed"), timeout=TIMEOUT),
+                )
+
+
+# -- the gateway's edges ------------------------------------------------------------------
+def a2a_body(text: str) -> dict[str, Any]:
+    part = {"text": text}
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [part]}
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+
+
+async def edge_call(
+    http: aiohttp.ClientSession, base: str, edge: str, token: str | None, text: str
+) -> tuple[bool, str]:
+    """Ask the vault through ``edge``; (whether it was refused, what came back)."""
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    if edge == "a2a":
+        async with http.post(
+            f"{base}/a2a/vault", json=a2a_body(text), headers={"A2A-Version": "1.0", **auth}
+        ) as r:
+            body = await r.json()
+            return "error" in body, str(body)[:200]
+    if edge == "acp":
+        run = {
+            "agent_name": "vault",
+            "mode": "sync",
+            "input": [{"role": "user", "parts": [{"content_type": "text/plain", "content": text}]}],
+        }
+        async with http.post(f"{base}/acp/runs", json=run, headers=auth) as r:
+            body = await r.json()
+            return r.status >= 400 or body.get("status") == "failed", str(body)[:200]
+    if edge == "agora":
+        async with http.post(
+            f"{base}/agora/vault", json={"body": text, "protocolHash": None}, headers=auth
+        ) as r:
+            body = await r.json()
+            return body.get("status") != "success", str(body)[:200]
+    if edge == "mcp":
+        return await mcp_call(http, f"{base}/mcp", auth, text)
+    async with http.post(
+        f"{base}/anp/vault/rpc",
+        json={"jsonrpc": "2.0", "id": 1, "method": "text", "params": {"text": text}},
+        headers=auth,
+    ) as r:
+        return r.status >= 400 or "error" in (await r.json()), f"HTTP {r.status}"
+
+
+async def mcp_call(
+    http: aiohttp.ClientSession, url: str, auth: dict[str, str], text: str
+) -> tuple[bool, str]:
+    version = "2025-11-25"
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "safety-probe", "version": "0"},
+        },
+    }
+    async with http.post(url, json=init, headers=auth) as r:
+        session = r.headers.get("Mcp-Session-Id", "")
+    hdrs = {**auth, "Mcp-Session-Id": session, "MCP-Protocol-Version": version}
+    async with http.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdrs
+    ):
+        pass
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "vault.text", "arguments": {"text": text}},
+    }
+    async with http.post(url, json=call, headers=hdrs) as r:
+        body = await r.json()
+    result = body.get("result") or {}
+    return "error" in body or bool(result.get("isError")), str(body)[:200]
+
+
+async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
+    broker = SecureBroker(home)
+    extra = broker.server_config([NS])
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        host = await member(server.url, broker, "vault-host", registry=True)
+        await host.spawn(Vault, "1")
+        settings = GatewaySettings(
+            http_port=0,
+            db_path=str(work / "gw.db"),
+            token_secrets={"probe": "secret"},
+            issuer_key=work / "token-issuer.key",
+        )
+        try:
+            async with (
+                GatewayService(nats_url=server.url, namespace=NS, settings=settings) as gw,
+                aiohttp.ClientSession() as http,
+            ):
+                await wait_for_agent(gw)
+                base = str(gw.http_url)
+                assert gw.auth is not None
+                good = await issue(http, base, "vault")
+                other = await issue(http, base, "billing")
+                expired, _ = gw.auth.issuer.issue(
+                    "probe", "vault", ["*"], ttl=60, now=time.time() - 3600
+                )
+                rogue = TokenIssuer(Identity.load(work / "rogue.key"), "actorbus")
+                forged, _ = rogue.issue("probe", "vault", ["*"])
+                for edge in EDGES:
+                    for name, token in (
+                        ("no token", None),
+                        ("expired token", expired),
+                        ("forged token", forged),
+                        ("another agent's token", other),
+                    ):
+                        refused, said = await edge_call(http, base, edge, token, MARK)
+                        p.add(edge, "hijack", name, refused, said)
+                    if edge != "anp":  # the ANP edge takes DIDWba identities, not tokens
+                        refused, said = await edge_call(http, base, edge, good, "hello")
+                        p.control(edge, "a valid token is served", not refused, said)
+                async with http.get(f"{base}/status") as r:
+                    p.add(
+                        "a2a",
+                        "metadata",
+                        "status page without a token",
+                        r.status == 401,
+                        f"HTTP {r.status}",
+                    )
+        finally:
+            await host.close(timeout=2.0)
+
+
+async def issue(http: aiohttp.ClientSession, base: str, target: str) -> str:
+    basic = base64.b64encode(b"probe:secret").decode()
+    body = {"agent_id": "probe", "target_agent_id": target, "requested_capabilities": ["*"]}
+    async with http.post(
+        f"{base}/auth/token", json=body, headers={"Authorization": f"Basic {basic}"}
+    ) as r:
+        return str((await r.json())["token"])
+
+
+async def wait_for_agent(gw: GatewayService) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if any(a.name == "vault" for a in await gw.core.agents()):
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError("the vault agent never showed up in the registry")
+
+
+# -- certificates, TLS side ---------------------------------------------------------------
+async def certificate_probes(p: Probes, home: Path, work: Path) -> None:
+    """Servers presenting certificates a client trusting the dev CA must refuse."""
+    dev = DevCertificates(home)
+    for name, (cert, key) in bad_certificates(dev, work).items():
+        tls = f'tls {{\n  cert_file: "{cert}"\n  key_file: "{key}"\n  timeout: 2\n}}\n'
+        async with EmbeddedServer(ServerConfig(host="127.0.0.1", jetstream=False, extra=tls)) as s:
+            await p.refused(
+                "bus",
+                "certificates",
+                name,
+                lambda s=s: nats.connect(
+                    s.url,
+                    tls=dev.client_context(),
+                    allow_reconnect=False,
+                    connect_timeout=2,
+                    error_cb=quiet,
+                ),
+            )
+
+
+async def control_watermark(p: Probes, messages: int) -> dict[str, Any]:
+    """The same traffic with no security at all: the probe must see the mark."""
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1")) as server:
+        recorder = Recorder(port_of(server.url))
+        proxied = await recorder.start()
+        host = await ActorSystem.connect(proxied, namespace="open", registry=False)
+        caller = await ActorSystem.connect(proxied, namespace="open", registry=False)
+        try:
+            await host.spawn(Vault, "1")
+            for i in range(messages):
+                await caller.ask("vault/1", Note(text=f"{MARK} #{i}"), timeout=TIMEOUT)
+        finally:
+            await caller.close(timeout=2.0)
+            await host.close(timeout=2.0)
+            await recorder.stop()
+    hits = recorder.seen.count(MARK.encode())
+    p.control("bus", "an open bus shows the mark to the probe", hits > 0, f"{hits} hits")
+    return {"bytes": len(recorder.seen), "hits": hits}
+
+
+# -- report ---------------------------------------------------------------------------
+def matrix(results: list[Probe]) -> dict[str, dict[str, list[int]]]:
+    """target -> dimension -> [blocked, probes]."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for r in results:
+        cell = out.setdefault(r.target, {}).setdefault(r.dimension, [0, 0])
+        cell[0] += int(r.blocked)
+        cell[1] += 1
+    return out
+
+
+def print_report(console: Console, m: dict[str, dict[str, list[int]]]) -> None:
+    t = Table(title="blocked / probed, by target and dimension")
+    t.add_column("target")
+    for d in DIMENSIONS:
+        t.add_column(d, justify="center")
+    for target, row in m.items():
+        t.add_row(target, *(f"{row[d][0]}/{row[d][1]}" if d in row else "-" for d in DIMENSIONS))
+    console.print(t)
+
+
+def plot(path: Path, m: dict[str, dict[str, list[int]]], title: str) -> bool:
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    targets = list(m)
+    grid = [
+        [(m[t][d][0] / m[t][d][1]) if d in m[t] else float("nan") for d in DIMENSIONS]
+        for t in targets
+    ]
+    fig, ax = plt.subplots(figsize=(10, 0.6 * len(targets) + 2))
+    ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(DIMENSIONS)), DIMENSIONS, rotation=30, ha="right")
+    ax.set_yticks(range(len(targets)), targets)
+    for i, t in enumerate(targets):
+        for j, d in enumerate(DIMENSIONS):
+            if d in m[t]:
+                ax.text(j, i, f"{m[t][d][0]}/{m[t][d][1]}", ha="center", va="center", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+async def run(console: Console, messages: int) -> tuple[Probes, dict[str, Any]]:
+    p = Probes(console)
+    with tempfile.TemporaryDirectory(prefix="actorbus-safety-") as tmp:
+        home, work = Path(tmp) / "home", Path(tmp) / "work"
+        work.mkdir()
+        os.environ["ACTORBUS_HOME"] = str(home)  # this run's own keys, nobody else's
+        watermark = await bus_probes(p, home, work, messages)
+        await certificate_probes(p, home, work)
+        await gateway_probes(p, home, work)
+        control = await control_watermark(p, messages)
+    return p, {"secured": watermark, "open_control": control}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/safety.py", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--messages",
+        type=positive_int,
+        default=50,
+        help="marked asks and tells in the watermark run (50)",
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
+    args = parser.parse_args(argv)
+    console = report_console(140)
+    started = time.time()
+    probes, watermark = asyncio.run(run(console, args.messages))
+    m = matrix(probes.results)
+    print_report(console, m)
+    blocked = sum(r.blocked for r in probes.results)
+    total = len(probes.results)
+    controls_ok = all(c["blocked"] for c in probes.controls)
+    data = {
+        "benchmark": "safety probes against the bus and the gateway's edges (secure defaults)",
+        "duration_s": round(time.time() - started, 2),
+        "machine": machine_info(packages=("nats-py", "cryptography", "joserfc")),
+        "watermark": watermark,
+        "matrix": m,
+        "probes": [asdict(r) for r in probes.results],
+        "controls": probes.controls,
+        "blocked": blocked,
+        "total": total,
+    }
+    verdict = (
+        f"{'PASS' if blocked == total and controls_ok else 'FAIL'}: {blocked}/{total} probes "
+        f"blocked; controls {'ok' if controls_ok else 'BROKEN'}; watermark hits "
+        f"{watermark['secured'].get('hits')} (open control: {watermark['open_control']['hits']})"
+    )
+    write_report(
+        console,
+        args.out,
+        "safety",
+        data,
+        lambda png: plot(png, m, f"actorbus safety probes: {blocked}/{total} blocked"),
+        verdict,
+    )
+    return 0 if blocked == total and controls_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -594,7 +594,7 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
                         p.control(edge, "a valid token is served", not refused, said)
                 async with http.get(f"{base}/status") as r:
                     p.add(
-                        "a2a",
+                        "gateway",
                         "metadata",
                         "status page without a token",
                         r.status == 401,

@@ -409,8 +409,8 @@ async def bus_attacks(
                     timeout=TIMEOUT,
                 )
                 reply = unpack(answer.data)
-                if reply.get("intent") == "$error":
-                    raise RuntimeError(reply["content"].get("code"))
+                if reply.get("intent") == "$error":  # (sealed: only the real caller reads why)
+                    raise RuntimeError("refused with an error answer")
                 return reply
 
             await p.refused("bus", "replay", f"captured message, round {round_}", replay)
@@ -429,7 +429,7 @@ async def bus_attacks(
             answer = await mallory.request(f"{NS}.a.vault.1", forged, timeout=TIMEOUT)
             reply = unpack(answer.data)
             if reply.get("intent") == "$error":
-                raise RuntimeError(reply["content"].get("code"))
+                raise RuntimeError(f"refused: {reply['content']}")
             return reply
 
         await p.refused("bus", "bus", "a message with a forged src", forged_src)

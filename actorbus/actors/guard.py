@@ -36,7 +36,7 @@ from typing import Final, Literal
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from actorbus.actors.pipeline import check_answer, open_content
+from actorbus.actors.pipeline import attach_session, check_answer, open_content
 from actorbus.actors.trust import Trust
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.inbound import Inbound
@@ -109,6 +109,7 @@ class Guard:
         self.refused = 0
         self._outbound: dict[tuple[str, str], OutboundSession] = {}
         self._inbound: OrderedDict[str, InboundSession] = OrderedDict()
+        self._retired: dict[str, tuple[str, Identity]] = {}  # kid -> (type, old key)
         self._authority: Authority | None = None
 
     @classmethod
@@ -138,6 +139,35 @@ class Guard:
             self._authority.issue(identity.public, [type_name]), types=[type_name]
         )
         self.types[type_name] = identity
+
+    async def rotate(self, type_name: str | None = None) -> Identity:
+        """A new identity for this system, or for an actor type it hosts, with its
+        credential published; returns it. The old one keeps a grace period: its
+        credential stays valid until it expires (``revoke`` ends it sooner), and
+        sessions already sealed to an old type key still open here until they
+        expire. Other hosts of the type take the new key file when they restart."""
+        assert self._authority is not None
+        if type_name is None:
+            fresh = Identity.generate()
+            await self.trust.publish(self._authority.issue(fresh.public))
+            self.system = fresh
+            return fresh
+        old = self.types.get(type_name)
+        if old is None:
+            raise ValueError(f"this system does not host actor type {type_name!r}")
+        fresh = Identity.generate()
+        fresh.save(self.home / "types" / f"{type_name}.key")
+        await self.trust.publish(
+            self._authority.issue(fresh.public, [type_name]), types=[type_name]
+        )
+        self._retired[old.kid] = (type_name, old)
+        self.types[type_name] = fresh
+        return fresh
+
+    async def revoke(self, jti: str) -> None:
+        """End a credential now, everywhere: its sessions are refused from the
+        next message on."""
+        await self.trust.revoke(jti)
 
     # -- leaving -----------------------------------------------------------------
     def signer(self, src: str) -> Identity:
@@ -208,6 +238,11 @@ class Guard:
                 open_content(env, session.keys.forward)
             else:
                 check_body(session.keys.forward, msg.data, headers.get(AUTH_HEADER))
+            # Genuine from here on: a refusal below is answered on the session, so
+            # the sender learns why instead of waiting out its timeout.
+            attach_session(env, session)
+            if self.trust.is_revoked(session.sender.jti):
+                raise AuthError(f"the credential of {session.sender.subject.did:.70} is revoked")
             if not session.sender.may_send_as(env.src):
                 raise AuthError(
                     f"the credential of {session.sender.subject.did:.70} does not cover "
@@ -227,6 +262,10 @@ class Guard:
         recipient = self.types.get(kind)
         if recipient is None:
             raise AuthError(f"this system holds no key for actor type {kind!r}")
+        sealed_to = header.split(".", 2)[1] if header.count(".") >= 2 else ""
+        retired = self._retired.get(sealed_to) if sealed_to != recipient.kid else None
+        if retired is not None and retired[0] == kind:  # a session from before a rotation
+            recipient = retired[1]
         if cached is not None and cached.expires_ms > now:
             if cached.recipient_kid != recipient.kid:
                 raise AuthError(f"session opened for another key than {address}'s")

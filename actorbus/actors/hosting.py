@@ -196,12 +196,13 @@ class Hosting:
         replies, declared = self.rt.replies, cell.cls.security
 
         async def on_msg(msg: Msg) -> None:  # the hot path: one coroutine less
+            env = None
             try:
                 env = replies.decode(msg, cell.address)
                 if replies.guard is not None:
                     await replies.admit(msg, env, cell.address, declared)
             except ActorBusError as err:
-                await replies.error(msg, err, None, cell.address)
+                await replies.error(msg, err, env, cell.address)
                 return
             await cell.deliver(msg, env)
 

@@ -65,12 +65,13 @@ class Replies:
     ) -> Inbound | None:
         """decode() and admit(), answering a bad message with its typed error instead
         of raising."""
+        env = None
         try:
             env = self.decode(msg, address)
             if self.guard is not None:
                 await self.admit(msg, env, address, declared)
         except ActorBusError as err:
-            await self.error(msg, err, None, address)
+            await self.error(msg, err, env, address)  # on its session, if it had one
             return None
         return env
 

@@ -21,10 +21,9 @@ from collections.abc import Iterable, Mapping
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
-from actorbus.bus.bucket_mirror import BucketMirror, open_bucket
+from actorbus.bus.bucket_mirror import BucketMirror, latest_only, open_bucket
 from actorbus.bus.kvkeys import decode_token, encode_token
 from actorbus.codecs.errors import AuthError
 from actorbus.security.credentials import Credential, read_credential
@@ -59,16 +58,8 @@ class Trust:
         replicas: int = 1,
         timeout: float = 10.0,
     ) -> Trust:
-        kv = await open_bucket(
-            js,
-            KeyValueConfig(
-                bucket=identities_bucket(ns),
-                history=1,
-                storage=StorageType.FILE,
-                replicas=replicas,
-                description="actorbus credentials: signers by key id, recipients by type",
-            ),
-        )
+        description = "actorbus credentials: signers by key id, recipients by type"
+        kv = await open_bucket(js, latest_only(identities_bucket(ns), replicas, description))
         trust = cls(kv, ns, trusted)
         await trust._mirror.start(timeout)
         return trust
@@ -109,6 +100,9 @@ class Trust:
         for table in (self._by_kid, self._by_type):
             for name in [n for n, c in table.items() if c.jti in self._revoked]:
                 del table[name]
+
+    def is_revoked(self, jti: str) -> bool:
+        return jti in self._revoked
 
     def check(self, token: str) -> Credential:
         """A credential, verified against the trusted authorities (AuthError if not)."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig
+from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from actorbus.bus.tasks import stop_task, supervise
@@ -27,6 +27,20 @@ log = logging.getLogger("actorbus.registry.store")
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def latest_only(
+    bucket: str, replicas: int, description: str, ttl: float | None = None
+) -> KeyValueConfig:
+    """A bucket that keeps each key's latest value only, on disk."""
+    return KeyValueConfig(
+        bucket=bucket,
+        history=1,
+        storage=StorageType.FILE,
+        replicas=replicas,
+        ttl=ttl,
+        description=description,
+    )
 
 
 async def open_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:

@@ -41,11 +41,10 @@ from typing import Literal, Self, TypeVar
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
-from actorbus.bus.bucket_mirror import BucketMirror, now_ms, open_bucket
+from actorbus.bus.bucket_mirror import BucketMirror, latest_only, now_ms, open_bucket
 from actorbus.bus.kvkeys import decode_token, encode_token
 from actorbus.codecs.uap import (
     HEALTHY,
@@ -116,23 +115,17 @@ class ServiceRecords:
         """Create (or bind to) the namespace's buckets and load the mirror."""
         kv = await open_bucket(
             js,
-            KeyValueConfig(
-                bucket=registry_bucket(ns),
-                history=1,
-                storage=StorageType.FILE,
-                replicas=replicas,
-                description="actorbus UAP registry: services and routes",
+            latest_only(
+                registry_bucket(ns), replicas, "actorbus UAP registry: services and routes"
             ),
         )
         renewals = await open_bucket(
             js,
-            KeyValueConfig(
-                bucket=renewals_bucket(ns),
-                history=1,
-                storage=StorageType.FILE,
-                replicas=replicas,
+            latest_only(
+                renewals_bucket(ns),
+                replicas,
+                "actorbus UAP registry: renewals of ephemeral services",
                 ttl=RENEWAL_RETENTION,
-                description="actorbus UAP registry: renewals of ephemeral services",
             ),
         )
         store = cls(js, kv, renewals, ns)

@@ -10,7 +10,7 @@ from typing import Any
 
 import nats
 import pytest
-from _util import WAIT
+from _util import WAIT, eventually
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
@@ -115,7 +115,11 @@ async def test_an_outsider_is_refused_and_the_actor_goes_on(
 
 
 async def test_tampered_replayed_and_misattributed_messages_are_refused(
-    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
+    make_system: Any,
+    settings: SecuritySettings,
+    raw_nc: nats.NATS,
+    ns: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     host, vault = await secure_pair(make_system, settings)
     caller = await make_system(security=settings)
@@ -133,10 +137,14 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
         answer = await raw_nc.request(f"{ns}.a.vault.1", data, timeout=WAIT, headers=hdrs)
         reply = unpack(answer.data)
         assert reply["intent"] == "$error"
+        if reply.get("meta", {}).get("cipher"):  # answered on the session: only its caller reads it
+            return "sealed"
         return str(reply["content"]["code"]) + ": " + str(reply["content"]["message"])
 
-    # the captured message again, as it was: a replay
-    assert (await refused_with(original.data, headers)).startswith("E_REPLAY")
+    # the captured message again, as it was: a replay, refused on its own session
+    assert await refused_with(original.data, headers) == "sealed"
+    assert host.runtime.guard is not None
+    assert "a replay" in caplog.text
     # one byte of the sealed content changed: it no longer opens
     at = original.data.index(b"context") - 10
     tampered = bytearray(original.data)
@@ -316,3 +324,27 @@ async def test_keyed_actors_forwarded_between_hosts_stay_sealed(
     assert {a.split(" on ")[1].split(":")[0] for a in answers} <= {h.system_id for h in hosts}
     assert all(a.endswith(SECRET) for a in answers)
     assert all(SECRET.encode() not in m.data for m in wire)
+
+
+async def test_rotation_keeps_a_grace_period_and_revocation_ends_it(
+    make_system: Any, settings: SecuritySettings
+) -> None:
+    host, vault = await secure_pair(make_system, settings)
+    caller = await make_system(security=settings)
+    assert await caller.ask("vault/1", Note(text="before")) == "kept before"
+    host_guard, caller_guard = host.runtime.guard, caller.runtime.guard
+    assert host_guard is not None
+    assert caller_guard is not None
+    old_caller = caller_guard.system.did
+    new_caller = await caller_guard.rotate()  # a new system identity: new sessions
+    assert new_caller.did != old_caller
+    assert await caller.ask("vault/1", Note(text="rotated caller")) == "kept rotated caller"
+    await host_guard.rotate("vault")  # the caller's session is still sealed to the old key
+    assert await caller.ask("vault/1", Note(text="rotated type")) == "kept rotated type"
+    assert [t for _, t in vault.seen] == ["before", "rotated caller", "rotated type"]
+    jti = caller_guard.trust.signer(new_caller.kid).jti
+    await caller_guard.revoke(jti)
+
+    await eventually(lambda: host_guard.trust.is_revoked(jti), what="the host sees it")
+    with pytest.raises(AuthError, match="revoked"):
+        await caller.ask("vault/1", Note(text="after revocation"), timeout=WAIT)

@@ -7,8 +7,16 @@
   ``r || s`` only, curve checked);
 - ``didwba``: the ``Authorization: DIDWba`` header (ANP 1.x);
 - ``http_signatures``: RFC 9421 HTTP message signatures;
-- ``keys``: key files, 0600, never logged.
+- ``keys``: key files, 0600, never logged;
+- ``identity``: Ed25519 + X25519 identities, did:key, DID documents;
+- ``credentials``: a namespace authority's credentials (Ed25519 JWTs);
+- ``sessions``: signed sessions, AES-256-GCM sealing and tags;
+- ``replay``: the replay window and the clock-skew check;
+- ``tokens``: A2ACP capability tokens and rate limits;
+- ``broker``: NATS JWT auth (nkeys, nats-jwt) and the development TLS CA;
+- ``resolver``: did:wba documents of outside identities, with a TTL cache.
 
-The protocol edges (the ANP codec, the gateway) use these; nothing here knows
-about actors or NATS. Sealed payloads and signed envelopes build on them.
+The protocol edges (the ANP codec, the gateway) and the bus's guard
+(``actors/guard.py``) use these; nothing here knows about actors or NATS
+subjects.
 """

@@ -162,3 +162,32 @@ def test_the_command_line_takes_open_agents_and_token_clients(tmp_path: Path) ->
     clients.write_text('["not", "a", "map"]')
     with pytest.raises(SystemExit, match="JSON object"):
         token_clients(clients)
+
+
+async def test_a_secured_gateway_serves_its_did_document_where_the_spec_says(
+    tmp_path: Path,
+) -> None:
+    """did:wba:<host> resolves to https://<host>/.well-known/did.json: the gateway
+    system's identity, with its key-agreement key (resolved by our own resolver)."""
+    from actorbus.actors.secure_broker import SecureBroker
+    from actorbus.bus.server import ServerConfig
+    from actorbus.security.resolver import DidResolver
+    from actorbus.services.gateway import GatewayService, GatewaySettings
+
+    ns = f"d{uuid.uuid4().hex[:8]}"
+    extra = SecureBroker().server_config([ns])
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        settings = GatewaySettings(http_port=0, db_path=str(tmp_path / "gw.db"))
+        async with GatewayService(nats_url=server.url, namespace=ns, settings=settings) as gw:
+            assert gw.http_url is not None
+            did = "did:wba:" + gw.http_url.removeprefix("http://").replace(":", "%3A")
+            resolver = DidResolver()
+            try:
+                doc = await resolver.resolve(did)
+            finally:
+                await resolver.close()
+            assert doc.id == did
+            assert gw.system is not None
+            assert gw.system.runtime.guard is not None
+            raw = gw.system.runtime.guard.system.public.did_document(did)
+            assert raw["keyAgreement"] == [f"{did}#agree"]

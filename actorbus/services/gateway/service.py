@@ -16,6 +16,7 @@ import contextlib
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 from aiohttp import web
@@ -128,6 +129,7 @@ class GatewayService(HostedService):
             app.router.add_post("/auth/token", self.auth.token)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/status", self.status)
+        app.router.add_get("/.well-known/did.json", self.did_document)
         for edge in self._edges:
             app.router.add_routes(edge.routes())
         return app
@@ -147,6 +149,16 @@ class GatewayService(HostedService):
                 await self.store.close()
             self.store = None
         await self.close_system()
+
+    async def did_document(self, request: web.Request) -> web.Response:
+        """The gateway system's identity as the did:wba document of its host (the
+        spec's path for ``did:wba:<host>``); 404 when the bus is not secured."""
+        guard = self.system.runtime.guard if self.system is not None else None
+        if guard is None:
+            raise web.HTTPNotFound(text="this gateway has no identity (the bus is not secured)")
+        host = urlsplit(self.settings.public_url or f"http://{request.host}").netloc
+        did = "did:wba:" + host.replace(":", "%3A")
+        return web.json_response(guard.system.public.did_document(did))
 
     async def healthz(self, request: web.Request) -> web.Response:
         ok = self.system is not None and self.system.nc.is_connected

@@ -39,7 +39,6 @@ actorbus code); bodies are read as JSON whatever their Content-Type.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 import uuid
@@ -49,7 +48,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 from urllib.parse import quote, urlsplit
 
-import aiohttp
 import msgspec
 from aiohttp import web
 
@@ -72,7 +70,7 @@ from actorbus.codecs.errors import (
     UnsupportedError,
     ValidationFailedError,
 )
-from actorbus.security.did import DidDocument, did_document, parse_did, parse_did_document
+from actorbus.security.did import DidDocument, did_document
 from actorbus.security.didwba import (
     AUTH_SCHEME,
     DidWbaAuthError,
@@ -82,6 +80,7 @@ from actorbus.security.didwba import (
 from actorbus.security.http_signatures import parse_http_signature, verify_http_signature
 from actorbus.security.keys import load_key
 from actorbus.security.multibase import b64url
+from actorbus.security.resolver import DidResolutionError, DidResolver
 from actorbus.services.gateway.agents import Agent, AgentNotFoundError, TaskNotContinuableError
 from actorbus.services.gateway.auth import Caller, current_caller
 from actorbus.services.gateway.core import META_KEY, GatewayCore
@@ -95,9 +94,6 @@ log = logging.getLogger("actorbus.gateway.anp")
 PREFIX: Final = "/anp"
 MAX_AGE: Final = 300.0  # seconds a DIDWba timestamp stays valid
 MAX_SKEW: Final = 60.0  # seconds a DIDWba timestamp may be ahead of our clock
-DOC_TTL: Final = 30.0  # seconds a resolved DID document is reused
-DOC_LIMIT: Final = 256 * 1024  # bytes of a DID document
-RESOLVE_TIMEOUT: Final = 5.0  # seconds to fetch a DID document
 KEY_SUFFIX: Final = ".anp-key.pem"
 
 
@@ -182,16 +178,6 @@ def read_json(body: bytes) -> Any:
 # -- identity -------------------------------------------------------------------------
 
 
-def is_loopback(host: str) -> bool:
-    """Whether did:wba documents of ``host`` may be fetched over plain HTTP."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def agent_did(base: str, agent: str) -> str:
     """``did:wba:{host}[%3A{port}]:anp:{agent}`` for the gateway at ``base``."""
     parts = urlsplit(base)
@@ -247,8 +233,7 @@ class AnpEdge(Edge):
         super().__init__(core, settings)
         self.key_path = Path(str(core.store.path) + KEY_SUFFIX)
         self.key = load_key(self.key_path)
-        self._http: aiohttp.ClientSession | None = None
-        self._docs: dict[str, tuple[float, DidDocument]] = {}
+        self.resolver = DidResolver()
         self._nonces: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     def routes(self) -> list[web.RouteDef]:
@@ -260,9 +245,7 @@ class AnpEdge(Edge):
         ]
 
     async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+        await self.resolver.close()
 
     # -- documents ---------------------------------------------------------------------
     def _urls(self, base: str, agent: str) -> tuple[str, str, str]:
@@ -322,42 +305,11 @@ class AnpEdge(Edge):
 
     # -- authentication ------------------------------------------------------------------
     async def _resolve(self, did: str, realm: str) -> DidDocument:
-        """The caller's DID document, fetched (and reused for DOC_TTL seconds)."""
-        now = time.monotonic()
-        cached = self._docs.get(did)
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        """The caller's DID document (``security.resolver``: fetched, kept a while)."""
         try:
-            parsed = parse_did(did)
-        except DecodeError as e:
+            return await self.resolver.resolve(did)
+        except DidResolutionError as e:
             raise DidWbaAuthError("invalid_did", str(e), realm=realm) from None
-        url = parsed.document_url
-        if is_loopback(parsed.host):
-            url = "http://" + url.removeprefix("https://")
-        if self._http is None:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=RESOLVE_TIMEOUT))
-        try:
-            async with self._http.get(url, allow_redirects=False) as resp:
-                if resp.status != 200:
-                    raise DidWbaAuthError(
-                        "invalid_did", f"{url} answered HTTP {resp.status}", realm=realm
-                    )
-                raw = await resp.content.read(DOC_LIMIT + 1)
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise DidWbaAuthError(
-                "invalid_did", f"the DID document {url} could not be fetched: {e}", realm=realm
-            ) from None
-        if len(raw) > DOC_LIMIT:
-            raise DidWbaAuthError("invalid_did", "the DID document is too large", realm=realm)
-        try:
-            doc = parse_did_document(read_json(raw), did)
-        except DecodeError as e:
-            raise DidWbaAuthError("invalid_did", str(e), realm=realm) from None
-        self._docs[did] = (now + DOC_TTL, doc)
-        if len(self._docs) > 1024:
-            for stale in [k for k, (until, _) in self._docs.items() if until <= now]:
-                del self._docs[stale]
-        return doc
 
     def _seen_nonce(self, did: str, nonce: str) -> bool:
         """Record a nonce; True if it was used within the replay window."""

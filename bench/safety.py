@@ -17,7 +17,8 @@ the watermark, when no marked plaintext is seen). Dimensions:
 - ``replay``: captured bus messages sent again (two rounds); an ANP request
   sent again;
 - ``clock``: authentic messages from a sender whose clock is off by 31 s, 2, 5
-  and 10 minutes, both ways (a 20 s skew is taken, the control);
+  and 10 minutes, both ways (a 20 s skew is taken, the control); at the edges,
+  tokens from an issuer whose clock is off by 2, 5 and 10 minutes, both ways;
 - ``metadata``: the gateway's status page without a token;
 - ``bus``: the attacks that opened the security issue: a forged ``src``, a
   forged reply, deleting or purging the durable stream, reading another
@@ -555,6 +556,7 @@ async def mcp_call(
 
 async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
     broker = SecureBroker(home)
+    dev_ca = broker.tls.client_context()
     extra = broker.server_config([NS])
     async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
         host = await member(server.url, broker, "vault-host", registry=True)
@@ -568,10 +570,11 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
         try:
             async with (
                 GatewayService(nats_url=server.url, namespace=NS, settings=settings) as gw,
-                aiohttp.ClientSession() as http,
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=dev_ca)) as http,
             ):
                 await wait_for_agent(gw)
                 base = str(gw.http_url)
+                await gateway_tls_probes(p, base)
                 assert gw.auth is not None
                 good = await issue(http, base, "vault")
                 other = await issue(http, base, "billing")
@@ -592,6 +595,14 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
                     if edge != "anp":  # the ANP edge takes DIDWba identities, not tokens
                         refused, said = await edge_call(http, base, edge, good, "hello")
                         p.control(edge, "a valid token is served", not refused, said)
+                        for minutes in (-10, -5, -2, 2, 5, 10):  # an issuer's clock off
+                            skewed, _ = gw.auth.issuer.issue(
+                                "probe", "vault", ["*"], ttl=60, now=time.time() + 60 * minutes
+                            )
+                            refused, said = await edge_call(http, base, edge, skewed, MARK)
+                            p.add(
+                                edge, "clock", f"token from a clock {minutes:+d} min", refused, said
+                            )
                 async with http.get(f"{base}/status") as r:
                     p.add(
                         "gateway",
@@ -602,6 +613,28 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
                     )
         finally:
             await host.close(timeout=2.0)
+
+
+async def gateway_tls_probes(p: Probes, base: str) -> None:
+    """The gateway's listener (every edge's): HTTPS only, with its certificate."""
+    plain = "http://" + base.removeprefix("https://")
+
+    async def get(url: str, ssl_ctx: ssl.SSLContext | bool) -> int:
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl_ctx)) as s,
+            s.get(f"{url}/healthz") as r,
+        ):
+            if r.status >= 400:
+                raise RuntimeError(f"HTTP {r.status}")
+            return r.status
+
+    await p.refused("gateway", "tls", "plaintext HTTP", lambda: get(plain, False))
+    await p.refused(
+        "gateway",
+        "tls",
+        "a client that does not trust its CA",
+        lambda: get(base, ssl.create_default_context()),
+    )
 
 
 async def issue(http: aiohttp.ClientSession, base: str, target: str) -> str:

@@ -10,6 +10,7 @@ request. Every failure is a :class:`DidResolutionError` saying what happened.
 from __future__ import annotations
 
 import ipaddress
+import ssl
 import time
 from typing import Final
 
@@ -44,11 +45,19 @@ class DidResolver:
     """Resolves did:wba DIDs, with a time-to-live cache; ``close()`` when done."""
 
     def __init__(
-        self, ttl: float = DOC_TTL, timeout: float = RESOLVE_TIMEOUT, limit: int = DOC_LIMIT
+        self,
+        ttl: float = DOC_TTL,
+        timeout: float = RESOLVE_TIMEOUT,
+        limit: int = DOC_LIMIT,
+        *,
+        tls: ssl.SSLContext | None = None,
+        loopback_http: bool = True,
     ) -> None:
         self.ttl = ttl
         self.timeout = timeout
         self.limit = limit
+        self.tls = tls  # whom HTTPS trusts (default: the system's CAs)
+        self.loopback_http = loopback_http  # plain HTTP for loopback hosts (development)
         self._http: aiohttp.ClientSession | None = None
         self._docs: dict[str, tuple[float, DidDocument]] = {}
 
@@ -62,10 +71,13 @@ class DidResolver:
         except DecodeError as e:
             raise DidResolutionError(str(e)) from None
         url = parsed.document_url
-        if is_loopback(parsed.host):
+        if self.loopback_http and is_loopback(parsed.host):
             url = "http://" + url.removeprefix("https://")
         if self._http is None:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+            self._http = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                connector=aiohttp.TCPConnector(ssl=self.tls if self.tls is not None else True),
+            )
         try:
             async with self._http.get(url, allow_redirects=False) as resp:
                 if resp.status != 200:

@@ -5,6 +5,7 @@ HTTP server of their face."""
 from __future__ import annotations
 
 import contextlib
+import ssl
 
 from aiohttp import web
 
@@ -53,18 +54,24 @@ class HostedService(AsyncStartStop):
             self.system = None
 
     async def serve_http(
-        self, app: web.Application, host: str, port: int, shutdown_timeout: float
+        self,
+        app: web.Application,
+        host: str,
+        port: int,
+        shutdown_timeout: float,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """Listen on ``host:port`` (0: any free port); ``http_url`` says where."""
+        """Listen on ``host:port`` (0: any free port), over TLS when given a
+        server context; ``http_url`` says where."""
         self._runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout
         )
         await self._runner.setup()
-        await web.TCPSite(self._runner, host, port).start()
+        await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
         bound = self._runner.addresses[0]
         h, p = bound[0], bound[1]
         shown = f"[{h}]" if ":" in h else h
-        self.http_url = f"http://{shown}:{p}"
+        self.http_url = f"{'https' if tls else 'http'}://{shown}:{p}"
 
     async def stop_http(self) -> None:
         """Stop listening and close open connections (bounded by the shutdown timeout)."""

@@ -169,8 +169,9 @@ async def test_a_secured_gateway_serves_its_did_document_where_the_spec_says(
 ) -> None:
     """did:wba:<host> resolves to https://<host>/.well-known/did.json: the gateway
     system's identity, with its key-agreement key (resolved by our own resolver)."""
-    from actorbus.actors.secure_broker import SecureBroker
+    from actorbus.actors.secure_broker import SecureBroker, actorbus_home
     from actorbus.bus.server import ServerConfig
+    from actorbus.security.broker import DevCertificates
     from actorbus.security.resolver import DidResolver
     from actorbus.services.gateway import GatewayService, GatewaySettings
 
@@ -180,8 +181,10 @@ async def test_a_secured_gateway_serves_its_did_document_where_the_spec_says(
         settings = GatewaySettings(http_port=0, db_path=str(tmp_path / "gw.db"))
         async with GatewayService(nats_url=server.url, namespace=ns, settings=settings) as gw:
             assert gw.http_url is not None
-            did = "did:wba:" + gw.http_url.removeprefix("http://").replace(":", "%3A")
-            resolver = DidResolver()
+            assert gw.http_url.startswith("https://")  # a secured bus: HTTPS by default
+            did = "did:wba:" + gw.http_url.removeprefix("https://").replace(":", "%3A")
+            tls = DevCertificates(actorbus_home()).client_context()
+            resolver = DidResolver(tls=tls, loopback_http=False)
             try:
                 doc = await resolver.resolve(did)
             finally:

@@ -29,7 +29,7 @@ def test_every_probe_is_blocked(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "safety.json").read_text())
-    assert report["blocked"] == report["total"] >= 40
+    assert report["blocked"] == report["total"] >= 70
     assert all(c["blocked"] for c in report["controls"])
     assert report["watermark"]["secured"]["hits"] == 0
     assert report["watermark"]["open_control"]["hits"] > 0
@@ -38,3 +38,5 @@ def test_every_probe_is_blocked(tmp_path: Path) -> None:
         assert (edge, "hijack") in dimensions
     for dimension in ("tls", "certificates", "watermark", "replay", "clock", "bus"):
         assert ("bus", dimension) in dimensions
+    assert ("gateway", "tls") in dimensions
+    assert ("a2a", "clock") in dimensions

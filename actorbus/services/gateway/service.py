@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,9 +23,11 @@ import msgspec
 from aiohttp import web
 
 from actorbus.actors.guard import default_home
+from actorbus.actors.secure_broker import actorbus_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import AuthError
+from actorbus.security.broker import DevCertificates
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.core import CoreSettings, GatewayCore
@@ -102,11 +105,29 @@ class GatewayService(HostedService):
             if stale:
                 log.warning("gateway: %d task(s) of a previous run marked failed", stale)
             self._edges = [edge_modules.load(name)(self._core, s) for name in s.edges]
-            await self.serve_http(self.app(), s.http_host, s.http_port, s.stop_timeout)
+            tls = self._tls(system)
+            await self.serve_http(self.app(), s.http_host, s.http_port, s.stop_timeout, tls)
         except BaseException:
             await self.stop()
             raise
         log.info("gateway %s on namespace %s (db %s)", self.http_url, self.namespace, self.db_path)
+
+    def _tls(self, system: ActorSystem) -> ssl.SSLContext | None:
+        """The HTTPS server context, or None for plain HTTP (said in the log)."""
+        s = self.settings
+        if s.tls == "off" or (s.tls == "auto" and system.runtime.guard is None):
+            if system.runtime.guard is not None:
+                log.warning("gateway: plain HTTP on a secured bus (tls='off')")
+            return None
+        if s.tls_cert is not None and s.tls_key is not None:
+            cert, key = Path(s.tls_cert), Path(s.tls_key)
+        else:
+            dev = DevCertificates(actorbus_home())
+            cert, key = dev.cert_file, dev.key_file
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(cert, key)
+        return ctx
 
     def _auth(self, system: ActorSystem) -> GatewayAuth | None:
         s = self.settings

@@ -35,4 +35,9 @@ class GatewaySettings:
     open_agents: tuple[str, ...] = ()
     token_secrets: Mapping[str, str] = field(default_factory=dict)  # POST /auth/token clients
     token_domain: str = "actorbus"  # tokens say "<domain>-auth-service" issued them
+    # HTTPS: "auto" (on when the bus is secured: the development certificate of
+    # ACTORBUS_HOME unless tls_cert/tls_key name real ones), "on", "off".
+    tls: Literal["auto", "on", "off"] = "auto"
+    tls_cert: str | Path | None = None
+    tls_key: str | Path | None = None
     issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key

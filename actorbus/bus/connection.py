@@ -29,6 +29,18 @@ from actorbus.codecs.errors import ConnectionLostError
 log = logging.getLogger("actorbus.bus")
 
 
+class _SslEofNoise(logging.Filter):
+    """asyncio logs a warning each time a TLS connection nats-py made is closed by
+    its peer ("returning true from eof_received() has no effect when using ssl"):
+    harmless, and on every secured connection. Only that line is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "eof_received() has no effect when using ssl" not in record.getMessage()
+
+
+logging.getLogger("asyncio").addFilter(_SslEofNoise())
+
+
 @dataclass
 class ConnectOptions:
     """How to reach NATS and how hard to try when the link drops."""

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,19 +46,10 @@ from nats_jwt.v2.account_claims import AccountClaims
 from nats_jwt.v2.operator_claims import OperatorClaims
 from nats_jwt.v2.user_claims import UserClaims
 
+from actorbus.security.keys import write_private
+
 SYSTEM_ACCOUNT: Final = "SYS"
 INBOX_ROOT: Final = "_INBOX"
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + ".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    tmp.replace(path)
 
 
 def _key_pair(path: Path, *, kind: str) -> nkeys.KeyPair:
@@ -67,7 +57,7 @@ def _key_pair(path: Path, *, kind: str) -> nkeys.KeyPair:
     if path.exists():
         return nkeys.from_seed(path.read_bytes().strip())
     pair = {"operator": create_operator_pair, "account": create_account_pair}[kind]()
-    _write_private(path, pair.seed)
+    write_private(path, pair.seed)
     return pair
 
 
@@ -171,7 +161,7 @@ class BrokerAuth:
         """``user()`` written to ``broker/<namespace>/<name>.creds`` (0600)."""
         creds, prefix = self.user(namespace, name, admin=admin)
         path = self.dir / namespace / f"{name}.creds"
-        _write_private(path, creds.encode())
+        write_private(path, creds.encode())
         return path, prefix
 
 
@@ -231,14 +221,14 @@ class DevCertificates:
         pem = serialization.Encoding.PEM
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.ca_file.write_bytes(ca.public_bytes(pem))
-        _write_private(  # to sign more certificates for this machine (compose, tests)
+        write_private(  # to sign more certificates for this machine (compose, tests)
             self.ca_key_file,
             ca_key.private_bytes(
                 pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
             ),
         )
         self.cert_file.write_bytes(cert.public_bytes(pem))
-        _write_private(
+        write_private(
             self.key_file,
             key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
         )

@@ -12,9 +12,7 @@ never logged (``repr`` shows the DID only) and never sent anywhere.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from actorbus.codecs.errors import DecodeError
+from actorbus.security.keys import write_private
 from actorbus.security.multibase import b58decode, b58encode, b64url, b64url_decode
 
 log = logging.getLogger("actorbus.security")
@@ -207,14 +206,7 @@ class Identity:
             )
             for key in (self._signing, self._agreement)
         )
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(path.name + ".tmp")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(pem)
-        tmp.replace(path)
+        write_private(path, pem)
         log.info("identity %s saved to %s", self.did, path)
 
 

@@ -38,3 +38,16 @@ def load_key(path: Path) -> ed25519.Ed25519PrivateKey:
     except OSError as exc:
         log.warning("key not saved to %s (%s): it lasts until the process stops", path, exc)
     return key
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a secret to ``path``: 0600 from its first byte, atomically, in a
+    0700 directory made if missing."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    tmp.replace(path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import ssl
 import time
-from typing import Final
+from typing import Any, Final
 
 import aiohttp
 
@@ -59,13 +59,22 @@ class DidResolver:
         self.tls = tls  # whom HTTPS trusts (default: the system's CAs)
         self.loopback_http = loopback_http  # plain HTTP for loopback hosts (development)
         self._http: aiohttp.ClientSession | None = None
-        self._docs: dict[str, tuple[float, DidDocument]] = {}
+        self._docs: dict[str, tuple[float, DidDocument, dict[str, Any]]] = {}
 
     async def resolve(self, did: str) -> DidDocument:
+        """The DID's document, parsed and checked."""
+        return (await self._entry(did))[1]
+
+    async def resolve_json(self, did: str) -> dict[str, Any]:
+        """The same document as the JSON object it was (for a library that reads
+        DID documents itself)."""
+        return (await self._entry(did))[2]
+
+    async def _entry(self, did: str) -> tuple[float, DidDocument, dict[str, Any]]:
         now = time.monotonic()
         cached = self._docs.get(did)
         if cached is not None and cached[0] > now:
-            return cached[1]
+            return cached
         try:
             parsed = parse_did(did)
         except DecodeError as e:
@@ -90,14 +99,16 @@ class DidResolver:
         except (aiohttp.ClientError, TimeoutError) as e:
             raise DidResolutionError(f"the DID document {url} could not be fetched: {e}") from None
         try:
-            doc = parse_did_document(read_json(bytes(raw)), did)
+            obj = read_json(bytes(raw))
+            doc = parse_did_document(obj, did)
         except DecodeError as e:
             raise DidResolutionError(str(e)) from None
-        self._docs[did] = (now + self.ttl, doc)
+        entry = (now + self.ttl, doc, obj)
+        self._docs[did] = entry
         if len(self._docs) > _CACHE:
-            for stale in [k for k, (until, _) in self._docs.items() if until <= now]:
+            for stale in [k for k, (until, _, _) in self._docs.items() if until <= now]:
                 del self._docs[stale]
-        return doc
+        return entry
 
     async def close(self) -> None:
         if self._http is not None:

@@ -8,11 +8,11 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 import pytest
-from _gateway import GatewayUnderTest
+from _gateway import GatewayUnderTest, wait_agents
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -21,6 +21,7 @@ from actorbus.security.did import did_document, parse_did
 from actorbus.security.didwba import build_auth_header
 from actorbus.security.keys import load_key
 from actorbus.security.multibase import multikey
+from actorbus.services.anp_e2ee import AnpE2eeAgent
 from actorbus.services.gateway import GatewayService
 from actorbus.services.gateway.edges.anp import KEY_SUFFIX
 from actorbus.services.gateway.store import TaskQuery
@@ -362,3 +363,88 @@ async def test_anp_client_with_http_signatures(
     assert out["result"] == {"payload": "X"}
     out = await post(http, rpc_url(gw), body, signed, 401)  # once only
     assert 'error="invalid_nonce"' in out["challenge"]
+
+
+# -- end to end, with the anp SDK's HPKE sessions ------------------------------------------
+
+
+class Confidant(AnpE2eeAgent):
+    """Answers in the clear only inside an end-to-end session."""
+
+    type_name = "confidant"
+    heard: ClassVar[list[str]] = []
+
+    async def on_e2ee(self, kind: str, text: str) -> str:
+        Confidant.heard.append(text)
+        return f"{kind}: {text.upper()}"
+
+
+async def test_an_anp_sdk_client_and_an_actor_talk_end_to_end(
+    gw: GatewayService,
+    http: aiohttp.ClientSession,
+    caller: Caller,
+    make_system: Any,
+    ns: str,
+) -> None:
+    """The SDK opens an HPKE session with the actor's key from the agent's DID
+    document; the gateway, its task store and NATS see only ciphertext, both ways."""
+    hpke = pytest.importorskip("anp.e2e_encryption_hpke")
+    from anp.authentication import create_did_wba_document
+
+    host = await make_system()
+    await host.spawn(Confidant, "1")
+    await wait_agents(gw, "confidant")
+    doc, keys = create_did_wba_document(
+        "localhost", port=caller.port, path_segments=["user", "carol"], enable_e2ee=True
+    )
+    caller.serve(doc["id"], doc)
+    did = doc["id"]
+    ed_key = serialization.load_pem_private_key(keys["key-1"][0], password=None)
+    sign_key = serialization.load_pem_private_key(keys["key-2"][0], password=None)
+    agree_key = serialization.load_pem_private_key(keys["key-3"][0], password=None)
+    base = f"{gw.http_url}/anp/confidant"
+    async with http.get(f"{base}/did.json") as resp:
+        agent_doc = await resp.json()
+    peer_key, peer_key_id = hpke.extract_x25519_public_key_from_did_document(agent_doc)
+    session = hpke.E2eeHpkeSession(
+        local_did=did,
+        peer_did=agent_doc["id"],
+        local_x25519_private_key=agree_key,
+        local_x25519_key_id=f"{did}#key-3",
+        signing_private_key=sign_key,
+        signing_verification_method=f"{did}#key-2",
+    )
+    secret = "the launch code is 4111-1111"
+    _, init = session.initiate_session(peer_key, peer_key_id)
+
+    async def rpc(method: str, params: Any) -> dict[str, Any]:
+        header = caller.header(did=did, key=ed_key)
+        out = await post(http, f"{base}/rpc", call(method, params), header)
+        assert "result" in out, out
+        result: dict[str, Any] = out["result"]
+        return result
+
+    ack = await rpc("e2ee_init", init)
+    assert ack.get("session_id") == session.session_id
+    _, sealed = session.encrypt_message("text", secret)
+    answer = await rpc("e2ee_msg", sealed)
+    assert session.decrypt_message(answer) == ("text", f"text: {secret.upper()}")
+    assert Confidant.heard == [secret]
+    # the gateway relayed ciphertext: its task store never held the secret
+    found, _ = await gw.store.list_tasks(TaskQuery(agent="confidant"))
+    assert found
+    assert all(secret not in repr(t.task) and secret.upper() not in repr(t.task) for t in found)
+    # a message of a session the actor never opened is refused
+    stranger = hpke.E2eeHpkeSession(
+        local_did=did,
+        peer_did=agent_doc["id"],
+        local_x25519_private_key=agree_key,
+        local_x25519_key_id=f"{did}#key-3",
+        signing_private_key=sign_key,
+        signing_verification_method=f"{did}#key-2",
+    )
+    stranger.initiate_session(peer_key, peer_key_id)
+    _, unknown = stranger.encrypt_message("text", "hello?")
+    header = caller.header(did=did, key=ed_key)
+    out = await post(http, f"{base}/rpc", call("e2ee_msg", unknown), header)
+    assert "error" in out

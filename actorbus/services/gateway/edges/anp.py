@@ -39,6 +39,7 @@ actorbus code); bodies are read as JSON whatever their Content-Type.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -79,7 +80,7 @@ from actorbus.security.didwba import (
 )
 from actorbus.security.http_signatures import parse_http_signature, verify_http_signature
 from actorbus.security.keys import load_key
-from actorbus.security.multibase import b64url
+from actorbus.security.multibase import b58encode, b64url, b64url_decode
 from actorbus.security.resolver import DidResolutionError, DidResolver
 from actorbus.services.gateway.agents import Agent, AgentNotFoundError, TaskNotContinuableError
 from actorbus.services.gateway.auth import Caller, current_caller
@@ -95,6 +96,22 @@ PREFIX: Final = "/anp"
 MAX_AGE: Final = 300.0  # seconds a DIDWba timestamp stays valid
 MAX_SKEW: Final = 60.0  # seconds a DIDWba timestamp may be ahead of our clock
 KEY_SUFFIX: Final = ".anp-key.pem"
+
+
+def add_key_agreement(doc: dict[str, Any], did: str, keys: Any) -> None:
+    """An actor's X25519 key as ANP's E2EE reads it (``X25519KeyAgreementKey2019``,
+    the raw key in base58btc)."""
+    if not isinstance(keys, dict) or not isinstance(keys.get("x25519"), str):
+        return
+    raw = b64url_decode(keys["x25519"])
+    method = {
+        "id": f"{did}#{keys.get('fragment', 'key-x25519-e2ee')}",
+        "type": "X25519KeyAgreementKey2019",
+        "controller": did,
+        "publicKeyMultibase": "z" + b58encode(raw),
+    }
+    doc["verificationMethod"].append(method)
+    doc["keyAgreement"] = [*doc.get("keyAgreement", []), method["id"]]
 
 
 # -- shared with the Agora edge: one call of an agent as a gateway task -------------
@@ -301,6 +318,10 @@ class AnpEdge(Edge):
             )
         except DecodeError as e:
             return json_response({"error": "bad_host", "message": str(e)}, status=500)
+        if "e2ee_keys" in agent.intents:  # the actor holds its end-to-end key itself
+            with contextlib.suppress(ActorBusError):
+                keys = await self.core.system.ask(agent.address, {}, intent="e2ee_keys", timeout=2)
+                add_key_agreement(doc, did, keys)
         return json_response(doc)
 
     # -- authentication ------------------------------------------------------------------

@@ -14,7 +14,9 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import nats
 
@@ -36,13 +38,25 @@ def _free_ports(n: int) -> list[int]:
 
 
 class EmbeddedCluster(SyncStartStop):
-    def __init__(self, size: int = 3, *, store_dir: Path | None = None, name: str = "actorbus"):
+    """``size`` nodes; ``extra`` config for each (authentication, TLS), and the
+    ``client`` options (nats-py's) a connection needs to check it is up."""
+
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        store_dir: Path | None = None,
+        name: str = "actorbus",
+        extra: str = "",
+        client: Mapping[str, Any] | None = None,
+    ):
         if size < 1:
             raise ValueError("a cluster needs at least one node")
         self._owns_dir = store_dir is None
         self.dir = Path(store_dir) if store_dir else Path(tempfile.mkdtemp(prefix="actorbus-cl-"))
         ports = _free_ports(2 * size)
         client_ports, route_ports = ports[:size], ports[size:]
+        self.client = dict(client or {})
         self.nodes: list[EmbeddedServer] = []
         for i in range(size):
             routes = [f"nats-route://127.0.0.1:{p}" for j, p in enumerate(route_ports) if j != i]
@@ -55,6 +69,7 @@ class EmbeddedCluster(SyncStartStop):
                         cluster_name=name,
                         cluster_port=route_ports[i],
                         routes=routes,
+                        extra=extra,
                     )
                 )
             )
@@ -66,11 +81,11 @@ class EmbeddedCluster(SyncStartStop):
     def start_sync(self, timeout: float = 30.0) -> None:
         """Start every node and wait until JetStream can place replicated streams."""
         self._start_nodes(timeout)
-        asyncio.run(wait_for_jetstream(self.urls, timeout))
+        asyncio.run(wait_for_jetstream(self.urls, timeout, **self.client))
 
     async def start(self, timeout: float = 30.0) -> None:
         await asyncio.to_thread(self._start_nodes, timeout)
-        await wait_for_jetstream(self.urls, timeout)
+        await wait_for_jetstream(self.urls, timeout, **self.client)
 
     def _start_nodes(self, timeout: float) -> None:
         try:
@@ -98,10 +113,10 @@ class EmbeddedCluster(SyncStartStop):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-async def wait_for_jetstream(urls: list[str], timeout: float) -> None:
+async def wait_for_jetstream(urls: list[str], timeout: float, **client: Any) -> None:
     """Until the cluster has a JetStream meta leader (account info answers)."""
     deadline = time.monotonic() + timeout
-    nc = await nats.connect(servers=urls, connect_timeout=2, max_reconnect_attempts=3)
+    nc = await nats.connect(servers=urls, connect_timeout=2, max_reconnect_attempts=3, **client)
     try:
         js = nc.jetstream()
         while True:

@@ -85,20 +85,33 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.cluster is not None:
         if args.cluster < 2:
             raise CliError("--cluster needs at least 2 nodes", EXIT_USAGE)
-        if not args.insecure:
-            stdout().print(
-                "[yellow]note[/]: the cluster runs without authentication or TLS "
-                "(a secured cluster is not built yet); pass --insecure to say you know"
-            )
-        return asyncio.run(_up_cluster(args.cluster, store))
+        return asyncio.run(
+            _up_cluster(args.cluster, store, args.namespace or ["ab"], args.insecure)
+        )
     return asyncio.run(_up(args.port, store, args.namespace or ["ab"], args.insecure))
 
 
-async def _up_cluster(size: int, store_dir: Path | None) -> int:
+async def _up_cluster(
+    size: int, store_dir: Path | None, namespaces: list[str], insecure: bool
+) -> int:
     out = stdout()
     stop = asyncio.Event()
     install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping the cluster"))
-    cluster = EmbeddedCluster(size, store_dir=store_dir)
+    if insecure:
+        cluster = EmbeddedCluster(size, store_dir=store_dir)
+    else:
+        broker = SecureBroker()
+        probe = broker.connect_options(namespaces[0], "actorbus-up")
+        cluster = EmbeddedCluster(
+            size,
+            store_dir=store_dir,
+            extra=broker.server_config(namespaces),
+            client={
+                "user_credentials": probe.credentials_file,
+                "tls": probe.tls,
+                "inbox_prefix": probe.inbox_prefix,
+            },
+        )
     try:
         await cluster.start()
     except ServerStartError as exc:
@@ -110,6 +123,14 @@ async def _up_cluster(size: int, store_dir: Path | None) -> int:
             out.print(f"  node {i}  {node.url}  (pid {node.pid})")
         out.print(f"  urls    {urls}")
         out.print(f"  store   {escape(str(cluster.dir))}")
+        out.print(
+            "  security "
+            + (
+                "[bold red]none[/] (--insecure)"
+                if insecure
+                else "NATS JWT auth + TLS on every node"
+            )
+        )
         out.print("[dim]use DurableSettings(replicas=3) for streams that survive a node")
         out.print("[dim]Ctrl-C to stop")
         while not stop.is_set():

@@ -392,3 +392,27 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
     for command in ("demo", "up", "run"):
         assert f"    {command} " in out
     assert main([]) == 2  # a command is required
+
+
+async def test_up_cluster_is_secure_by_default() -> None:
+    async with cli("up", "--cluster", "3") as p:
+        await p.wait_for_line("security")
+        urls = field(p.lines, "urls").split(",")
+        assert field(p.lines, "security").startswith("NATS JWT auth + TLS")
+        with pytest.raises((nats.errors.Error, OSError, TimeoutError)):
+            await nats.connect(urls, allow_reconnect=False, connect_timeout=2)
+        member = SecureBroker().connect_options("ab", "cluster-test")
+        nc = await nats.connect(
+            urls,
+            user_credentials=member.credentials_file,
+            tls=member.tls,
+            inbox_prefix=member.inbox_prefix,
+            allow_reconnect=False,
+        )
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="cli-secure-r3", subjects=["ab.r3"], num_replicas=3)
+            assert (await js.stream_info("cli-secure-r3")).config.num_replicas == 3
+        finally:
+            await nc.close()
+        assert await p.terminate() == 0, p.stderr

@@ -42,6 +42,9 @@ from actorbus.codecs.errors import AuthError
 from actorbus.codecs.inbound import Inbound
 from actorbus.security.credentials import Authority
 from actorbus.security.identity import Identity, PublicIdentity
+from actorbus.security.issued import SYSTEM, TRUSTED_FILE, read_trusted
+from actorbus.security.issued import issued as issued_home
+from actorbus.security.issued import load as load_issued
 from actorbus.security.replay import DEFAULT_SKEW_MS, ReplayWindow
 from actorbus.security.sessions import (
     AUTH_HEADER,
@@ -116,6 +119,15 @@ class Guard:
     async def open(cls, js: JetStreamContext, ns: str, settings: SecuritySettings) -> Guard:
         """Join the namespace: trust its authorities, publish this system's credential."""
         home = settings.home or default_home(ns)
+        if settings.authority is None and issued_home(home):  # production: issued offline
+            trusted = {p.did: p for p in [*settings.trusted, *read_trusted(home)]}
+            if not trusted:
+                raise AuthError(f"{home} trusts no authority: add {TRUSTED_FILE} or trusted=")
+            trust = await Trust.open(js, ns, trusted)
+            identity, token = load_issued(home, SYSTEM)
+            guard = cls(settings, trust, identity, home)
+            await trust.publish(token)
+            return guard
         authority = settings.authority or _development_authority(home, ns)
         trusted = {authority.public.did: authority.public}
         trusted.update({p.did: p for p in settings.trusted})
@@ -133,11 +145,12 @@ class Guard:
         credential, so messages sealed to the type open here."""
         if type_name in self.types:
             return
-        identity = Identity.load(self.home / "types" / f"{type_name}.key")
-        assert self._authority is not None
-        await self.trust.publish(
-            self._authority.issue(identity.public, [type_name]), types=[type_name]
-        )
+        if self._authority is None:  # issued offline: the type's own files
+            identity, token = load_issued(self.home, f"types/{type_name}")
+        else:
+            identity = Identity.load(self.home / "types" / f"{type_name}.key")
+            token = self._authority.issue(identity.public, [type_name])
+        await self.trust.publish(token, types=[type_name])
         self.types[type_name] = identity
 
     async def rotate(self, type_name: str | None = None) -> Identity:
@@ -145,8 +158,11 @@ class Guard:
         credential published; returns it. The old one keeps a grace period: its
         credential stays valid until it expires (``revoke`` ends it sooner), and
         sessions already sealed to an old type key still open here until they
-        expire. Other hosts of the type take the new key file when they restart."""
-        assert self._authority is not None
+        expire. Other hosts of the type take the new key file when they restart.
+        Needs the authority: a deployment with credentials issued offline gets
+        new ones from it (``actorbus security issue``)."""
+        if self._authority is None:
+            raise AuthError("rotating needs the authority; issue new credentials offline")
         if type_name is None:
             fresh = Identity.generate()
             await self.trust.publish(self._authority.issue(fresh.public))

@@ -1,0 +1,82 @@
+"""``actorbus security``: an offline authority and the credentials it issues.
+
+    actorbus security authority --dir DIR --namespace NS
+    actorbus security issue --authority DIR --namespace NS --out HOME [--type T ...]
+
+The authority's directory never has to leave the machine it was made on; what
+``issue`` writes (a deployment's home: see ``actorbus.security.issued``) goes to
+the machines of one deployment, where ``SecuritySettings(home=HOME)`` (or
+``ACTORBUS_HOME``) uses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.markup import escape
+
+from actorbus.cli.common import EXIT_OK, CliError, stdout
+from actorbus.codecs.errors import DecodeError
+from actorbus.security.credentials import Authority
+from actorbus.security.identity import Identity
+from actorbus.security.issued import issue, write_trusted
+
+AUTHORITY_KEY = "authority.key"
+
+
+def _authority(directory: Path, namespace: str, *, create: bool) -> Authority:
+    path = directory / AUTHORITY_KEY
+    if not create and not path.exists():
+        raise CliError(f"no authority in {directory} (make one: actorbus security authority)")
+    try:
+        return Authority(Identity.load(path, create=create), namespace)
+    except DecodeError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_authority(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    authority = _authority(directory, args.namespace, create=True)
+    public = write_trusted(authority.public, directory)
+    out = stdout()
+    out.print(f"authority  {authority.identity.did}")
+    out.print(f"key        {escape(str(directory / AUTHORITY_KEY))} (keep it here, offline)")
+    out.print(f"public     {escape(str(public))} (what every deployment trusts)")
+    return EXIT_OK
+
+
+def cmd_issue(args: argparse.Namespace) -> int:
+    authority = _authority(Path(args.authority), args.namespace, create=False)
+    written = issue(authority, Path(args.out), args.type or [], ttl=args.ttl_days * 86400.0)
+    out = stdout()
+    for path in written:
+        out.print(f"wrote {escape(str(path))}")
+    out.print(
+        f"[dim]use it with SecuritySettings(home={escape(repr(args.out))}) "
+        "or ACTORBUS_HOME (the namespace's directory)"
+    )
+    return EXIT_OK
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    sec = sub.add_parser(
+        "security",
+        parents=[common],
+        help="an offline authority and the credentials it issues",
+        description="Make an authority, and issue credentials to deployments from it.",
+    )
+    actions = sec.add_subparsers(dest="action", required=True)
+    auth = actions.add_parser("authority", help="make (or show) an authority")
+    auth.add_argument("--dir", required=True, help="the authority's directory")
+    auth.add_argument("--namespace", default="ab", help="the namespace it vouches for (ab)")
+    auth.set_defaults(func=cmd_authority)
+    iss = actions.add_parser("issue", help="credentials for one deployment")
+    iss.add_argument("--authority", required=True, help="the authority's directory")
+    iss.add_argument("--namespace", default="ab", help="the namespace (ab)")
+    iss.add_argument("--out", required=True, help="the deployment's home to write")
+    iss.add_argument("--type", action="append", help="an actor type it hosts (repeatable)")
+    iss.add_argument("--ttl-days", type=float, default=30.0, help="validity in days (30)")
+    iss.set_defaults(func=cmd_issue)

@@ -603,6 +603,7 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
                             p.add(
                                 edge, "clock", f"token from a clock {minutes:+d} min", refused, said
                             )
+                await a2a_replay(p, http, base, good)
                 async with http.get(f"{base}/status") as r:
                     p.add(
                         "gateway",
@@ -613,6 +614,21 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
                     )
         finally:
             await host.close(timeout=2.0)
+
+
+async def a2a_replay(p: Probes, http: aiohttp.ClientSession, base: str, token: str) -> None:
+    """A captured A2A request (token, message id and all) sent again, twice."""
+    body = a2a_body(MARK)
+    hdrs = {"A2A-Version": "1.0", "Authorization": f"Bearer {token}"}
+    async with http.post(f"{base}/a2a/vault", json=body, headers=hdrs) as r:
+        first = await r.json()
+    p.control("a2a", "the original request is served", "result" in first, str(first)[:200])
+    for round_ in (1, 2):
+        async with http.post(f"{base}/a2a/vault", json=body, headers=hdrs) as r:
+            again = await r.json()
+        p.add(
+            "a2a", "replay", f"captured request, round {round_}", "error" in again, str(again)[:200]
+        )
 
 
 async def gateway_tls_probes(p: Probes, base: str) -> None:

@@ -26,6 +26,8 @@ import base64
 import binascii
 import hashlib
 import hmac
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -34,12 +36,13 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from actorbus.codecs.common import read_json
-from actorbus.codecs.errors import AuthError, DecodeError
+from actorbus.codecs.errors import AuthError, DecodeError, ReplayError
 from actorbus.security.identity import Identity
 from actorbus.security.tokens import RateLimits, TokenIssuer, TokenVerifier
 from actorbus.services.gateway.edges.http import json_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+REPLAY_WINDOW = 3600.0  # seconds a request id is remembered (a token's usual life)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class GatewayAuth:
             for agent, secret in (token_secrets or {}).items()
         }
         self.limits = limits or RateLimits()
+        self._seen: OrderedDict[tuple[str, str, str], float] = OrderedDict()  # -> until
 
     @classmethod
     def at(cls, key_file: str, domain: str, **kwargs: object) -> GatewayAuth:
@@ -79,9 +83,11 @@ class GatewayAuth:
         return cls(TokenIssuer(Identity.load(key_file), domain), **kwargs)  # type: ignore[arg-type]
 
     # -- checking ---------------------------------------------------------------
-    def authorize(self, agent: str, intent: str) -> str:
+    def authorize(self, agent: str, intent: str, request_id: str | None = None) -> str:
         """The caller's name if it may ask ``agent`` for ``intent`` now; else
-        AuthError or RateLimitedError."""
+        AuthError or RateLimitedError. A ``request_id`` the protocol makes unique
+        (A2A's messageId) is taken once per caller and agent within the replay
+        window: a replayed request is a ReplayError."""
         caller = current_caller.get() or NOBODY
         if caller.bearer is not None:
             who = self.verifier.check(caller.bearer, agent, intent).subject
@@ -94,8 +100,22 @@ class GatewayAuth:
                 f"{agent} takes only authenticated requests: send a bearer token "
                 "(POST /auth/token) or sign the request (DIDWba)"
             )
+        if request_id is not None:
+            self._check_replay(who, agent, request_id)
         self.limits.take(who, agent)
         return who
+
+    def _check_replay(self, who: str, agent: str, request_id: str) -> None:
+        now = time.monotonic()
+        seen = self._seen
+        while seen and next(iter(seen.values())) < now:
+            seen.popitem(last=False)
+        key = (who, agent, request_id)
+        if key in seen:
+            raise ReplayError(f"request {request_id!r} from {who} was already taken: a replay")
+        seen[key] = now + REPLAY_WINDOW
+        if len(seen) > 1_000_000:
+            seen.popitem(last=False)
 
     def check_operator(self, request: web.Request, audience: str, capability: str) -> None:
         """For the gateway's own endpoints: a bearer token for ``audience`` with

@@ -201,8 +201,10 @@ class GatewayCore:
         subscribed before the run starts so none is missed."""
         if self._closing:
             raise ActorStoppedError("the gateway is stopping")
-        if self.auth is not None:
-            self.auth.authorize(agent.name, intent)
+        if self.auth is not None:  # A2A message ids are the client's: a replay shows
+            self.auth.authorize(
+                agent.name, intent, message.message_id if protocol == "a2a" else None
+            )
         task_id = message.task_id
         if task_id is not None:
             async with self._continuing:  # two answers to one question: the second is refused

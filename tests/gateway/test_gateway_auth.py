@@ -194,3 +194,21 @@ async def test_a_secured_gateway_serves_its_did_document_where_the_spec_says(
             assert gw.system.runtime.guard is not None
             raw = gw.system.runtime.guard.system.public.did_document(did)
             assert raw["keyAgreement"] == [f"{did}#agree"]
+
+
+async def test_an_a2a_request_is_taken_once(gw_auth: Any, http: aiohttp.ClientSession) -> None:
+    issued = await (await token_for(http, gw_auth.http_url, "gw-echo", ["*"])).json()
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": message("only once")},
+    }
+    hdrs = {"A2A-Version": "1.0", "Authorization": f"Bearer {issued['token']}"}
+    url = f"{gw_auth.http_url}/a2a/gw-echo"
+    async with http.post(url, json=body, headers=hdrs) as resp:
+        assert "result" in await resp.json()
+    async with http.post(url, json=body, headers=hdrs) as resp:
+        again = await resp.json()
+    assert "a replay" in again["error"]["message"]
+    assert again["error"]["data"][0]["metadata"]["actorbusCode"] == "E_REPLAY"

@@ -380,9 +380,11 @@ async def bus_attacks(
         await p.refused("bus", "bus", "purge the durable stream", lambda: js.purge_stream(stream))
         # a member may listen on an actor's subject: it captures sealed requests
         captured: list[nats.aio.msg.Msg] = []
+        got_one = asyncio.Event()
 
         async def keep(msg: nats.aio.msg.Msg) -> None:
             captured.append(msg)
+            got_one.set()
 
         await mallory.subscribe(f"{NS}.a.vault.1", cb=keep)
         await mallory.subscribe(f"{host.mux.prefix}>")  # another system's replies
@@ -399,6 +401,8 @@ async def bus_attacks(
             "; ".join(refusals),
         )
         await caller.ask("vault/1", Note(text="to be captured"), timeout=TIMEOUT)
+        async with asyncio.timeout(TIMEOUT):  # the spy's callback may still be behind
+            await got_one.wait()
         original = captured[-1]
         for round_ in (1, 2):
 

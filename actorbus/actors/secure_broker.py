@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import TypedDict
 
 from actorbus.actors.guard import SecuritySettings
+from actorbus.actors.options import SystemOptions
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.probe import server_info, wants_security
+from actorbus.bus.server import ServerConfig
+from actorbus.codecs.errors import ActorBusError
 from actorbus.security.broker import BrokerAuth, DevCertificates
 
 log = logging.getLogger("actorbus.security")
@@ -71,3 +74,23 @@ async def join_options(url: str, namespace: str, name: str, timeout: float = 5.0
         "connect_options": broker.connect_options(namespace, name),
         "security": SecuritySettings(),
     }
+
+
+def secure_start(config: ServerConfig, options: SystemOptions) -> ServerConfig:
+    """What ``ActorSystem.start()`` does by default: the server's config secured
+    for the system's namespace, and ``options`` given this system's way in
+    (a member's credentials, TLS) and end-to-end security unless set."""
+    try:
+        broker = SecureBroker()
+    except OSError as exc:
+        raise ActorBusError(
+            f"cannot keep the broker's keys in {actorbus_home()} ({exc}): set "
+            "ACTORBUS_HOME to a writable directory, or start(secure=False)"
+        ) from None
+    ns = options.get("namespace", "ab")
+    extra = broker.server_config([ns])
+    options.setdefault("security", SecuritySettings())
+    options["connect_options"] = broker.connect_options(
+        ns, options.get("name", "actorbus"), options.get("connect_options")
+    )
+    return dataclasses.replace(config, extra=f"{config.extra}\n{extra}")

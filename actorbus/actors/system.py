@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Gener
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypedDict, TypeVar, Unpack, cast, overload
+from typing import Any, Self, TypeVar, Unpack, cast, overload
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -33,9 +33,10 @@ from actorbus.actors.dead_letters import (
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory, DiscoveryQuery, Listing
-from actorbus.actors.guard import Guard, SecuritySettings
+from actorbus.actors.guard import Guard
 from actorbus.actors.history import read_history
 from actorbus.actors.hosting import Hosting
+from actorbus.actors.options import SystemOptions
 from actorbus.actors.outbox import store
 from actorbus.actors.pipeline import (
     Outgoing,
@@ -43,7 +44,7 @@ from actorbus.actors.pipeline import (
 )
 from actorbus.actors.ref import ActorRef
 from actorbus.actors.runtime import Runtime, StreamSettings
-from actorbus.actors.secure_broker import SecureBroker
+from actorbus.actors.secure_broker import secure_start
 from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
 from actorbus.bus.connection import BusConnection, ConnectOptions
@@ -57,7 +58,6 @@ from actorbus.codecs.errors import (
 from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
     Encoding,
-    SizeLimits,
 )
 from actorbus.telemetry import STATE, configure, flush, spans
 
@@ -66,27 +66,6 @@ log = logging.getLogger("actorbus.system")
 A = TypeVar("A", bound=Actor)
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class SystemOptions(TypedDict, total=False):
-    """What ``ActorSystem.start()`` and ``ActorSystem.connect()`` take besides the
-    URL (see the README's Configuration table for the defaults)."""
-
-    namespace: str
-    encoding: Encoding
-    limits: SizeLimits
-    default_timeout: float
-    debug: bool
-    stream_window: int
-    stream_credit_timeout: float
-    stream_start_timeout: float
-    durable: DurableSettings | None
-    activation_ttl: float
-    registry: bool
-    name: str
-    connect_options: ConnectOptions | None
-    tracing: bool | None
-    security: SecuritySettings | None
 
 
 class ActorSystem:
@@ -163,14 +142,7 @@ class ActorSystem:
         async def open_() -> ActorSystem:
             config = server_config or ServerConfig(store_dir=Path(store_dir) if store_dir else None)
             if secure:
-                broker = SecureBroker()
-                ns = options.get("namespace", "ab")
-                extra = broker.server_config([ns])
-                config = dataclasses.replace(config, extra=f"{config.extra}\n{extra}")
-                options.setdefault("security", SecuritySettings())
-                options["connect_options"] = broker.connect_options(
-                    ns, options.get("name", "actorbus"), options.get("connect_options")
-                )
+                config = secure_start(config, options)
             else:
                 log.warning("the embedded nats-server runs without authentication or TLS")
             server = EmbeddedServer(config)

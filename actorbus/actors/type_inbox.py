@@ -162,8 +162,11 @@ class TypeInbox(DurableReader):
             if self._gives_up(failed, attempt):
                 await self._dead_letter(msg, address, env, failed, attempt)
                 return
-            if self._stopping:  # redelivered later, to this or another host
-                await msg.nak(delay=self._delay(attempt))
+            if self._stopping:
+                # Handed back at once, not after its backoff: the messages queued
+                # behind it on this key are handed back now too, and a delayed one
+                # would come back after them, out of order.
+                await msg.nak()
                 return
             await self._hold(msg, self._delay(attempt))
             if self._stopping:

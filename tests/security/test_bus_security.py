@@ -4,6 +4,7 @@ nats-py connection: what an outsider sees, forges, replays and answers."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,14 @@ def collector(into: list[nats.aio.msg.Msg]) -> Callable[[nats.aio.msg.Msg], Awai
     return collect
 
 
+async def settled(nc: nats.NATS, wire: list[nats.aio.msg.Msg]) -> None:
+    """Until the spy has handled everything the server sent it so far: a marker
+    published now reaches the spy after all that (one server, one connection)."""
+    marker = f"spy.done.{uuid.uuid4().hex}"
+    await nc.publish(marker, b"")
+    await eventually(lambda: any(m.subject == marker for m in wire), what="the spy's marker")
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> SecuritySettings:
     return SecuritySettings(home=tmp_path / "home")
@@ -76,7 +85,7 @@ async def test_an_ask_goes_sealed_and_authenticated(
     spy = await raw_nc.subscribe(">", cb=collector(wire))
     await raw_nc.flush()
     assert await caller.ask("vault/1", Note(text=SECRET)) == f"kept {SECRET}"
-    await raw_nc.flush()
+    await settled(raw_nc, wire)
     await spy.unsubscribe()
     assert vault.seen == [(caller.client_address, SECRET)]
     request = [m for m in wire if m.subject.endswith("vault.1")]
@@ -128,6 +137,7 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
     await raw_nc.flush()
     await caller.tell("vault/1", Note(text="once"))
     await caller.ask("vault/1", Note(text="sync"))  # the tell is handled by now
+    await eventually(lambda: len(captured) >= 2, what="the spy saw both")
     await spy.unsubscribe()
     original = captured[0]
     assert original.headers is not None
@@ -286,7 +296,7 @@ async def test_a_stream_runs_on_its_session_with_frames_sealed(
     spy = await raw_nc.subscribe(">", cb=collector(wire))
     await raw_nc.flush()
     items = [i async for i in caller.stream("spell/1", "abc", timeout=WAIT)]
-    await raw_nc.flush()
+    await settled(raw_nc, wire)
     await spy.unsubscribe()
     assert items == [f"a-{SECRET}", f"b-{SECRET}", f"c-{SECRET}"]
     assert wire
@@ -318,7 +328,7 @@ async def test_keyed_actors_forwarded_between_hosts_stay_sealed(
     await raw_nc.flush()
     answers = [await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"]
     again = [await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"]
-    await raw_nc.flush()
+    await settled(raw_nc, wire)
     await spy.unsubscribe()
     assert answers == again  # each key answered by the same host both times
     assert {a.split(" on ")[1].split(":")[0] for a in answers} <= {h.system_id for h in hosts}

@@ -10,18 +10,21 @@ process on the machine joins with :meth:`SecureBroker.connect_options`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
+import ssl
 from pathlib import Path
 from typing import TypedDict
 
-from actorbus.actors.guard import SecuritySettings
+from actorbus.actors.guard import SecuritySettings, default_home
 from actorbus.actors.options import SystemOptions
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.probe import server_info, wants_security
 from actorbus.bus.server import ServerConfig
 from actorbus.codecs.errors import ActorBusError
 from actorbus.security.broker import BrokerAuth, DevCertificates
+from actorbus.security.issued import BROKER_CA, BROKER_CREDS, BROKER_INFO
 
 log = logging.getLogger("actorbus.security")
 
@@ -62,6 +65,23 @@ class SecureBroker:
         )
 
 
+def issued_connect_options(home: Path, name: str) -> ConnectOptions | None:
+    """The way in of a deployment whose home holds a NATS user issued for it
+    (``actorbus security issue --broker``), or None."""
+    creds = home / BROKER_CREDS
+    if not creds.exists():
+        return None
+    info = json.loads((home / BROKER_INFO).read_text())
+    ca = home / BROKER_CA
+    tls = ssl.create_default_context(cafile=str(ca)) if ca.exists() else None
+    return ConnectOptions(
+        name=name,
+        credentials_file=str(creds),
+        tls=tls,
+        inbox_prefix=str(info["inbox_prefix"]),
+    )
+
+
 async def join_options(url: str, namespace: str, name: str, timeout: float = 5.0) -> JoinOptions:
     """How a process on this machine joins the server at ``url``: nothing special
     for an open server; for a secured one (its INFO line says so), a member's
@@ -69,6 +89,9 @@ async def join_options(url: str, namespace: str, name: str, timeout: float = 5.0
     security on. ConnectionLostError when no server answers."""
     if not wants_security(await server_info(url, timeout)):
         return {}
+    issued = issued_connect_options(default_home(namespace), name)
+    if issued is not None:  # a deployment with its own user, issued offline
+        return {"connect_options": issued, "security": SecuritySettings()}
     broker = SecureBroker()
     return {
         "connect_options": broker.connect_options(namespace, name),

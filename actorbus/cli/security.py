@@ -18,9 +18,10 @@ from rich.markup import escape
 
 from actorbus.cli.common import EXIT_OK, CliError, stdout
 from actorbus.codecs.errors import DecodeError
+from actorbus.security.broker import BrokerAuth
 from actorbus.security.credentials import Authority
 from actorbus.security.identity import Identity
-from actorbus.security.issued import issue, write_trusted
+from actorbus.security.issued import issue, issue_broker_user, write_trusted
 
 AUTHORITY_KEY = "authority.key"
 
@@ -48,7 +49,17 @@ def cmd_authority(args: argparse.Namespace) -> int:
 
 def cmd_issue(args: argparse.Namespace) -> int:
     authority = _authority(Path(args.authority), args.namespace, create=False)
-    written = issue(authority, Path(args.out), args.type or [], ttl=args.ttl_days * 86400.0)
+    out_dir = Path(args.out)
+    written = issue(authority, out_dir, args.type or [], ttl=args.ttl_days * 86400.0)
+    if args.broker:
+        broker_home = Path(args.broker)
+        written += issue_broker_user(
+            BrokerAuth(broker_home),
+            broker_home / "tls" / "ca.pem",
+            args.namespace,
+            out_dir,
+            args.type or [],
+        )
     out = stdout()
     for path in written:
         out.print(f"wrote {escape(str(path))}")
@@ -79,4 +90,9 @@ def add_parser(
     iss.add_argument("--out", required=True, help="the deployment's home to write")
     iss.add_argument("--type", action="append", help="an actor type it hosts (repeatable)")
     iss.add_argument("--ttl-days", type=float, default=30.0, help="validity in days (30)")
+    iss.add_argument(
+        "--broker",
+        metavar="HOME",
+        help="the broker's ACTORBUS_HOME: also write a NATS user limited to these types",
+    )
     iss.set_defaults(func=cmd_issue)

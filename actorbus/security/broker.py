@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -71,8 +72,18 @@ class Grant:
     sub_deny: tuple[str, ...]
 
 
-def member_permissions(namespace: str, inbox_prefix: str) -> Grant:
-    """What an ordinary member system of ``namespace`` may do (module docstring)."""
+def member_permissions(
+    namespace: str, inbox_prefix: str, types: Sequence[str] | None = None
+) -> Grant:
+    """What an ordinary member system of ``namespace`` may do (module docstring).
+    With ``types``, it may subscribe to those actor types' subjects only (not to
+    another type's, so it cannot take a share of that type's messages): topics,
+    events, control and host forwarding stay open to it."""
+    ns = namespace
+    subs: tuple[str, ...] = (f"{ns}.>",)
+    if types is not None:
+        per_type = [s for t in types for s in (f"{ns}.a.{t}.>", f"{ns}.any.{t}")]
+        subs = (*per_type, f"{ns}.t.>", f"{ns}.sys.>", f"{ns}.ctl.>", f"{ns}.h.>")
     return Grant(
         pub_allow=(f"{namespace}.>", "$JS.API.>", "$KV.>", "$JS.ACK.>", f"{INBOX_ROOT}.>"),
         pub_deny=(
@@ -80,7 +91,7 @@ def member_permissions(namespace: str, inbox_prefix: str) -> Grant:
             "$JS.API.STREAM.PURGE.>",
             "$JS.API.STREAM.MSG.DELETE.>",
         ),
-        sub_allow=(f"{namespace}.>", f"{inbox_prefix}.>"),
+        sub_allow=(*subs, f"{inbox_prefix}.>"),
         sub_deny=(f"{namespace}.d.>",),
     )
 
@@ -132,13 +143,24 @@ class BrokerAuth:
             f"resolver_preload: {{\n{entries}\n}}\n"
         )
 
-    def user(self, namespace: str, name: str, *, admin: bool = False) -> tuple[str, str]:
+    def user(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        admin: bool = False,
+        types: Sequence[str] | None = None,
+    ) -> tuple[str, str]:
         """Credentials for one system: (the creds file text, the inbox prefix the
-        system must use: the only one it may subscribe to)."""
+        system must use: the only one it may subscribe to). ``types`` limits what
+        it may subscribe to (``member_permissions``)."""
         pair = create_user_pair()
         public = pair.public_key.decode()
         prefix = f"{INBOX_ROOT}.{public[-12:].lower()}"
-        grant = (admin_permissions if admin else member_permissions)(namespace, prefix)
+        if admin:
+            grant = admin_permissions(namespace, prefix)
+        else:
+            grant = member_permissions(namespace, prefix, types)
         claims = UserClaims(public, name)
         perms = claims.nats
         perms.pub.allow.extend(grant.pub_allow)

@@ -87,3 +87,81 @@ async def test_issued_credentials_need_no_authority_on_the_deployment(
     rogue = await make_system(security=SecuritySettings(home=rogue_home))
     with pytest.raises(AuthError):
         await rogue.ask("oracle/1", Question(text="let me in"), timeout=WAIT)
+
+
+async def test_a_deployment_user_subscribes_only_to_its_own_types(tmp_path: Path, ns: str) -> None:
+    """Issued with --broker, a deployment's NATS user may take messages of the
+    actor types it was issued and of no other (no share of another type's queue)."""
+    import asyncio
+
+    import nats
+
+    from actorbus import ActorSystem
+    from actorbus.actors.secure_broker import SecureBroker, issued_connect_options
+    from actorbus.bus.server import EmbeddedServer, ServerConfig
+
+    broker_home, authority = tmp_path / "broker-home", tmp_path / "auth"
+    host_home, client_home = tmp_path / "host", tmp_path / "client"
+    extra = SecureBroker(broker_home).server_config([ns])
+    cli("security", "authority", "--dir", str(authority), "--namespace", ns)
+    for out, types in ((host_home, ["--type", "oracle"]), (client_home, [])):
+        cli(
+            "security",
+            "issue",
+            "--authority",
+            str(authority),
+            "--namespace",
+            ns,
+            "--out",
+            str(out),
+            "--broker",
+            str(broker_home),
+            *types,
+        )
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        systems = []
+        try:
+            for home, name in ((host_home, "host"), (client_home, "client")):
+                options = issued_connect_options(home, name)
+                assert options is not None
+                systems.append(
+                    await ActorSystem.connect(
+                        server.url,
+                        namespace=ns,
+                        registry=False,
+                        connect_options=options,
+                        security=SecuritySettings(home=home),
+                    )
+                )
+            host, client = systems
+            await host.spawn(Oracle, "1")
+            assert await client.ask("oracle/1", Question(text="ok"), timeout=WAIT) == "yes, ok"
+            # the client deployment's own user tries to take a share of the oracle's asks
+            refused = asyncio.Event()
+
+            async def on_error(exc: Exception) -> None:
+                if "permissions violation" in str(exc).lower():
+                    refused.set()
+
+            options = issued_connect_options(client_home, "nosy")
+            assert options is not None
+            nosy = await nats.connect(
+                server.url,
+                user_credentials=options.credentials_file,
+                tls=options.tls,
+                inbox_prefix=options.inbox_prefix,
+                allow_reconnect=False,
+                error_cb=on_error,
+            )
+            try:
+                await nosy.subscribe(f"{ns}.a.oracle.>", queue=f"{ns}.q.oracle.1")
+                await nosy.flush()
+                await asyncio.wait_for(refused.wait(), WAIT)
+            finally:
+                await nosy.close()
+            assert (
+                await client.ask("oracle/1", Question(text="still"), timeout=WAIT) == "yes, still"
+            )
+        finally:
+            for system in reversed(systems):
+                await system.close(timeout=2.0)

@@ -64,10 +64,15 @@ _INBOUND_CACHE: Final = 10_000
 _NO_RESPONDERS: Final = "503"
 
 
+def actorbus_home() -> Path:
+    """``$ACTORBUS_HOME``, or ``~/.actorbus``: identities, the development
+    authority, the broker's keys and certificates."""
+    return Path(os.environ.get("ACTORBUS_HOME") or Path.home() / ".actorbus")
+
+
 def default_home(namespace: str) -> Path:
-    """``$ACTORBUS_HOME/<namespace>`` (``~/.actorbus`` by default)."""
-    base = os.environ.get("ACTORBUS_HOME") or os.path.join(os.path.expanduser("~"), ".actorbus")
-    return Path(base) / namespace
+    """A namespace's directory in ``actorbus_home()``."""
+    return actorbus_home() / namespace
 
 
 @dataclass(frozen=True)

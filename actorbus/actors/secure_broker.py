@@ -12,12 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import ssl
 from pathlib import Path
 from typing import TypedDict
 
-from actorbus.actors.guard import SecuritySettings, default_home
+from actorbus.actors.guard import SecuritySettings, actorbus_home, default_home
 from actorbus.actors.options import SystemOptions
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.probe import server_info, wants_security
@@ -32,11 +31,6 @@ log = logging.getLogger("actorbus.security")
 class JoinOptions(TypedDict, total=False):
     connect_options: ConnectOptions
     security: SecuritySettings
-
-
-def actorbus_home() -> Path:
-    """``$ACTORBUS_HOME``, or ``~/.actorbus``."""
-    return Path(os.environ.get("ACTORBUS_HOME") or Path.home() / ".actorbus")
 
 
 class SecureBroker:

@@ -22,8 +22,7 @@ from urllib.parse import urlsplit
 import msgspec
 from aiohttp import web
 
-from actorbus.actors.guard import default_home
-from actorbus.actors.secure_broker import actorbus_home
+from actorbus.actors.guard import actorbus_home, default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import AuthError

@@ -608,6 +608,7 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
                                 edge, "clock", f"token from a clock {minutes:+d} min", refused, said
                             )
                 await a2a_replay(p, http, base, good)
+                await mcp_replay(p, http, base, good)
                 async with http.get(f"{base}/status") as r:
                     p.add(
                         "gateway",
@@ -632,6 +633,47 @@ async def a2a_replay(p: Probes, http: aiohttp.ClientSession, base: str, token: s
             again = await r.json()
         p.add(
             "a2a", "replay", f"captured request, round {round_}", "error" in again, str(again)[:200]
+        )
+
+
+async def mcp_replay(p: Probes, http: aiohttp.ClientSession, base: str, token: str) -> None:
+    """A captured MCP request (session, id, token) sent again, twice."""
+    version = "2025-11-25"
+    auth = {"Authorization": f"Bearer {token}"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "safety-probe", "version": "0"},
+        },
+    }
+    async with http.post(f"{base}/mcp", json=init, headers=auth) as r:
+        hdrs = {
+            **auth,
+            "Mcp-Session-Id": r.headers.get("Mcp-Session-Id", ""),
+            "MCP-Protocol-Version": version,
+        }
+    async with http.post(
+        f"{base}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdrs
+    ):
+        pass
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "vault.text", "arguments": {"text": MARK}},
+    }
+    async with http.post(f"{base}/mcp", json=call, headers=hdrs) as r:
+        first = await r.json()
+    p.control("mcp", "the original request is served", "result" in first, str(first)[:200])
+    for round_ in (1, 2):
+        async with http.post(f"{base}/mcp", json=call, headers=hdrs) as r:
+            again = await r.json()
+        p.add(
+            "mcp", "replay", f"captured request, round {round_}", "error" in again, str(again)[:200]
         )
 
 

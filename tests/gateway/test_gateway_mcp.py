@@ -684,3 +684,22 @@ async def test_legacy_cancel_notification_cancels_the_task(
     assert answer["isError"] is True
     assert answer["_meta"]["io.actorbus/task"]["state"] == "canceled"
     await asyncio.wait_for(probe.cancelled.wait(), WAIT)
+
+
+async def test_a_request_id_is_used_once_per_session(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    """MCP: "the request ID MUST NOT have been previously used ... within the same
+    session": a captured request sent again is refused, not run twice."""
+    client = Legacy(http, f"{gw.http_url}/mcp")
+    await client.initialize()
+    body = {
+        "jsonrpc": "2.0",
+        "id": 77,
+        "method": "tools/call",
+        "params": {"name": "gw-echo.text", "arguments": {"text": "once"}},
+    }
+    first, _ = await post(http, client.url, body, client.headers())
+    assert "result" in first
+    again, _ = await post(http, client.url, body, client.headers(), status=400)
+    assert "a replay" in again["error"]["message"]

@@ -93,6 +93,7 @@ CONTEXT_ID_META: Final = "io.actorbus/contextId"
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
+USED_IDS: Final = 10_000  # request ids remembered per session
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
@@ -146,6 +147,20 @@ class Session:
     client: dict[str, Any]
     initialized: bool = False
     running: dict[str | int, str] = field(default_factory=dict)  # request id -> task id
+    # The ids the client used: MCP says an id is never used twice in a session,
+    # so a repeat is a replayed request (kept for the last USED_IDS requests).
+    used: OrderedDict[str | int, None] = field(default_factory=OrderedDict)
+
+    def take_id(self, rid: str | int) -> None:
+        if rid in self.used:
+            raise McpError(
+                INVALID_REQUEST,
+                f"request id {rid!r} was already used in this session: a replay",
+                status=400,
+            )
+        self.used[rid] = None
+        if len(self.used) > USED_IDS:
+            self.used.popitem(last=False)
 
 
 @dataclass
@@ -351,6 +366,7 @@ class McpEdge(Edge):
                 INVALID_REQUEST, "Not Found: no such session (initialize again)", status=404
             )
         self._sessions.move_to_end(sid)
+        session.take_id(rid)
         return Call(rid, method, params, session.version, modern=False, session=session)
 
     def _check_modern(

@@ -275,8 +275,13 @@ class Bench:
             "raw_headers_block": len(encode_headers(self.headers)),
             "actorbus_content": len(pack(self.question.model_dump())),
         }
-        for msg in seen:
-            kind = "reply" if msg.subject.startswith("_INBOX.") else "request"
+        for msg in seen:  # only the ask and its answer (not renewals or other traffic)
+            if msg.subject.endswith(".a." + ECHO_ADDRESS.replace("/", ".")):
+                kind = "request"
+            elif msg.subject.startswith(self.system.mux.prefix):
+                kind = "reply"
+            else:
+                continue
             sizes[f"actorbus_{kind}_body"] = len(msg.data)
             sizes[f"actorbus_{kind}_headers_block"] = header_bytes(msg)
         return sizes

@@ -204,15 +204,22 @@ def encode_answer(
         "context": {"trace_id": to.context.trace_id, "parent_id": to.id} if to else {},
     }
     session = session_of(to) if to is not None else None
-    sealed = to is not None and to.__dict__.get("_opened", False)
-    if session is not None and sealed and encoding is Encoding.MSGPACK:
+    if session is None:  # the plain path: nothing else to look up
+        body = encode_body(data, encoding)
+        if len(body) > limits.max_payload:
+            check_size(body, content, encoding, limits)
+        if encoding is not Encoding.MSGPACK:
+            headers = {**(headers or {}), H_ENC: encoding.value}
+        return body, headers
+    sealed = bool(to.__dict__.get("_opened")) and encoding is Encoding.MSGPACK
+    if sealed:
         _seal_content(data, session.keys.back)
     body = encode_body(data, encoding)
     if len(body) > limits.max_payload:
         check_size(body, content, encoding, limits)
     if encoding is not Encoding.MSGPACK:
         headers = {**(headers or {}), H_ENC: encoding.value}
-    if session is not None and not (sealed and encoding is Encoding.MSGPACK):
+    if not sealed:
         headers = {**(headers or {}), AUTH_HEADER: tag_body(session.keys.back, body)}
     return body, headers
 
@@ -307,9 +314,10 @@ def decode_answer(
 ) -> tuple[str, Any]:
     """A reply's (intent, content): only those matter to the caller. Sealed content
     is opened with ``session``'s answer key."""
-    opened: tuple[str, Any] | None = msg.__dict__.get(_OPENED)
-    if opened is not None:  # the reply check opened it already
-        return opened
+    if session is not None:
+        opened: tuple[str, Any] | None = msg.__dict__.get(_OPENED)
+        if opened is not None:  # the reply check opened it already
+            return opened
     try:
         headers = msg.headers
         enc = encoding_from_header(headers.get(H_ENC)) if headers else Encoding.MSGPACK

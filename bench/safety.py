@@ -14,11 +14,13 @@ the watermark, when no marked plaintext is seen). Dimensions:
   mark (goal 0); a control run without any security shows the probe sees them;
 - ``hijack``: an expired and a forged broker credential; at each edge no token,
   an expired, a forged and another agent's token;
-- ``replay``: captured bus messages sent again (two rounds); an ANP request
-  sent again;
+- ``replay``: captured bus messages sent again (two rounds); at every edge a
+  captured request sent again (two rounds; MCP in a session and stateless),
+  and a token-bearing request that carries no id a replay could be told by;
 - ``clock``: authentic messages from a sender whose clock is off by 31 s, 2, 5
   and 10 minutes, both ways (a 20 s skew is taken, the control); at the edges,
-  tokens from an issuer whose clock is off by 2, 5 and 10 minutes, both ways;
+  tokens from an issuer (DIDWba headers from a caller, at the ANP edge) whose
+  clock is off by 2, 5 and 10 minutes, both ways;
 - ``metadata``: the gateway's status page without a token;
 - ``bus``: the attacks that opened the security issue: a forged ``src``, a
   forged reply, deleting or purging the durable stream, reading another
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import datetime as dt
 import ipaddress
@@ -42,39 +43,33 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import nats
 from _harness import machine_info, positive_int, report_console, write_report
+from _safety_gateway import gateway_probes
+from _safety_probes import MARK, NS, TIMEOUT, Note, Probe, Probes, Vault, member, quiet
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from nats_jwt.nkeys_ext import create_account_pair, create_user_pair
 from nats_jwt.v2.user_claims import UserClaims
-from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from actorbus import Actor, ActorSystem, SecuritySettings, handler
+from actorbus import ActorSystem
 from actorbus.actors import pipeline
 from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.codecs.wire import pack, unpack
 from actorbus.security.broker import DevCertificates
-from actorbus.security.identity import Identity
-from actorbus.security.tokens import TokenIssuer
-from actorbus.services.gateway import GatewayService, GatewaySettings
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results"
-MARK = "PII-WATERMARK-4111-1111-1111-1111"
-NS = "safety"
-TIMEOUT = 3.0
 DIMENSIONS = (
     "tls",
     "certificates",
@@ -85,67 +80,6 @@ DIMENSIONS = (
     "metadata",
     "bus",
 )
-EDGES = ("a2a", "acp", "agora", "mcp", "anp")
-
-
-class Note(BaseModel):
-    text: str
-
-
-class Vault(Actor):
-    type_name = "vault"
-    durable = False
-
-    @handler
-    async def keep(self, note: Note) -> str:
-        return f"kept {len(note.text)} chars"
-
-    @handler
-    async def text(self, text: str) -> str:
-        return f"vault got {len(text)} chars"
-
-
-@dataclass
-class Probe:
-    target: str  # "bus" or an edge
-    dimension: str
-    name: str
-    blocked: bool
-    detail: str
-
-
-async def quiet(_exc: Exception) -> None:
-    """nats-py's default error callback prints a traceback for every refused
-    connection; here refusals are the expected outcome."""
-
-
-class Probes:
-    def __init__(self, console: Console) -> None:
-        self.results: list[Probe] = []
-        self.controls: list[dict[str, Any]] = []  # what must still work: not attacks
-        self.console = console
-
-    def control(self, target: str, name: str, ok: bool, detail: str) -> None:
-        self.controls.append(asdict(Probe(target, "control", name, ok, detail[:300])))
-        mark = "[green]ok[/]" if ok else "[bold red]BROKEN[/]"
-        self.console.print(f"{target:6} {'control':12} {name:44} {mark}", highlight=False)
-
-    def add(self, target: str, dimension: str, name: str, blocked: bool, detail: str) -> None:
-        self.results.append(Probe(target, dimension, name, blocked, detail[:300]))
-        mark = "[green]blocked[/]" if blocked else "[bold red]NOT BLOCKED[/]"
-        self.console.print(f"{target:6} {dimension:12} {name:44} {mark}", highlight=False)
-
-    async def refused(
-        self, target: str, dimension: str, name: str, attempt: Callable[[], Awaitable[Any]]
-    ) -> None:
-        """Blocked when ``attempt`` raises (any refusal) within the timeout."""
-        try:
-            async with asyncio.timeout(TIMEOUT + 2):
-                result = await attempt()
-        except Exception as exc:  # the refusal, whatever form it takes
-            self.add(target, dimension, name, True, f"{type(exc).__name__}: {exc}")
-            return
-        self.add(target, dimension, name, False, f"accepted: {result!r}")
 
 
 # -- a TCP proxy that keeps every byte ---------------------------------------------
@@ -261,19 +195,6 @@ def rogue_creds(broker: SecureBroker, where: Path) -> dict[str, Path]:
         path.write_text(creds_text(claims.encode(signer), user.seed))
         out[name] = path
     return out
-
-
-async def member(
-    url: str, broker: SecureBroker, name: str, *, registry: bool = False
-) -> ActorSystem:
-    return await ActorSystem.connect(
-        url,
-        namespace=NS,
-        name=name,
-        registry=registry,
-        connect_options=broker.connect_options(NS, name),
-        security=SecuritySettings(home=broker.home / NS),
-    )
 
 
 @contextlib.asynccontextmanager
@@ -483,238 +404,6 @@ async def bus_attacks(
 
 
 # -- the gateway's edges ------------------------------------------------------------------
-def a2a_body(text: str) -> dict[str, Any]:
-    part = {"text": text}
-    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [part]}
-    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-
-
-async def edge_call(
-    http: aiohttp.ClientSession, base: str, edge: str, token: str | None, text: str
-) -> tuple[bool, str]:
-    """Ask the vault through ``edge``; (whether it was refused, what came back)."""
-    auth = {"Authorization": f"Bearer {token}"} if token else {}
-    if edge == "a2a":
-        async with http.post(
-            f"{base}/a2a/vault", json=a2a_body(text), headers={"A2A-Version": "1.0", **auth}
-        ) as r:
-            body = await r.json()
-            return "error" in body, str(body)[:200]
-    if edge == "acp":
-        run = {
-            "agent_name": "vault",
-            "mode": "sync",
-            "input": [{"role": "user", "parts": [{"content_type": "text/plain", "content": text}]}],
-        }
-        async with http.post(f"{base}/acp/runs", json=run, headers=auth) as r:
-            body = await r.json()
-            return r.status >= 400 or body.get("status") == "failed", str(body)[:200]
-    if edge == "agora":
-        async with http.post(
-            f"{base}/agora/vault", json={"body": text, "protocolHash": None}, headers=auth
-        ) as r:
-            body = await r.json()
-            return body.get("status") != "success", str(body)[:200]
-    if edge == "mcp":
-        return await mcp_call(http, f"{base}/mcp", auth, text)
-    async with http.post(
-        f"{base}/anp/vault/rpc",
-        json={"jsonrpc": "2.0", "id": 1, "method": "text", "params": {"text": text}},
-        headers=auth,
-    ) as r:
-        return r.status >= 400 or "error" in (await r.json()), f"HTTP {r.status}"
-
-
-async def mcp_call(
-    http: aiohttp.ClientSession, url: str, auth: dict[str, str], text: str
-) -> tuple[bool, str]:
-    version = "2025-11-25"
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "safety-probe", "version": "0"},
-        },
-    }
-    async with http.post(url, json=init, headers=auth) as r:
-        session = r.headers.get("Mcp-Session-Id", "")
-    hdrs = {**auth, "Mcp-Session-Id": session, "MCP-Protocol-Version": version}
-    async with http.post(
-        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdrs
-    ):
-        pass
-    call = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "vault.text", "arguments": {"text": text}},
-    }
-    async with http.post(url, json=call, headers=hdrs) as r:
-        body = await r.json()
-    result = body.get("result") or {}
-    return "error" in body or bool(result.get("isError")), str(body)[:200]
-
-
-async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
-    broker = SecureBroker(home)
-    dev_ca = broker.tls.client_context()
-    extra = broker.server_config([NS])
-    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
-        host = await member(server.url, broker, "vault-host", registry=True)
-        await host.spawn(Vault, "1")
-        settings = GatewaySettings(
-            http_port=0,
-            db_path=str(work / "gw.db"),
-            token_secrets={"probe": "secret"},
-            issuer_key=work / "token-issuer.key",
-        )
-        try:
-            async with (
-                GatewayService(nats_url=server.url, namespace=NS, settings=settings) as gw,
-                aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=dev_ca)) as http,
-            ):
-                await wait_for_agent(gw)
-                base = str(gw.http_url)
-                await gateway_tls_probes(p, base)
-                assert gw.auth is not None
-                good = await issue(http, base, "vault")
-                other = await issue(http, base, "billing")
-                expired, _ = gw.auth.issuer.issue(
-                    "probe", "vault", ["*"], ttl=60, now=time.time() - 3600
-                )
-                rogue = TokenIssuer(Identity.load(work / "rogue.key"), "actorbus")
-                forged, _ = rogue.issue("probe", "vault", ["*"])
-                for edge in EDGES:
-                    for name, token in (
-                        ("no token", None),
-                        ("expired token", expired),
-                        ("forged token", forged),
-                        ("another agent's token", other),
-                    ):
-                        refused, said = await edge_call(http, base, edge, token, MARK)
-                        p.add(edge, "hijack", name, refused, said)
-                    if edge != "anp":  # the ANP edge takes DIDWba identities, not tokens
-                        refused, said = await edge_call(http, base, edge, good, "hello")
-                        p.control(edge, "a valid token is served", not refused, said)
-                        for minutes in (-10, -5, -2, 2, 5, 10):  # an issuer's clock off
-                            skewed, _ = gw.auth.issuer.issue(
-                                "probe", "vault", ["*"], ttl=60, now=time.time() + 60 * minutes
-                            )
-                            refused, said = await edge_call(http, base, edge, skewed, MARK)
-                            p.add(
-                                edge, "clock", f"token from a clock {minutes:+d} min", refused, said
-                            )
-                await a2a_replay(p, http, base, good)
-                await mcp_replay(p, http, base, good)
-                async with http.get(f"{base}/status") as r:
-                    p.add(
-                        "gateway",
-                        "metadata",
-                        "status page without a token",
-                        r.status == 401,
-                        f"HTTP {r.status}",
-                    )
-        finally:
-            await host.close(timeout=2.0)
-
-
-async def a2a_replay(p: Probes, http: aiohttp.ClientSession, base: str, token: str) -> None:
-    """A captured A2A request (token, message id and all) sent again, twice."""
-    body = a2a_body(MARK)
-    hdrs = {"A2A-Version": "1.0", "Authorization": f"Bearer {token}"}
-    async with http.post(f"{base}/a2a/vault", json=body, headers=hdrs) as r:
-        first = await r.json()
-    p.control("a2a", "the original request is served", "result" in first, str(first)[:200])
-    for round_ in (1, 2):
-        async with http.post(f"{base}/a2a/vault", json=body, headers=hdrs) as r:
-            again = await r.json()
-        p.add(
-            "a2a", "replay", f"captured request, round {round_}", "error" in again, str(again)[:200]
-        )
-
-
-async def mcp_replay(p: Probes, http: aiohttp.ClientSession, base: str, token: str) -> None:
-    """A captured MCP request (session, id, token) sent again, twice."""
-    version = "2025-11-25"
-    auth = {"Authorization": f"Bearer {token}"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "safety-probe", "version": "0"},
-        },
-    }
-    async with http.post(f"{base}/mcp", json=init, headers=auth) as r:
-        hdrs = {
-            **auth,
-            "Mcp-Session-Id": r.headers.get("Mcp-Session-Id", ""),
-            "MCP-Protocol-Version": version,
-        }
-    async with http.post(
-        f"{base}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdrs
-    ):
-        pass
-    call = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "vault.text", "arguments": {"text": MARK}},
-    }
-    async with http.post(f"{base}/mcp", json=call, headers=hdrs) as r:
-        first = await r.json()
-    p.control("mcp", "the original request is served", "result" in first, str(first)[:200])
-    for round_ in (1, 2):
-        async with http.post(f"{base}/mcp", json=call, headers=hdrs) as r:
-            again = await r.json()
-        p.add(
-            "mcp", "replay", f"captured request, round {round_}", "error" in again, str(again)[:200]
-        )
-
-
-async def gateway_tls_probes(p: Probes, base: str) -> None:
-    """The gateway's listener (every edge's): HTTPS only, with its certificate."""
-    plain = "http://" + base.removeprefix("https://")
-
-    async def get(url: str, ssl_ctx: ssl.SSLContext | bool) -> int:
-        async with (
-            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl_ctx)) as s,
-            s.get(f"{url}/healthz") as r,
-        ):
-            if r.status >= 400:
-                raise RuntimeError(f"HTTP {r.status}")
-            return r.status
-
-    await p.refused("gateway", "tls", "plaintext HTTP", lambda: get(plain, False))
-    await p.refused(
-        "gateway",
-        "tls",
-        "a client that does not trust its CA",
-        lambda: get(base, ssl.create_default_context()),
-    )
-
-
-async def issue(http: aiohttp.ClientSession, base: str, target: str) -> str:
-    basic = base64.b64encode(b"probe:secret").decode()
-    body = {"agent_id": "probe", "target_agent_id": target, "requested_capabilities": ["*"]}
-    async with http.post(
-        f"{base}/auth/token", json=body, headers={"Authorization": f"Basic {basic}"}
-    ) as r:
-        return str((await r.json())["token"])
-
-
-async def wait_for_agent(gw: GatewayService) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if any(a.name == "vault" for a in await gw.core.agents()):
-            return
-        await asyncio.sleep(0.05)
-    raise RuntimeError("the vault agent never showed up in the registry")
 
 
 # -- certificates, TLS side ---------------------------------------------------------------

@@ -3,8 +3,12 @@ claims and rules), open agents, refusals in each protocol's terms, rate limits."
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import logging
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +217,166 @@ async def test_an_a2a_request_is_taken_once(gw_auth: Any, http: aiohttp.ClientSe
         again = await resp.json()
     assert "a replay" in again["error"]["message"]
     assert again["error"]["data"][0]["metadata"]["actorbusCode"] == "E_REPLAY"
+
+
+# -- every request taken once ------------------------------------------------------------
+async def bearer_for(http: aiohttp.ClientSession, gw: Any) -> dict[str, str]:
+    issued = await (await token_for(http, gw.http_url, "gw-echo", ["*"])).json()
+    return {"Authorization": f"Bearer {issued['token']}"}
+
+
+def acp_run(text: str, stamp: datetime | None) -> dict[str, Any]:
+    """A run as the acp-sdk sends it: every message stamped ``created_at``."""
+    part = {"content_type": "text/plain", "content": text}
+    msg: dict[str, Any] = {"role": "user", "parts": [part]}
+    if stamp is not None:
+        msg["created_at"] = msg["completed_at"] = stamp.isoformat()
+    return {"agent_name": "gw-echo", "mode": "sync", "input": [msg]}
+
+
+async def test_an_acp_run_is_taken_once_and_only_when_fresh(
+    gw_auth: Any, http: aiohttp.ClientSession
+) -> None:
+    auth = await bearer_for(http, gw_auth)
+    url = f"{gw_auth.http_url}/acp/runs"
+    run = acp_run("once", datetime.now(UTC))
+    async with http.post(url, json=run, headers=auth) as resp:
+        assert resp.status == 200, await resp.text()
+        assert (await resp.json())["status"] == "completed"
+    # the same message, the same text but a new stamp: a new request
+    async with http.post(url, json=acp_run("once", datetime.now(UTC)), headers=auth) as resp:
+        assert resp.status == 200, await resp.text()
+    async with http.post(url, json=run, headers=auth) as resp:
+        assert resp.status == 409
+        body = await resp.json()
+        assert body["data"]["code"] == "E_REPLAY"
+        assert "a replay" in body["message"]
+    stale = acp_run("stale", datetime.now(UTC) - timedelta(hours=2))
+    ahead = acp_run("ahead", datetime.now(UTC) + timedelta(minutes=2))
+    for what in (stale, ahead):
+        async with http.post(url, json=what, headers=auth) as resp:
+            assert resp.status == 401
+            assert (await resp.json())["data"]["code"] == "E_CLOCK_SKEW"
+    # no stamp: only an Idempotency-Key tells it from a replay
+    async with http.post(url, json=acp_run("bare", None), headers=auth) as resp:
+        assert resp.status == 409
+        assert "Idempotency-Key" in (await resp.json())["message"]
+    keyed = {**auth, "Idempotency-Key": uuid.uuid4().hex}
+    async with http.post(url, json=acp_run("bare", None), headers=keyed) as resp:
+        assert resp.status == 200, await resp.text()
+
+
+async def test_agora_and_stateless_mcp_requests_are_told_apart_by_idempotency_keys(
+    gw_auth: Any, http: aiohttp.ClientSession
+) -> None:
+    auth = await bearer_for(http, gw_auth)
+    agora = f"{gw_auth.http_url}/agora/gw-echo"
+    body = {"body": "hello", "protocolHash": None}
+    async with http.post(agora, json=body, headers=auth) as resp:
+        assert resp.status == 409
+        refused = await resp.json()
+    assert refused["status"] == "failure"
+    assert "Idempotency-Key" in refused["error"]
+    keyed = {**auth, "Idempotency-Key": uuid.uuid4().hex}
+    async with http.post(agora, json=body, headers=keyed) as resp:
+        assert (await resp.json())["status"] == "success"
+    async with http.post(agora, json=body, headers=keyed) as resp:
+        assert resp.status == 409
+        again = await resp.json()
+    assert again["status"] == "failure"
+    assert "E_REPLAY" in again["error"]
+
+    version = "2026-07-28"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "gw-echo.text",
+            "arguments": {"text": "hi"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": version,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    hdrs = {
+        **auth,
+        "MCP-Protocol-Version": version,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "gw-echo.text",
+    }
+    mcp = f"{gw_auth.http_url}/mcp"
+    async with http.post(mcp, json=call, headers=hdrs) as resp:
+        assert resp.status == 409, await resp.text()
+        assert (await resp.json())["error"]["data"]["code"] == "E_REPLAY"
+    hdrs["Idempotency-Key"] = uuid.uuid4().hex
+    async with http.post(mcp, json=call, headers=hdrs) as resp:
+        assert resp.status == 200
+        answered = await resp.json()
+        assert answered["result"]["content"][0]["text"] == "HI", answered
+    async with http.post(mcp, json=call, headers=hdrs) as resp:
+        assert resp.status == 409
+
+
+async def test_refusals_carry_their_http_status_and_a_limited_request_may_come_again(
+    gw_auth: Any, http: aiohttp.ClientSession
+) -> None:
+    url = f"{gw_auth.http_url}/a2a/gw-echo"
+    hdrs = {"A2A-Version": "1.0"}
+    async with http.post(url, json=a2a_send("who?"), headers=hdrs) as resp:
+        assert resp.status == 401
+    hdrs.update(await bearer_for(http, gw_auth))
+    gw_auth.auth.limits.per_collaboration = 1
+    gw_auth.auth.limits.span = 0.5  # the spec's minute, made short
+    async with http.post(url, json=a2a_send("first"), headers=hdrs) as resp:
+        assert resp.status == 200
+    second = a2a_send("second")
+    async with http.post(url, json=second, headers=hdrs) as resp:
+        assert resp.status == 429
+        assert int(resp.headers["Retry-After"]) >= 1
+    # refused by the limit, so not taken: the same request is served once it fits
+    deadline = time.monotonic() + 5
+    while True:
+        async with http.post(url, json=second, headers=hdrs) as resp:
+            if resp.status == 200:
+                assert "result" in await resp.json()
+                break
+            assert resp.status == 429
+            assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    async with http.post(url, json=second, headers=hdrs) as resp:
+        assert resp.status in (409, 429)
+
+
+def a2a_send(text: str) -> dict[str, Any]:
+    params = {"message": message(text)}
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+
+
+async def test_requests_without_ids_are_taken_only_when_the_operator_says_so(
+    make_system: Any,
+    nats_server: EmbeddedServer,
+    ns: str,
+    tmp_path: Path,
+    http: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await host_agents(await make_system())
+    with caplog.at_level(logging.WARNING, logger="actorbus"):
+        async with running_gateway(
+            nats_server.url,
+            ns,
+            tmp_path / "gw.db",
+            "gw-echo",
+            auth="required",
+            token_secrets={"tester": SECRET},
+            issuer_key=tmp_path / "issuer.key",
+            request_ids="optional",
+        ) as gw:
+            auth = await bearer_for(http, gw)
+            body = {"body": "hello", "protocolHash": None}
+            for _ in range(2):  # no id: nothing to tell a repeat by
+                async with http.post(f"{gw.http_url}/agora/gw-echo", json=body, headers=auth) as r:
+                    assert (await r.json())["status"] == "success"
+    assert any("request_ids='optional'" in r.getMessage() for r in caplog.records)

@@ -499,6 +499,8 @@ _CODE_OF_ACP = {"invalid_input": "E_VALIDATION", "not_found": "E_NOT_FOUND"}
 #: statuses ACP leaves to HTTP (401, 429, 504...).
 _HTTP_OF_CODE = {
     "E_AUTH": 401,
+    "E_CLOCK_SKEW": 401,
+    "E_REPLAY": 409,
     "E_RATE_LIMIT": 429,
     "E_TIMEOUT": 504,
     "E_CONN": 502,

@@ -54,6 +54,13 @@ def parser() -> argparse.ArgumentParser:
         help="an agent anyone may ask (repeatable; * for all)",
     )
     p.add_argument(
+        "--request-ids",
+        choices=["required", "optional"],
+        default="required",
+        help="whether a token-bearing request must carry an id a replay is told by "
+        "(its protocol's, or an Idempotency-Key header); default required",
+    )
+    p.add_argument(
         "--token-clients",
         type=Path,
         metavar="FILE",
@@ -89,6 +96,7 @@ async def run(args: argparse.Namespace) -> None:
         auth=args.auth,
         open_agents=tuple(args.open_agent),
         token_secrets=token_clients(args.token_clients),
+        request_ids=args.request_ids,
     )
     stop = runner.stop_on_signals()
     urls = runner.nats_urls(args.nats)

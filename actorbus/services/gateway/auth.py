@@ -16,6 +16,17 @@ Then the spec's rate limits apply, per caller, per caller and agent, and in
 total. A refusal is an :class:`AuthError` or a :class:`RateLimitedError`
 (with ``retry_after``), which each edge answers in its protocol's terms.
 
+A request is taken once. Its id is the one its protocol gives it (A2A's
+``messageId``, an MCP session and request id, the digest of ACP messages
+stamped with ``created_at``) or else its ``Idempotency-Key`` header; an id seen
+again from the same caller for the same agent is a :class:`ReplayError` for as
+long as the caller's token lives (an hour at least), and a stamp older than
+that, or ahead of the gateway's clock by more than 30 s, a
+:class:`ClockSkewError`. A token-bearing request with no id at all could not be
+told from a replay, so it is refused unless the operator set
+``request_ids="optional"``. DIDWba callers are covered by the ANP edge's
+single-use nonces.
+
 ``POST /auth/token`` issues tokens to the agents the operator lists in
 ``token_secrets`` (agent id and a shared secret, sent as HTTP Basic).
 """
@@ -25,24 +36,29 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import heapq
 import hmac
+import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from aiohttp import web
 
 from actorbus.codecs.common import read_json
-from actorbus.codecs.errors import AuthError, DecodeError, ReplayError
+from actorbus.codecs.errors import AuthError, ClockSkewError, DecodeError, ReplayError
 from actorbus.security.identity import Identity
 from actorbus.security.tokens import RateLimits, TokenIssuer, TokenVerifier
 from actorbus.services.gateway.edges.http import json_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-REPLAY_WINDOW = 3600.0  # seconds a request id is remembered (a token's usual life)
+REPLAY_WINDOW = 3600.0  # seconds a request id is remembered at least (a token's usual life)
+STAMP_AHEAD = 30.0  # seconds a request's own stamp may be ahead of the gateway's clock
+REQUEST_ID_HEADER = "Idempotency-Key"
+MAX_IDS = 1_000_000  # request ids remembered; past that the oldest go
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,10 @@ class Caller:
 
     bearer: str | None = None
     did: str | None = None
+    request_key: str | None = None  # its Idempotency-Key header
+    # (agent, intent) -> who, once authorized: one HTTP request is checked (and
+    # counted) once, however many layers ask
+    granted: dict[tuple[str, str], str] = field(default_factory=dict, compare=False)
 
 
 NOBODY = Caller()
@@ -65,6 +85,7 @@ class GatewayAuth:
         open_agents: tuple[str, ...] = (),
         token_secrets: dict[str, str] | None = None,
         limits: RateLimits | None = None,
+        require_request_ids: bool = True,
     ) -> None:
         self.issuer = issuer
         self.verifier = TokenVerifier.of(issuer)
@@ -74,7 +95,10 @@ class GatewayAuth:
             for agent, secret in (token_secrets or {}).items()
         }
         self.limits = limits or RateLimits()
-        self._seen: OrderedDict[tuple[str, str, str], float] = OrderedDict()  # -> until
+        self.require_request_ids = require_request_ids
+        self._seen: set[tuple[str, str, str]] = set()
+        self._expiry: list[tuple[float, tuple[str, str, str]]] = []  # (until, key), a min-heap
+        self._full_warned = False
 
     @classmethod
     def at(cls, key_file: str, domain: str, **kwargs: object) -> GatewayAuth:
@@ -83,14 +107,27 @@ class GatewayAuth:
         return cls(TokenIssuer(Identity.load(key_file), domain), **kwargs)  # type: ignore[arg-type]
 
     # -- checking ---------------------------------------------------------------
-    def authorize(self, agent: str, intent: str, request_id: str | None = None) -> str:
+    def authorize(
+        self,
+        agent: str,
+        intent: str,
+        request_id: str | None = None,
+        *,
+        stamped: float | None = None,
+    ) -> str:
         """The caller's name if it may ask ``agent`` for ``intent`` now; else
-        AuthError or RateLimitedError. A ``request_id`` the protocol makes unique
-        (A2A's messageId) is taken once per caller and agent within the replay
-        window: a replayed request is a ReplayError."""
+        AuthError, RateLimitedError, or (a request taken before, or stamped
+        ``stamped``, unix seconds, out of bounds) ReplayError / ClockSkewError.
+        ``request_id`` is the id the protocol gives the request; without one the
+        ``Idempotency-Key`` header is the id."""
         caller = current_caller.get() or NOBODY
+        if (agent, intent) in caller.granted:
+            return caller.granted[(agent, intent)]
+        lives_until = time.time() + REPLAY_WINDOW
         if caller.bearer is not None:
-            who = self.verifier.check(caller.bearer, agent, intent).subject
+            claims = self.verifier.check(caller.bearer, agent, intent)
+            who = claims.subject
+            lives_until = max(lives_until, claims.expires)
         elif caller.did is not None:
             who = caller.did
         elif "*" in self.open_agents or agent in self.open_agents:
@@ -100,22 +137,50 @@ class GatewayAuth:
                 f"{agent} takes only authenticated requests: send a bearer token "
                 "(POST /auth/token) or sign the request (DIDWba)"
             )
-        if request_id is not None:
-            self._check_replay(who, agent, request_id)
-        self.limits.take(who, agent)
+        rid = request_id if request_id is not None else caller.request_key
+        if rid is None and caller.bearer is not None and self.require_request_ids:
+            raise ReplayError(
+                f"this request to {agent} carries no id its protocol gives it, so a replay "
+                f"of it could not be told apart: send an {REQUEST_ID_HEADER} header, "
+                "unique per request"
+            )
+        if stamped is not None:
+            self._check_stamp(rid or "the request", stamped)
+        if rid is not None:
+            self._check_replay((who, agent, rid))
+        self.limits.take(who, agent)  # a request refused here may come again
+        if rid is not None:
+            self._remember((who, agent, rid), lives_until)
+        if caller is not NOBODY:
+            caller.granted[(agent, intent)] = who
         return who
 
-    def _check_replay(self, who: str, agent: str, request_id: str) -> None:
-        now = time.monotonic()
-        seen = self._seen
-        while seen and next(iter(seen.values())) < now:
-            seen.popitem(last=False)
-        key = (who, agent, request_id)
+    def _check_stamp(self, rid: str, stamped: float) -> None:
+        now = time.time()
+        if stamped > now + STAMP_AHEAD or stamped < now - REPLAY_WINDOW:
+            ahead = "ahead of" if stamped > now else "behind"
+            raise ClockSkewError(
+                f"{rid} is stamped {abs(now - stamped):.0f} s {ahead} the gateway's clock "
+                f"(allowed: {STAMP_AHEAD:g} s ahead, {REPLAY_WINDOW:g} s behind)"
+            )
+
+    def _check_replay(self, key: tuple[str, str, str]) -> None:
+        expiry, seen = self._expiry, self._seen
+        now = time.time()
+        while expiry and expiry[0][0] < now:
+            seen.discard(heapq.heappop(expiry)[1])
         if key in seen:
-            raise ReplayError(f"request {request_id!r} from {who} was already taken: a replay")
-        seen[key] = now + REPLAY_WINDOW
-        if len(seen) > 1_000_000:
-            seen.popitem(last=False)
+            raise ReplayError(f"request {key[2]!r} from {key[0]} was already taken: a replay")
+
+    def _remember(self, key: tuple[str, str, str], until: float) -> None:
+        if len(self._seen) >= MAX_IDS:  # the ids closest to their end go first
+            if not self._full_warned:
+                log.warning("gateway: %d request ids remembered; forgetting the oldest", MAX_IDS)
+                self._full_warned = True
+            for _ in range(MAX_IDS // 10):
+                self._seen.discard(heapq.heappop(self._expiry)[1])
+        self._seen.add(key)
+        heapq.heappush(self._expiry, (until, key))
 
     def check_operator(self, request: web.Request, audience: str, capability: str) -> None:
         """For the gateway's own endpoints: a bearer token for ``audience`` with
@@ -127,11 +192,12 @@ class GatewayAuth:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Note the bearer token of every request for ``authorize``."""
+        """Note the bearer token and the request id of every request for ``authorize``."""
         header = request.headers.get("Authorization", "")
         scheme, _, value = header.partition(" ")
         bearer = value.strip() if scheme.lower() == "bearer" and value.strip() else None
-        token = current_caller.set(Caller(bearer=bearer))
+        key = request.headers.get(REQUEST_ID_HEADER, "").strip() or None
+        token = current_caller.set(Caller(bearer=bearer, request_key=key))
         try:
             return await handler(request)
         finally:

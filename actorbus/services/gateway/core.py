@@ -194,17 +194,21 @@ class GatewayCore:
         content: Any,
         stream: bool,
         watch: bool = False,
+        request_id: str | None = None,
+        stamped: float | None = None,
     ) -> tuple[LiveTask, AsyncIterator[Event] | None]:
         """Create a task for ``message`` (or continue the one it names) and start its run.
 
         With ``watch``, also the task's events (the task, then every change),
-        subscribed before the run starts so none is missed."""
+        subscribed before the run starts so none is missed. ``request_id`` (and
+        ``stamped``, its time) is the id the caller's protocol gives the request,
+        which it may use once (see ``auth``); A2A's is the message id."""
         if self._closing:
             raise ActorStoppedError("the gateway is stopping")
-        if self.auth is not None:  # A2A message ids are the client's: a replay shows
-            self.auth.authorize(
-                agent.name, intent, message.message_id if protocol == "a2a" else None
-            )
+        if self.auth is not None:
+            if protocol == "a2a":  # the client's own message id: a replay shows
+                request_id = message.message_id
+            self.auth.authorize(agent.name, intent, request_id, stamped=stamped)
         task_id = message.task_id
         if task_id is not None:
             async with self._continuing:  # two answers to one question: the second is refused

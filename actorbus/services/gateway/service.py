@@ -133,11 +133,17 @@ class GatewayService(HostedService):
         if s.auth == "open" or (s.auth == "auto" and system.runtime.guard is None):
             return None
         key = s.issuer_key or default_home(self.namespace) / "token-issuer.key"
+        if s.request_ids == "optional":
+            log.warning(
+                "gateway: requests without an id are taken (request_ids='optional'): "
+                "a replay of one cannot be refused"
+            )
         return GatewayAuth.at(
             str(key),
             s.token_domain,
             open_agents=s.open_agents,
             token_secrets=dict(s.token_secrets),
+            require_request_ids=s.request_ids == "required",
         )
 
     def app(self) -> web.Application:

@@ -35,6 +35,10 @@ class GatewaySettings:
     open_agents: tuple[str, ...] = ()
     token_secrets: Mapping[str, str] = field(default_factory=dict)  # POST /auth/token clients
     token_domain: str = "actorbus"  # tokens say "<domain>-auth-service" issued them
+    # A token-bearing request must carry an id a replay can be told by: its
+    # protocol's (A2A messageId, MCP session and request id, ACP created_at) or an
+    # Idempotency-Key header. "optional" lets requests without one through.
+    request_ids: Literal["required", "optional"] = "required"
     # HTTPS: "auto" (on when the bus is secured: the development certificate of
     # ACTORBUS_HOME unless tls_cert/tls_key name real ones), "on", "off".
     tls: Literal["auto", "on", "off"] = "auto"

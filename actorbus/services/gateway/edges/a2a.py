@@ -55,7 +55,13 @@ from actorbus.codecs.a2a import (
     task_response,
 )
 from actorbus.codecs.a2a.types import A2ARequest
-from actorbus.codecs.errors import ActorBusError, RemoteError, UnsupportedError
+from actorbus.codecs.errors import (
+    ActorBusError,
+    AuthError,
+    RateLimitedError,
+    RemoteError,
+    UnsupportedError,
+)
 from actorbus.services.gateway.agents import (
     Agent,
     AgentNotFoundError,
@@ -65,7 +71,7 @@ from actorbus.services.gateway.agents import (
     UnknownTaskError,
 )
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.http import json_response, serve_events
+from actorbus.services.gateway.edges.http import json_response, refusal, serve_events
 from actorbus.services.gateway.settings import GatewaySettings
 from actorbus.services.gateway.store import TaskQuery, now_ms
 
@@ -215,6 +221,8 @@ class A2AEdge(Edge):
             if req.method.streaming:
                 return await self._stream(request, req, agent)
             result = await self._call(req, agent)
+        except (AuthError, RateLimitedError) as e:  # refused before any work: HTTP says so
+            return refusal(error_response(as_a2a_error(e), req.id, version), e)
         except ActorBusError as e:
             return json_response(error_response(as_a2a_error(e), req.id, version))
         except Exception as exc:

@@ -39,6 +39,8 @@ traceback.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -229,6 +231,24 @@ def _error(err: ActorBusError) -> web.Response:
     return json_response(error_to(err), status or http_status(err))
 
 
+def stamped_id(messages: list[Any]) -> tuple[str | None, float | None]:
+    """The id and time of a request whose messages all carry ``created_at`` (the
+    acp-sdk stamps every message it makes): the digest of the messages, stamps
+    and all, and the newest stamp. ACP requests have no id of their own; these
+    tell a replay from a new message that happens to say the same thing."""
+    stamps = []
+    for m in messages:
+        raw = m.get("created_at") if isinstance(m, dict) else None
+        try:
+            stamps.append(datetime.fromisoformat(str(raw)).timestamp())
+        except ValueError:
+            return None, None
+    if not stamps:
+        return None, None
+    canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "acp:" + hashlib.sha256(canonical.encode()).hexdigest(), max(stamps)
+
+
 async def _body(request: web.Request) -> Any:
     """The request's JSON body, whatever its Content-Type (or none)."""
     try:
@@ -411,6 +431,8 @@ class AcpEdge(Edge):
             task_id=task_id,
         )
         mode = str(obj.get("mode") or "sync")
+        messages = obj["input"] if task_id is None else [obj["await_resume"]["message"]]
+        request_id, stamped = stamped_id(messages)
         live, events = await self.core.submit(
             agent,
             message,
@@ -419,6 +441,8 @@ class AcpEdge(Edge):
             content=env.content,
             stream=mode == "stream",
             watch=mode == "stream",
+            request_id=request_id,
+            stamped=stamped,
         )
         return await self._answer(request, live, events, mode, resume=task_id is not None)
 

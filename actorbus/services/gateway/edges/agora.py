@@ -57,7 +57,9 @@ from actorbus.codecs.agora import (
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorNotFoundError,
+    AuthError,
     DecodeError,
+    RateLimitedError,
     RemoteError,
     ValidationFailedError,
 )
@@ -65,7 +67,7 @@ from actorbus.services.gateway.agents import Agent, AgentNotFoundError
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
 from actorbus.services.gateway.edges.anp import ask_agent, base_url, read_json, task_outcome
-from actorbus.services.gateway.edges.http import json_response
+from actorbus.services.gateway.edges.http import json_response, refusal
 from actorbus.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("actorbus.gateway.agora")
@@ -166,6 +168,8 @@ class AgoraEdge(Edge):
             return _error(e, style, status=404)
         try:
             return json_response(await self._answer(agent, obj, cid))
+        except (AuthError, RateLimitedError) as e:  # refused before any work: HTTP says so
+            return refusal({**error_reply(e, style=style), "body": None}, e)
         except ActorBusError as e:
             return _error(e, style)
         except Exception as exc:

@@ -14,7 +14,7 @@ Routes (``{agent}`` is the actor type's name in the registry):
   ...`` header is required: the caller's did:wba document is fetched (HTTPS;
   plain HTTP only for loopback hosts, ``localhost``/``127.0.0.0/8``/``::1``),
   the signature over ``{nonce, timestamp, aud, did}`` checked with ``aud`` = the
-  gateway's host name, the timestamp must be at most 300 s old (60 s ahead),
+  gateway's host name, the timestamp must be within 30 s of the gateway's clock,
   and a nonce is accepted once in that window. The RFC 9421 HTTP message
   signatures anp 1.x clients send by default (``Signature-Input``/``Signature``
   with ``keyid`` = the caller's DID URL, covering ``@method``, ``@target-uri``
@@ -93,8 +93,10 @@ from actorbus.services.gateway.store import TaskQuery
 log = logging.getLogger("actorbus.gateway.anp")
 
 PREFIX: Final = "/anp"
-MAX_AGE: Final = 300.0  # seconds a DIDWba timestamp stays valid
-MAX_SKEW: Final = 60.0  # seconds a DIDWba timestamp may be ahead of our clock
+# The window every actorbus receiver keeps (security.replay): a header is signed
+# for one request, so only clock skew and transit take any of it.
+MAX_AGE: Final = 30.0  # seconds a DIDWba timestamp stays valid
+MAX_SKEW: Final = 30.0  # seconds a DIDWba timestamp may be ahead of our clock
 KEY_SUFFIX: Final = ".anp-key.pem"
 
 

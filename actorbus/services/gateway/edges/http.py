@@ -16,7 +16,13 @@ from typing import Any, Final, TypeVar
 import msgspec
 from aiohttp import web
 
-from actorbus.codecs.errors import ActorBusError, RemoteError
+from actorbus.codecs.errors import (
+    ActorBusError,
+    AuthError,
+    RateLimitedError,
+    RemoteError,
+    ReplayError,
+)
 
 log = logging.getLogger("actorbus.gateway")
 
@@ -39,6 +45,16 @@ def json_response(
         content_type="application/json",
         headers=headers,
     )
+
+
+def refusal(body: Any, err: AuthError | RateLimitedError) -> web.Response:
+    """``body`` (the protocol's error) with the HTTP status of a refusal: 401 for
+    a caller not proved or not allowed, 409 for a replay, 429 with Retry-After
+    for a rate limit, as HTTP clients and proxies expect of every edge."""
+    if isinstance(err, RateLimitedError):
+        wait = {"Retry-After": str(int(err.retry_after or 1))}
+        return json_response(body, 429, wait)
+    return json_response(body, 409 if isinstance(err, ReplayError) else 401)
 
 
 async def serve_events(

@@ -58,11 +58,11 @@ import actorbus
 from actorbus.codecs.a2a import parts_from_content
 from actorbus.codecs.a2a.types import Message
 from actorbus.codecs.common import read_json
-from actorbus.codecs.errors import ActorBusError, DecodeError
+from actorbus.codecs.errors import ActorBusError, AuthError, DecodeError, RateLimitedError
 from actorbus.services.gateway.agents import TaskNotContinuableError, UnknownTaskError
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.http import json_response
+from actorbus.services.gateway.edges.http import json_response, refusal
 from actorbus.services.gateway.edges.mcp_tools import (
     BadArguments,
     Tool,
@@ -278,6 +278,9 @@ class McpEdge(Edge):
             result = await self._dispatch(call)
         except McpError as e:
             return self._error(call.id, e, modern, e.status)
+        except (AuthError, RateLimitedError) as e:  # refused before any work: HTTP says so
+            refused = McpError(INVALID_REQUEST, f"{e.code}: {e}", {"code": e.code})
+            return refusal(error_body(call.id, refused), e)
         except ActorBusError as e:  # the gateway is stopping, lost NATS ...
             err = McpError(INTERNAL_ERROR, f"{e.code}: {e}")
             return self._error(call.id, err, modern)
@@ -574,6 +577,9 @@ class McpEdge(Edge):
                 intent=tool.intent,
                 content=content,
                 stream=False,
+                # ids are the session's (taken once there); a stateless call's id
+                # is its Idempotency-Key header
+                request_id=None if call.session is None else f"mcp:{call.session.id}:{call.id}",
             )
         except (UnknownTaskError, TaskNotContinuableError) as e:
             raise McpError(INVALID_PARAMS, str(e)) from None

@@ -1,0 +1,92 @@
+"""What every safety probe shares: the actor under attack, the probe record and
+its table, and a member system of the secured bus (for ``bench/safety.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+
+from actorbus import Actor, ActorSystem, SecuritySettings, handler
+from actorbus.actors.secure_broker import SecureBroker
+
+MARK = "PII-WATERMARK-4111-1111-1111-1111"
+NS = "safety"
+TIMEOUT = 3.0
+
+
+class Note(BaseModel):
+    text: str
+
+
+class Vault(Actor):
+    type_name = "vault"
+    durable = False
+
+    @handler
+    async def keep(self, note: Note) -> str:
+        return f"kept {len(note.text)} chars"
+
+    @handler
+    async def text(self, text: str) -> str:
+        return f"vault got {len(text)} chars"
+
+
+@dataclass
+class Probe:
+    target: str  # "bus" or an edge
+    dimension: str
+    name: str
+    blocked: bool
+    detail: str
+
+
+async def quiet(_exc: Exception) -> None:
+    """nats-py's default error callback prints a traceback for every refused
+    connection; here refusals are the expected outcome."""
+
+
+class Probes:
+    def __init__(self, console: Console) -> None:
+        self.results: list[Probe] = []
+        self.controls: list[dict[str, Any]] = []  # what must still work: not attacks
+        self.console = console
+
+    def control(self, target: str, name: str, ok: bool, detail: str) -> None:
+        self.controls.append(asdict(Probe(target, "control", name, ok, detail[:300])))
+        mark = "[green]ok[/]" if ok else "[bold red]BROKEN[/]"
+        self.console.print(f"{target:6} {'control':12} {name:44} {mark}", highlight=False)
+
+    def add(self, target: str, dimension: str, name: str, blocked: bool, detail: str) -> None:
+        self.results.append(Probe(target, dimension, name, blocked, detail[:300]))
+        mark = "[green]blocked[/]" if blocked else "[bold red]NOT BLOCKED[/]"
+        self.console.print(f"{target:6} {dimension:12} {name:44} {mark}", highlight=False)
+
+    async def refused(
+        self, target: str, dimension: str, name: str, attempt: Callable[[], Awaitable[Any]]
+    ) -> None:
+        """Blocked when ``attempt`` raises (any refusal) within the timeout."""
+        try:
+            async with asyncio.timeout(TIMEOUT + 2):
+                result = await attempt()
+        except Exception as exc:  # the refusal, whatever form it takes
+            self.add(target, dimension, name, True, f"{type(exc).__name__}: {exc}")
+            return
+        self.add(target, dimension, name, False, f"accepted: {result!r}")
+
+
+async def member(
+    url: str, broker: SecureBroker, name: str, *, registry: bool = False
+) -> ActorSystem:
+    return await ActorSystem.connect(
+        url,
+        namespace=NS,
+        name=name,
+        registry=registry,
+        connect_options=broker.connect_options(NS, name),
+        security=SecuritySettings(home=broker.home / NS),
+    )

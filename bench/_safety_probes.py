@@ -4,6 +4,7 @@ its table, and a member system of the secured bus (for ``bench/safety.py``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from actorbus import Actor, ActorSystem, SecuritySettings, handler
 from actorbus.actors.secure_broker import SecureBroker
 
 MARK = "PII-WATERMARK-4111-1111-1111-1111"
+TOPIC = "vault.news"
 NS = "safety"
 TIMEOUT = 3.0
 
@@ -23,9 +25,22 @@ class Note(BaseModel):
     text: str
 
 
+class Bulletin(BaseModel):
+    text: str
+
+
 class Vault(Actor):
     type_name = "vault"
     durable = False
+    heard = 0  # topic messages taken, by every vault of the process
+    wanted = 0
+    arrived = asyncio.Event()
+
+    @handler(topic="vault.news")
+    async def bulletin(self, bulletin: Bulletin) -> None:
+        Vault.heard += 1
+        if Vault.heard >= Vault.wanted:
+            Vault.arrived.set()
 
     @handler
     async def keep(self, note: Note) -> str:
@@ -90,3 +105,15 @@ async def member(
         connect_options=broker.connect_options(NS, name),
         security=SecuritySettings(home=broker.home / NS),
     )
+
+
+async def heard(n: int) -> bool:
+    """Until the vaults have taken ``n`` topic messages in all (False after the
+    timeout): the watermark counts only what was really carried."""
+    Vault.wanted = n
+    Vault.arrived = asyncio.Event()
+    if Vault.heard >= n:
+        return True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(Vault.arrived.wait(), TIMEOUT)
+    return Vault.heard >= n

@@ -10,8 +10,9 @@ the watermark, when no marked plaintext is seen). Dimensions:
 - ``certificates``: the client refuses a server certificate that is expired,
   self-signed, for another host name, or from another CA;
 - ``watermark``: every byte between the systems and the broker, captured by a
-  TCP proxy on loopback while payloads carry a marked PII string: hits of the
-  mark (goal 0); a control run without any security shows the probe sees them;
+  TCP proxy on loopback while asks, tells and topic messages carry a marked PII
+  string: hits of the mark (goal 0); a control run without any security shows
+  the probe sees them;
 - ``hijack``: an expired and a forged broker credential; at each edge no token,
   an expired, a forged and another agent's token;
 - ``replay``: captured bus messages sent again (two rounds); at every edge a
@@ -51,7 +52,20 @@ from typing import Any
 import nats
 from _harness import machine_info, positive_int, report_console, write_report
 from _safety_gateway import gateway_probes
-from _safety_probes import MARK, NS, TIMEOUT, Note, Probe, Probes, Vault, member, quiet
+from _safety_probes import (
+    MARK,
+    NS,
+    TIMEOUT,
+    TOPIC,
+    Bulletin,
+    Note,
+    Probe,
+    Probes,
+    Vault,
+    heard,
+    member,
+    quiet,
+)
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -251,11 +265,19 @@ async def bus_probes(p: Probes, home: Path, work: Path, messages: int) -> dict[s
         caller = await member(proxied, broker, "caller")
         try:
             await host.spawn(Vault, "1")
+            Vault.heard = 0
             for i in range(messages):
                 await caller.ask("vault/1", Note(text=f"{MARK} #{i}"), timeout=TIMEOUT)
                 await caller.tell("vault/1", Note(text=f"{MARK} told #{i}"))
+                await caller.publish(TOPIC, Bulletin(text=f"{MARK} published #{i}"))
+            p.control(
+                "bus",
+                "sealed topic messages reach their listener",
+                await heard(messages),
+                f"{Vault.heard} of {messages}",
+            )
             hits = recorder.seen.count(MARK.encode())
-            watermark = {"bytes": len(recorder.seen), "hits": hits, "messages": 2 * messages}
+            watermark = {"bytes": len(recorder.seen), "hits": hits, "messages": 3 * messages}
             p.add(
                 "bus",
                 "watermark",
@@ -436,8 +458,11 @@ async def control_watermark(p: Probes, messages: int) -> dict[str, Any]:
         caller = await ActorSystem.connect(proxied, namespace="open", registry=False)
         try:
             await host.spawn(Vault, "1")
+            Vault.heard = 0
             for i in range(messages):
                 await caller.ask("vault/1", Note(text=f"{MARK} #{i}"), timeout=TIMEOUT)
+                await caller.publish(TOPIC, Bulletin(text=f"{MARK} published #{i}"))
+            await heard(messages)
         finally:
             await caller.close(timeout=2.0)
             await host.close(timeout=2.0)

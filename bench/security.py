@@ -7,7 +7,8 @@ Two parts, in one run:
 1. **Seal and open** (in process): the pipeline's cost per message for a 1 KB
    and a 64 KB payload, plain (encode the envelope; decode it) against
    secured (encode, seal the content with AES-256-GCM bound to every other
-   field; open it), medians of the rounds.
+   field; open it), medians of the rounds; and a 1 KB topic message sealed
+   with a sender key and signed (Ed25519), its signature checked and opened.
 2. **ask, security on vs off**: the ``Echo`` actor of ``bench/ask.py``
    (pydantic Question/Answer, ~200 B) in a separate process, asked by a
    system without security and by one with it (signed sessions, every message
@@ -53,12 +54,18 @@ from rich.console import Console
 from rich.table import Table
 
 from actorbus import ActorSystem, SecuritySettings
-from actorbus.actors.pipeline import attach_session, decode_stored, encode_request
+from actorbus.actors.pipeline import attach_session, decode_stored, encode_request, open_content
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.codecs.wire import Encoding, SizeLimits
 from actorbus.security.credentials import Authority, read_credential
 from actorbus.security.identity import Identity
 from actorbus.security.sessions import SESSION_HEADER, OutboundSession, accept_session
+from actorbus.security.topic_keys import (
+    SIGNATURE_HEADER,
+    TopicSender,
+    check_signature,
+    open_record,
+)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results"
@@ -155,7 +162,63 @@ def micro(rounds: int) -> dict[str, dict[str, float]]:
                 times[label].append((time.perf_counter() - t0) / n * 1e6)
         p, s = statistics.median(times["plain"]), statistics.median(times["secured"])
         result[name] = {"plain_us": p, "secured_us": s, "added_us": s - p}
+    result["topic 1KB"] = micro_topic(rounds, limits, creds, trusted, sender, recipient)
     return result
+
+
+def micro_topic(
+    rounds: int,
+    limits: SizeLimits,
+    creds: dict[str, str],
+    trusted: dict[str, Any],
+    sender: Identity,
+    recipient: Identity,
+) -> dict[str, float]:
+    """The same for a topic message: sealed with the sender key and signed
+    (Ed25519) by the publisher; the listener checks the signature and opens it
+    (its sender key already opened, as it is after a key's first message)."""
+    now = int(time.time() * 1000)
+    topic = TopicSender(sender, "news.eu", {"echo": recipient.public}, now)
+    key = open_record(
+        topic.record,
+        topic.skid,
+        "echo",
+        lambda _kid: recipient,
+        lambda kid: read_credential(creds[kid], trusted, "bench"),
+        now,
+    )
+    content = {"text": "x" * 1024}
+
+    def plain() -> None:
+        o = encode_request(
+            "topic:news.eu", content, client_address="client/1", encoding=MSGPACK, limits=limits
+        )
+        decode_stored(o.body, None, limits)
+
+    def secured() -> None:
+        o = encode_request(
+            "topic:news.eu",
+            content,
+            client_address="client/1",
+            encoding=MSGPACK,
+            limits=limits,
+            seal=True,
+            topic_key=topic,
+        )
+        env = decode_stored(o.body, None, limits)
+        check_signature(key, o.body, header_value(o.headers, SIGNATURE_HEADER))
+        open_content(env, key.aead)
+
+    times: dict[str, list[float]] = {"plain": [], "secured": []}
+    n = MICRO_N["1KB"]
+    for r in range(rounds):
+        for label, fn in (("plain", plain), ("secured", secured))[:: 1 if r % 2 == 0 else -1]:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            times[label].append((time.perf_counter() - t0) / n * 1e6)
+    p, s = statistics.median(times["plain"]), statistics.median(times["secured"])
+    return {"plain_us": p, "secured_us": s, "added_us": s - p}
 
 
 # -- ask, security on vs off --------------------------------------------------------

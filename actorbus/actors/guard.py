@@ -24,6 +24,7 @@ development that is ``<home>/authority.key``, created on first use.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -37,6 +38,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from actorbus.actors.pipeline import attach_session, check_answer, open_content
+from actorbus.actors.topic_guard import TopicKeys
 from actorbus.actors.trust import Trust
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.inbound import Inbound
@@ -55,6 +57,12 @@ from actorbus.security.sessions import (
     check_body,
     session_signer,
 )
+from actorbus.security.topic_keys import (
+    TOPIC_HEADER,
+    TopicSender,
+    listening_statement,
+    system_listener,
+)
 
 log = logging.getLogger("actorbus.security")
 
@@ -62,6 +70,7 @@ Policy = Literal["require", "allow", "off"]
 POLICIES: Final = ("require", "allow", "off")
 _INBOUND_CACHE: Final = 10_000
 _NO_RESPONDERS: Final = "503"
+_TOPIC_PREFIX: Final = "topic:"
 
 
 def actorbus_home() -> Path:
@@ -119,6 +128,10 @@ class Guard:
         self._inbound: OrderedDict[str, InboundSession] = OrderedDict()
         self._retired: dict[str, tuple[str, Identity]] = {}  # kid -> (type, old key)
         self._authority: Authority | None = None
+        self._listening: dict[str, tuple[str, ...]] = {}  # hosted type -> its topic patterns
+        self._system_token = ""  # this system's credential
+        self._system_topics: list[str] = []  # patterns of its raw subscriptions, one per
+        self.topics = TopicKeys(trust, self._recipient)
 
     @classmethod
     async def open(cls, js: JetStreamContext, ns: str, settings: SecuritySettings) -> Guard:
@@ -131,7 +144,9 @@ class Guard:
             trust = await Trust.open(js, ns, trusted)
             identity, token = load_issued(home, SYSTEM)
             guard = cls(settings, trust, identity, home)
+            guard.topics.keep_in(js, ns)
             await trust.publish(token)
+            guard._system_token = token
             return guard
         authority = settings.authority or _development_authority(home, ns)
         trusted = {authority.public.did: authority.public}
@@ -139,15 +154,21 @@ class Guard:
         trust = await Trust.open(js, ns, trusted)
         guard = cls(settings, trust, Identity.generate(), home)
         guard._authority = authority
-        await trust.publish(authority.issue(guard.system.public))
+        guard.topics.keep_in(js, ns)
+        guard._system_token = authority.issue(guard.system.public)
+        await trust.publish(guard._system_token)
         return guard
 
     async def close(self) -> None:
+        if self._system_topics:  # its raw subscriptions end with it
+            with contextlib.suppress(Exception):
+                await self.trust.publish_listening(system_listener(self.system.kid), None)
         await self.trust.close()
 
-    async def host_type(self, type_name: str) -> None:
+    async def host_type(self, type_name: str, topics: Sequence[str] = ()) -> None:
         """Hold the identity of an actor type this system hosts, and publish its
-        credential, so messages sealed to the type open here."""
+        credential, so messages sealed to the type open here; and say which
+        ``topics`` (patterns) it listens to, so they are sealed to it too."""
         if type_name in self.types:
             return
         if self._authority is None:  # issued offline: the type's own files
@@ -157,6 +178,38 @@ class Guard:
             token = self._authority.issue(identity.public, [type_name])
         await self.trust.publish(token, types=[type_name])
         self.types[type_name] = identity
+        if topics:
+            self._listening[type_name] = tuple(topics)
+            await self._say_listening(type_name, identity, token)
+
+    async def _say_listening(self, type_name: str, identity: Identity, token: str) -> None:
+        statement = listening_statement(identity, token, type_name, self._listening[type_name])
+        await self.trust.publish_listening(type_name, statement)
+
+    @property
+    def system_listener(self) -> str:
+        """This system's name as a topic listener (``ActorSystem.subscribe``)."""
+        return system_listener(self.system.kid)
+
+    async def listen(self, pattern: str) -> None:
+        """This system subscribes to ``pattern`` itself: topics it matches are
+        sealed to it too."""
+        self._system_topics.append(pattern)
+        await self._say_system_listening()
+
+    async def unlisten(self, pattern: str) -> None:
+        with contextlib.suppress(ValueError):
+            self._system_topics.remove(pattern)
+        await self._say_system_listening()
+
+    async def _say_system_listening(self) -> None:
+        listener = self.system_listener
+        statement = None
+        if self._system_topics:
+            statement = listening_statement(
+                self.system, self._system_token, listener, self._system_topics
+            )
+        await self.trust.publish_listening(listener, statement)
 
     async def rotate(self, type_name: str | None = None) -> Identity:
         """A new identity for this system, or for an actor type it hosts, with its
@@ -170,19 +223,25 @@ class Guard:
             raise AuthError("rotating needs the authority; issue new credentials offline")
         if type_name is None:
             fresh = Identity.generate()
-            await self.trust.publish(self._authority.issue(fresh.public))
-            self.system = fresh
+            token = self._authority.issue(fresh.public)
+            await self.trust.publish(token)
+            if self._system_topics:  # its subscriptions move to the new key
+                await self.trust.publish_listening(self.system_listener, None)
+            self.system, self._system_token = fresh, token
+            if self._system_topics:
+                await self._say_system_listening()
             return fresh
         old = self.types.get(type_name)
         if old is None:
             raise ValueError(f"this system does not host actor type {type_name!r}")
         fresh = Identity.generate()
         fresh.save(self.home / "types" / f"{type_name}.key")
-        await self.trust.publish(
-            self._authority.issue(fresh.public, [type_name]), types=[type_name]
-        )
+        token = self._authority.issue(fresh.public, [type_name])
+        await self.trust.publish(token, types=[type_name])
         self._retired[old.kid] = (type_name, old)
         self.types[type_name] = fresh
+        if type_name in self._listening:  # topic keys are sealed to the new key from now on
+            await self._say_listening(type_name, fresh, token)
         return fresh
 
     async def revoke(self, jti: str) -> None:
@@ -207,8 +266,6 @@ class Guard:
         """The session from ``src``'s identity to ``dst``'s type (opened when there
         is none or it is due for rotation); None when no key is known for the
         type (the message goes unauthenticated; the receiver's policy decides)."""
-        if dst.startswith("topic:"):
-            return None  # topics: sender keys are not built yet; see docs/security.md
         kind = dst.partition("/")[0]
         signer = self.signer(src)
         now = _now_ms()
@@ -221,6 +278,10 @@ class Guard:
         session = OutboundSession(signer, recipient.subject, now)
         self._outbound[(signer.kid, kind)] = session
         return session
+
+    async def topic_sender(self, src: str, topic: str) -> TopicSender:
+        """The sender key ``src``'s identity seals ``topic`` with (``TopicKeys.sender``)."""
+        return await self.topics.sender(self.signer(src), topic)
 
     # -- arriving ------------------------------------------------------------------
     def policy_of(self, declared: str | None) -> Policy:
@@ -247,6 +308,9 @@ class Guard:
         if policy == "off":
             return None
         headers = msg.headers or {}
+        if env.dst.startswith(_TOPIC_PREFIX):
+            await self._admit_topic(msg.data, headers, env, address, policy, stored_ms, redelivered)
+            return None
         header = headers.get(SESSION_HEADER)
         if header is None:
             if policy == "require":
@@ -254,7 +318,7 @@ class Guard:
                 raise AuthError(f"{address} takes only authenticated messages")
             return None
         try:
-            session = await self._session(header, address)
+            session = await self._session(header, address, stored_ms)
             if env.sealed:  # opening it proves every field of the envelope
                 open_content(env, session.keys.forward)
             else:
@@ -276,17 +340,16 @@ class Guard:
             raise
         return session
 
-    async def _session(self, header: str, address: str) -> InboundSession:
+    async def _session(
+        self, header: str, address: str, stored_ms: int | None = None
+    ) -> InboundSession:
+        """The session ``header`` opened to ``address``'s type, as it stood when the
+        message was sent: for a stored one, when the server stored it (a backlog
+        read after its session ended is still genuine)."""
         cached = self._inbound.get(header)
-        now = _now_ms()
+        now = _now_ms() if stored_ms is None else stored_ms
         kind = address.partition("/")[0]
-        recipient = self.types.get(kind)
-        if recipient is None:
-            raise AuthError(f"this system holds no key for actor type {kind!r}")
-        sealed_to = header.split(".", 2)[1] if header.count(".") >= 2 else ""
-        retired = self._retired.get(sealed_to) if sealed_to != recipient.kid else None
-        if retired is not None and retired[0] == kind:  # a session from before a rotation
-            recipient = retired[1]
+        recipient = self._recipient(kind, header.split(".", 2)[1] if header.count(".") >= 2 else "")
         if cached is not None and cached.expires_ms > now:
             if cached.recipient_kid != recipient.kid:
                 raise AuthError(f"session opened for another key than {address}'s")
@@ -298,16 +361,67 @@ class Guard:
             self._inbound.popitem(last=False)
         return session
 
+    def _recipient(self, kind: str, sealed_to: str) -> Identity:
+        """This system's key of actor type ``kind`` that something was sealed to
+        (``sealed_to``, a key id): the current one, or one retired by a rotation."""
+        if kind.startswith("@"):  # the system itself, for its raw subscriptions
+            if kind != self.system_listener:
+                raise AuthError(f"sealed to system {kind[1:]:.40}, not to this one")
+            return self.system
+        recipient = self.types.get(kind)
+        if recipient is None:
+            raise AuthError(f"this system holds no key for actor type {kind!r}")
+        retired = self._retired.get(sealed_to) if sealed_to != recipient.kid else None
+        if retired is not None and retired[0] == kind:  # sealed before a rotation
+            return retired[1]
+        return recipient
+
+    async def _admit_topic(
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        env: Inbound,
+        address: str,
+        policy: Policy,
+        stored_ms: int | None,
+        redelivered: bool,
+    ) -> None:
+        """A topic message: its sender key and signature (``TopicKeys.admit``),
+        replay and clock; then its content opened."""
+        if headers.get(TOPIC_HEADER) is None:
+            if policy == "require":
+                self._refused(address, env, "unauthenticated")
+                raise AuthError(f"{address} takes only authenticated messages")
+            return
+        try:
+            at = env.ts if stored_ms is None else stored_ms  # its key as it stood then
+            await self.topics.admit(body, headers, env, address.partition("/")[0], at)
+            if not redelivered:  # every subscriber takes it once: the id is per address
+                self.replays.check(f"{env.id}@{address}", env.ts, stored_ms)
+        except AuthError as err:
+            self._refused(address, env, str(err))
+            raise
+
     async def open_stored(
-        self, data: bytes, headers: Mapping[str, str] | None, env: Inbound
+        self,
+        data: bytes,
+        headers: Mapping[str, str] | None,
+        env: Inbound,
+        stored_ms: int | None = None,
     ) -> InboundSession | None:
-        """The session of a stored message whose recipient type this system holds
-        (its body checked), to open it for history; None when it is not ours to
+        """Open a stored message whose recipient type this system holds (its body
+        checked), for history, as it stood when stored (``stored_ms``). Returns
+        its session for the caller to open the content with (a topic message is
+        opened here, and None returned); None as well when it is not ours to
         open."""
-        header = (headers or {}).get(SESSION_HEADER)
+        headers = headers or {}
+        if env.dst.startswith(_TOPIC_PREFIX):
+            await self.topics.open_stored(data, headers, env, list(self.types), stored_ms)
+            return None
+        header = headers.get(SESSION_HEADER)
         if header is None or env.dst.partition("/")[0] not in self.types:
             return None
-        session = await self._session(header, env.dst)
+        session = await self._session(header, env.dst, stored_ms)
         open_content(env, session.keys.forward)
         return session
 

@@ -86,7 +86,8 @@ async def _read(
                 try:
                     stored = decode_stored(msg.data, msg.headers, rt.limits)
                     if rt.guard is not None and stored.sealed:  # opened where the key is
-                        opened = await rt.guard.open_stored(msg.data, msg.headers, stored)
+                        at = int(meta.timestamp.timestamp() * 1000)  # as it stood when stored
+                        opened = await rt.guard.open_stored(msg.data, msg.headers, stored, at)
                         if opened is not None:
                             attach_session(stored, opened)
                     env: Envelope | None = stored.envelope

@@ -85,7 +85,8 @@ class Hosting:
         hosted = self.residents.hosts.get(cls.type_name)
         self.on_host(cls)
         if self.rt.guard is not None:
-            await self.rt.guard.host_type(cls.type_name)
+            topics = [spec.topic for spec in cls.topics if spec.topic]
+            await self.rt.guard.host_type(cls.type_name, topics)
         if cls.keyed:
             owner = await self.placement.owner(address)
             if owner is not None:
@@ -129,7 +130,8 @@ class Hosting:
         host = TypeHost(cls, kwargs)
         self.residents.hosts[type_name] = host
         if self.rt.guard is not None:
-            await self.rt.guard.host_type(type_name)
+            topics = [spec.topic for spec in cls.topics if spec.topic]
+            await self.rt.guard.host_type(type_name, topics)
         self.on_host(cls)
         s = self.rt.subjects
 
@@ -223,9 +225,7 @@ class Hosting:
             assert spec.topic is not None
 
             async def on_topic(msg: Msg) -> None:
-                # Topics have no end-to-end sessions yet (docs/security.md): only the
-                # broker's authentication guards them, so they are taken as "allow".
-                declared = "off" if cell.cls.security == "off" else "allow"
+                declared = cell.cls.security
                 env = await self.rt.replies.decode_or_answer(msg, cell.address, declared)
                 if env is not None:
                     await cell.deliver(msg, env)

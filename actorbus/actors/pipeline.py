@@ -8,7 +8,9 @@ Leaving, in three stages::
              or a system event (``encode_event``)
     seal     with a session (``actors/guard.py``): the content sealed to the
              recipient (AES-256-GCM, bound to id, src, dst, ts, intent), the
-             whole body tagged, the session named in ``Ab-Session``/``Ab-Auth``
+             whole body tagged, the session named in ``Ab-Session``/``Ab-Auth``;
+             a topic's with the sender key of its listeners, the body signed
+             (``Ab-Topic``/``Ab-Sig``, ``security/topic_keys.py``)
     send     the bus: ``BusConnection.publish``, the request mux, or the
              retrying JetStream store (``bus.jetstream.store_message``)
 
@@ -71,6 +73,7 @@ from actorbus.security.sessions import (
     tag_body,
     unseal,
 )
+from actorbus.security.topic_keys import SIGNATURE_HEADER, TOPIC_HEADER, TopicSender
 from actorbus.telemetry.spans import TRACEPARENT
 
 
@@ -100,9 +103,11 @@ def encode_request(
     trace: tuple[str, str] | None = None,
     session: OutboundSession | None = None,
     seal: bool = False,
+    topic_key: TopicSender | None = None,
 ) -> Outgoing:
     """An outgoing request (tell, ask, stream, publish, durable store): the envelope
-    and its routing headers.
+    and its routing headers. ``session`` authenticates it (and, with ``seal``,
+    seals it) to one recipient; ``topic_key`` to a topic's listeners, signed.
 
     ``trace`` (trace id, W3C traceparent) comes from the send's span when tracing
     is on: the envelope's ``trace_id`` is then the OpenTelemetry trace's."""
@@ -137,9 +142,12 @@ def encode_request(
         "context": ctx,
     }
     sealed = False
-    if session is not None and seal and encoding is Encoding.MSGPACK:
-        _seal_content(data, session.keys.forward)
-        sealed = True
+    if seal and encoding is Encoding.MSGPACK:
+        if session is not None:
+            _seal_content(data, session.keys.forward)
+            sealed = True
+        elif topic_key is not None:
+            _seal_content(data, topic_key.aead)
     body = encode_body(data, encoding)
     check_size(body, content, encoding, limits)
     headers = {H_ID: msg_id, H_SRC: src, H_DST: dst, H_INTENT: intent, H_TRACE: ctx["trace_id"]}
@@ -156,6 +164,9 @@ def encode_request(
         headers[SESSION_HEADER] = session.header
         if not sealed:  # sealed content authenticates the envelope by itself
             headers[AUTH_HEADER] = tag_body(session.keys.forward, body)
+    elif topic_key is not None:  # listeners hold the key: the signature names the sender
+        headers[TOPIC_HEADER] = topic_key.header
+        headers[SIGNATURE_HEADER] = topic_key.sign(body)
     return Outgoing(body, encode_headers(headers), intent, msg_id)
 
 

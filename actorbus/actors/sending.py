@@ -35,6 +35,7 @@ from actorbus.codecs.errors import (
     error_from_wire,
 )
 from actorbus.security.sessions import OutboundSession
+from actorbus.security.topic_keys import TopicSender
 from actorbus.telemetry import STATE, spans
 from actorbus.telemetry import metrics as meters
 
@@ -77,8 +78,10 @@ class Sender:
         durable: bool = False,
         span: Span | None = None,
         session: OutboundSession | None = None,
+        topic_key: TopicSender | None = None,
     ) -> Outgoing:
         rt = self.rt
+        sealing = session is not None or topic_key is not None
         return encode_request(
             dst,
             message,
@@ -93,7 +96,8 @@ class Sender:
             durable=durable,
             trace=spans.traceparent(span) if span is not None else None,
             session=session,
-            seal=session is not None and rt.guard is not None and rt.guard.settings.seal,
+            seal=sealing and rt.guard is not None and rt.guard.settings.seal,
+            topic_key=topic_key,
         )
 
     async def session(self, dst: str) -> OutboundSession | None:
@@ -104,6 +108,14 @@ class Sender:
             return None
         inc = current_incoming.get()
         return await guard.session_for(inc.address if inc else self.rt.client_address, dst)
+
+    async def topic_key(self, topic: str) -> TopicSender | None:
+        """The sender key to seal a publish to ``topic`` with (None: no guard)."""
+        guard = self.rt.guard
+        if guard is None:
+            return None
+        inc = current_incoming.get()
+        return await guard.topic_sender(inc.address if inc else self.rt.client_address, topic)
 
     # -- the operations ------------------------------------------------------------
     async def ask(
@@ -144,7 +156,8 @@ class Sender:
     async def publish(self, topic: str, message: Any, opts: SendOptions) -> None:
         rt = self.rt
         keep = rt.durable_settings.keep_topics
-        out = self.encode(f"topic:{topic}", message, opts, False, keep)
+        key = await self.topic_key(topic) if rt.guard is not None else None
+        out = self.encode(f"topic:{topic}", message, opts, False, keep, topic_key=key)
         await self._publish(topic, out)
 
     def stream(
@@ -237,8 +250,9 @@ class ObservedSender(Sender):
         durable: bool = False,
         span: Span | None = None,
         session: OutboundSession | None = None,
+        topic_key: TopicSender | None = None,
     ) -> Outgoing:
-        out = super().encode(dst, message, opts, stream, durable, span, session)
+        out = super().encode(dst, message, opts, stream, durable, span, session, topic_key)
         inc = current_incoming.get()
         if STATE.metrics:
             labels = meters.labels(inc.address if inc else "client", dst)
@@ -310,8 +324,10 @@ class ObservedSender(Sender):
         keep = self.rt.durable_settings.keep_topics
         destination = f"topic:{topic}"
 
+        key = await self.topic_key(topic)
+
         async def send(span: Span | None) -> None:
-            out = self.encode(destination, message, opts, False, keep, span)
+            out = self.encode(destination, message, opts, False, keep, span, topic_key=key)
             await self._publish(topic, out)
 
         await self._spanned("publish", destination, self.rt.subjects.topic(topic), False, send)

@@ -17,7 +17,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast, overload
 
-from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
 
@@ -40,13 +39,13 @@ from actorbus.actors.options import SystemOptions
 from actorbus.actors.outbox import store
 from actorbus.actors.pipeline import (
     Outgoing,
-    decode_request,
 )
 from actorbus.actors.ref import ActorRef
 from actorbus.actors.runtime import Runtime, StreamSettings
 from actorbus.actors.secure_broker import secure_start
 from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
+from actorbus.actors.subscriber import subscribe
 from actorbus.bus.connection import BusConnection, ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.server import EmbeddedServer, ServerConfig
@@ -473,22 +472,10 @@ class ActorSystem:
         self._check_open()
         if system:
             subject = self.subjects.system(validate_topic(topic, wildcards=True))
-        else:
-            subject = self.subjects.topic(topic, wildcards=True)
-
-        async def on_msg(msg: Msg) -> None:
-            try:  # the pipeline's decoder: JSON or msgpack, as the sender chose
-                env = decode_request(msg, subject, self.limits).envelope
-            except ActorBusError as err:
-                log.warning("subscriber on %s: %s", subject, err)
-                return
-            try:
-                await callback(env)
-            except Exception:
-                log.exception("subscriber callback on %s failed", subject)
-
-        sub = await self.nc.subscribe(subject, cb=on_msg)
-        return sub.unsubscribe
+            return await subscribe(self.nc, subject, callback, self.limits)
+        subject = self.subjects.topic(topic, wildcards=True)
+        guard = self.runtime.guard
+        return await subscribe(self.nc, subject, callback, self.limits, guard=guard, topic=topic)
 
     # -- shutdown ----------------------------------------------------------
     def _check_open(self) -> None:

@@ -3,7 +3,9 @@
 Every system puts the credentials it holds (its own, and one per actor type it
 hosts) into ``actorbus-{ns}-identities``: ``kid.<key id>`` for finding a
 signer, ``type.<actor type>`` for finding whom to seal to, ``revoked.<jti>`` for
-a credential that must stop working before it expires. Each system mirrors the
+a credential that must stop working before it expires, ``listens.<actor type>``
+for the topics a type listens to (its listening statement, signed with its key:
+``security.topic_keys``). Each system mirrors the
 bucket in memory, so finding a key costs no round trip.
 
 The bucket needs no protection for integrity: only credentials that verify
@@ -28,6 +30,7 @@ from actorbus.bus.kvkeys import decode_token, encode_token
 from actorbus.codecs.errors import AuthError
 from actorbus.security.credentials import Credential, read_credential
 from actorbus.security.identity import PublicIdentity
+from actorbus.security.topic_keys import read_listening, topic_matches
 
 log = logging.getLogger("actorbus.security")
 
@@ -46,6 +49,8 @@ class Trust:
         self._by_kid: dict[str, Credential] = {}
         self._by_type: dict[str, Credential] = {}
         self._revoked: set[str] = set()
+        # listener (type or "@kid") -> its topic patterns and the credential that said so
+        self._listening: dict[str, tuple[tuple[str, ...], Credential]] = {}
         self._mirror = BucketMirror(kv, self._apply, identities_bucket(ns))
 
     @classmethod
@@ -75,6 +80,9 @@ class Trust:
                 self._revoked.add(name)
                 self._drop_revoked()
             return
+        if family == "listens":
+            self._apply_listening(name, value)
+            return
         table = self._by_kid if family == "kid" else self._by_type if family == "type" else None
         if table is None:
             return
@@ -95,6 +103,20 @@ class Trust:
             log.warning("ignoring credential %s: it does not cover type %s", key, name)
             return
         table[name] = cred
+
+    def _apply_listening(self, listener: str, value: bytes | None) -> None:
+        if not value:
+            self._listening.pop(listener, None)
+            return
+        try:
+            declared, patterns, cred = read_listening(value, self.check)
+        except AuthError as exc:
+            log.warning("ignoring the listening statement of %s: %s", listener, exc)
+            return
+        if declared != listener:
+            log.warning("ignoring listens.%s: it is %s's statement", listener, declared)
+            return
+        self._listening[listener] = (patterns, cred)
 
     def _drop_revoked(self) -> None:
         for table in (self._by_kid, self._by_type):
@@ -118,6 +140,29 @@ class Trust:
             seq = await self.kv.put(f"type.{encode_token(type_name)}", token.encode())
         await self._mirror.wait_seen(seq)
         return cred
+
+    async def publish_listening(self, listener: str, statement: bytes | None) -> None:
+        """Say which topics ``listener`` listens to (its signed statement; None: no
+        longer any), so senders seal those topics to it."""
+        seq = await self.kv.put(f"listens.{encode_token(listener)}", statement or b"")
+        await self._mirror.wait_seen(seq)
+
+    def listeners(self, topic: str) -> dict[str, PublicIdentity]:
+        """Who listens to ``topic`` (actor types, and systems as ``@kid``), with the
+        key to seal to each: a type's current one, a system's own."""
+        found = {}
+        now = time.time()
+        for listener, (patterns, said_by) in self._listening.items():
+            if not any(topic_matches(p, topic) for p in patterns):
+                continue
+            if listener.startswith("@"):
+                if said_by.expires > now and said_by.jti not in self._revoked:
+                    found[listener] = said_by.subject
+            else:
+                cred = self.recipient(listener)
+                if cred is not None:
+                    found[listener] = cred.subject
+        return found
 
     async def revoke(self, jti: str) -> None:
         """Make a credential stop working everywhere before it expires."""

@@ -15,7 +15,8 @@ from _util import WAIT, eventually
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
-from actorbus.actors.guard import SecuritySettings
+from actorbus.actors import guard as guard_module
+from actorbus.actors.guard import Guard, SecuritySettings
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.wire import pack, unpack
 from actorbus.security.sessions import AUTH_HEADER, SESSION_HEADER
@@ -66,6 +67,11 @@ async def settled(nc: nats.NATS, wire: list[nats.aio.msg.Msg]) -> None:
 @pytest.fixture
 def settings(tmp_path: Path) -> SecuritySettings:
     return SecuritySettings(home=tmp_path / "home")
+
+
+def guard_of(system: ActorSystem) -> Guard:
+    assert system.runtime.guard is not None
+    return system.runtime.guard
 
 
 async def secure_pair(make_system: Any, settings: SecuritySettings) -> tuple[ActorSystem, Vault]:
@@ -358,3 +364,29 @@ async def test_rotation_keeps_a_grace_period_and_revocation_ends_it(
     await eventually(lambda: host_guard.trust.is_revoked(jti), what="the host sees it")
     with pytest.raises(AuthError, match="revoked"):
         await caller.ask("vault/1", Note(text="after revocation"), timeout=WAIT)
+
+
+async def test_a_backlog_opens_after_its_session_ended(
+    make_system: Any, settings: SecuritySettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Journal(Actor):
+        type_name = "journal"
+        durable = True
+        got: asyncio.Queue[str] = asyncio.Queue()
+
+        @handler
+        async def keep(self, note: Note) -> None:
+            await Journal.got.put(note.text)
+
+    first = await make_system(security=settings)
+    await first.spawn(Journal, "1")  # the type's key and credential are known
+    await first.close()
+    sender = await make_system(security=settings)
+    await sender.tell("journal/1", Note(text="stored an hour ago"), durable=True)
+    # read when its session (10 minutes) has long ended: it was genuine when stored
+    real = guard_module._now_ms
+    monkeypatch.setattr(guard_module, "_now_ms", lambda: real() + 60 * 60 * 1000)
+    later = await make_system(security=settings)
+    await later.spawn(Journal, "1")
+    assert await asyncio.wait_for(Journal.got.get(), WAIT) == "stored an hour ago"
+    assert guard_of(later).refused == 0

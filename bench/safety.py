@@ -310,7 +310,7 @@ async def bus_attacks(
     mallory = await nats.connect(
         url,
         tls=tls,
-        user_credentials=mallory_opts.credentials_file,
+        user_credentials=mallory_opts.nats_credentials(),
         inbox_prefix=mallory_opts.inbox_prefix,
         allow_reconnect=False,
         error_cb=on_error,

@@ -96,6 +96,10 @@ class SecuritySettings:
     identities (``$ACTORBUS_HOME/<namespace>`` by default); ``authority``
     issues this system's credentials (by default the development authority in
     ``home``); ``trusted`` adds authorities whose credentials are accepted.
+    ``hosts`` names the actor types the system hosts (None: any): on the
+    development broker its NATS user may then subscribe to those types'
+    subjects only, so it cannot take a share of another type's messages, and
+    hosting another type is refused.
     """
 
     policy: Policy = "require"
@@ -104,6 +108,7 @@ class SecuritySettings:
     authority: Authority | None = None
     trusted: Sequence[PublicIdentity] = field(default_factory=tuple)
     skew_ms: int = DEFAULT_SKEW_MS
+    hosts: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -171,6 +176,13 @@ class Guard:
         ``topics`` (patterns) it listens to, so they are sealed to it too."""
         if type_name in self.types:
             return
+        hosts = self.settings.hosts
+        if hosts is not None and type_name not in hosts:
+            raise AuthError(
+                f"this system said it hosts {', '.join(hosts) or 'no actor types'} "
+                f"(SecuritySettings.hosts), so its broker user may not take {type_name!r}'s "
+                "messages: add the type there (or to `actorbus run`'s list)"
+            )
         if self._authority is None:  # issued offline: the type's own files
             identity, token = load_issued(self.home, f"types/{type_name}")
         else:

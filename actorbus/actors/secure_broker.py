@@ -3,8 +3,11 @@
 ``ActorSystem.start()`` uses this by default: the server trusts the operator in
 ``$ACTORBUS_HOME/broker`` (made on first use), presents the development
 certificate in ``$ACTORBUS_HOME/tls``, and every system connects with a user of
-its own (permissions in :mod:`actorbus.security.broker`) over TLS. Another
-process on the machine joins with :meth:`SecureBroker.connect_options`.
+its own (permissions in :mod:`actorbus.security.broker`) over TLS, limited to
+the subjects of the actor types it hosts when it says which
+(``SecuritySettings(hosts=...)``; ``actorbus run`` says so for the types it is
+given). Another process on the machine joins with
+:meth:`SecureBroker.connect_options`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import dataclasses
 import json
 import logging
 import ssl
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
@@ -46,14 +50,22 @@ class SecureBroker:
         return self.auth.server_config(namespaces) + self.tls.server_config()
 
     def connect_options(
-        self, namespace: str, name: str, base: ConnectOptions | None = None
+        self,
+        namespace: str,
+        name: str,
+        base: ConnectOptions | None = None,
+        *,
+        hosts: Sequence[str] | None = None,
     ) -> ConnectOptions:
         """``base`` (or the defaults) with a new user of ``namespace`` called
-        ``name``: its credentials file, the TLS context, its inbox prefix."""
-        creds, prefix = self.auth.write_user(namespace, name)
+        ``name``: its credentials (in memory: every process its own user), the TLS
+        context, its inbox prefix. With ``hosts`` (actor types), the user may
+        subscribe to those types' subjects and no other type's."""
+        creds, prefix = self.auth.user(namespace, name, types=hosts)
         return dataclasses.replace(
             base or ConnectOptions(name=name),
-            credentials_file=str(creds),
+            credentials=creds,
+            credentials_file=None,
             tls=self.tls.client_context(),
             inbox_prefix=prefix,
         )
@@ -76,20 +88,30 @@ def issued_connect_options(home: Path, name: str) -> ConnectOptions | None:
     )
 
 
-async def join_options(url: str, namespace: str, name: str, timeout: float = 5.0) -> JoinOptions:
+async def join_options(
+    url: str,
+    namespace: str,
+    name: str,
+    timeout: float = 5.0,
+    *,
+    hosts: Sequence[str] | None = None,
+) -> JoinOptions:
     """How a process on this machine joins the server at ``url``: nothing special
     for an open server; for a secured one (its INFO line says so), a member's
     credentials and TLS from this machine's ``ACTORBUS_HOME``, and end-to-end
-    security on. ConnectionLostError when no server answers."""
+    security on. With ``hosts``, the process hosts those actor types and no
+    other: its user may subscribe to their subjects only. ConnectionLostError
+    when no server answers."""
     if not wants_security(await server_info(url, timeout)):
         return {}
+    security = SecuritySettings(hosts=None if hosts is None else tuple(hosts))
     issued = issued_connect_options(default_home(namespace), name)
     if issued is not None:  # a deployment with its own user, issued offline
-        return {"connect_options": issued, "security": SecuritySettings()}
+        return {"connect_options": issued, "security": security}
     broker = SecureBroker()
     return {
-        "connect_options": broker.connect_options(namespace, name),
-        "security": SecuritySettings(),
+        "connect_options": broker.connect_options(namespace, name, hosts=hosts),
+        "security": security,
     }
 
 
@@ -106,8 +128,11 @@ def secure_start(config: ServerConfig, options: SystemOptions) -> ServerConfig:
         ) from None
     ns = options.get("namespace", "ab")
     extra = broker.server_config([ns])
-    options.setdefault("security", SecuritySettings())
+    security = options.setdefault("security", SecuritySettings())
     options["connect_options"] = broker.connect_options(
-        ns, options.get("name", "actorbus"), options.get("connect_options")
+        ns,
+        options.get("name", "actorbus"),
+        options.get("connect_options"),
+        hosts=security.hosts if security is not None else None,
     )
     return dataclasses.replace(config, extra=f"{config.extra}\n{extra}")

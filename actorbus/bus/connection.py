@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import nats
-from nats.aio.client import Server
+from nats.aio.client import RawCredentials, Server
 from nats.errors import SlowConsumerError
 
 from actorbus.bus.client import Client
@@ -58,8 +58,15 @@ class ConnectOptions:
     password: str | None = None
     token: str | None = None
     credentials_file: str | None = None
+    credentials: str | None = None  # the text of a creds file (JWT and seed), kept in memory
     tls: Any = None  # ssl.SSLContext
     inbox_prefix: str = "_INBOX"
+
+    def nats_credentials(self) -> str | RawCredentials | None:
+        """The credentials as ``nats.connect(user_credentials=...)`` takes them."""
+        if self.credentials is not None:
+            return RawCredentials(self.credentials)
+        return self.credentials_file
 
 
 class BusConnection:
@@ -89,8 +96,9 @@ class BusConnection:
         o = self.options
         # nats-py annotates this as int but sleeps on any number.
         kwargs: dict[str, Any] = {"reconnect_time_wait": o.backoff_initial}
-        if o.credentials_file:
-            kwargs["user_credentials"] = o.credentials_file
+        credentials = o.nats_credentials()
+        if credentials:
+            kwargs["user_credentials"] = credentials
         try:
             await self.nc.connect(
                 servers=o.servers,

@@ -107,7 +107,7 @@ async def _up_cluster(
             store_dir=store_dir,
             extra=broker.server_config(namespaces),
             client={
-                "user_credentials": probe.credentials_file,
+                "user_credentials": probe.nats_credentials(),
                 "tls": probe.tls,
                 "inbox_prefix": probe.inbox_prefix,
             },

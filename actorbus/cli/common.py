@@ -10,7 +10,7 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -100,8 +100,15 @@ def install_stop_signals(stop: asyncio.Event, on_signal: Callable[[str], None]) 
 
 
 async def connect(
-    url: str, namespace: str, wait_s: float, verbose: bool, js_replicas: int = 1
+    url: str,
+    namespace: str,
+    wait_s: float,
+    verbose: bool,
+    js_replicas: int = 1,
+    hosts: Sequence[str] = (),
 ) -> ActorSystem:
+    """A system for a command: on a secured broker its user may subscribe to the
+    subjects of ``hosts`` (actor types) and no other type's."""
     # The first contact gives up after a few quick tries; the timeout also bounds
     # a server that accepts TCP but never answers the NATS handshake.
     hint = "(is a server running? start one with `actorbus up`)"
@@ -111,7 +118,9 @@ async def connect(
                 # "nats://a:4222,nats://b:4222": every node of a cluster, tried in turn
                 servers = [u.strip() for u in url.split(",") if u.strip()]
                 try:  # a secured `actorbus up` on this machine: joined as a member
-                    joining = await join_options(servers[0], namespace, "actorbus-cli", wait_s)
+                    joining = await join_options(
+                        servers[0], namespace, "actorbus-cli", wait_s, hosts=hosts
+                    )
                 except ConnectionLostError:
                     raise TimeoutError from None  # said below, as for any failed contact
                 return await ActorSystem.connect(

@@ -117,7 +117,12 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
     stop = asyncio.Event()
     install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping actors"))
     system = await connect(
-        args.url, args.namespace, args.connect_timeout, args.verbose > 0, args.js_replicas
+        args.url,
+        args.namespace,
+        args.connect_timeout,
+        args.verbose > 0,
+        args.js_replicas,
+        hosts=[spec.cls.type_name for spec in specs],  # its broker user takes these only
     )
     try:
         try:

@@ -179,9 +179,17 @@ class BrokerAuth:
         )
         return creds, prefix
 
-    def write_user(self, namespace: str, name: str, *, admin: bool = False) -> tuple[Path, str]:
-        """``user()`` written to ``broker/<namespace>/<name>.creds`` (0600)."""
-        creds, prefix = self.user(namespace, name, admin=admin)
+    def write_user(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        admin: bool = False,
+        types: Sequence[str] | None = None,
+    ) -> tuple[Path, str]:
+        """``user()`` written to ``broker/<namespace>/<name>.creds`` (0600), for a
+        tool that reads a creds file (the ``nats`` CLI, say)."""
+        creds, prefix = self.user(namespace, name, admin=admin, types=types)
         path = self.dir / namespace / f"{name}.creds"
         write_private(path, creds.encode())
         return path, prefix

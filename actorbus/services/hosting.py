@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
+from collections.abc import Sequence
 
 from aiohttp import web
 
@@ -35,12 +36,13 @@ class HostedService(AsyncStartStop):
         self.http_url: str | None = None
         self._runner: web.AppRunner | None = None
 
-    async def open_system(self, name: str) -> ActorSystem:
-        """The system to run on: the one given, or a new connection called ``name``."""
+    async def open_system(self, name: str, hosts: Sequence[str] | None = None) -> ActorSystem:
+        """The system to run on: the one given, or a new connection called ``name``
+        (on a secured broker, limited to the actor types ``hosts`` when given)."""
         if self.system is None:
             assert self._nats_url is not None
             urls = [self._nats_url] if isinstance(self._nats_url, str) else self._nats_url
-            joining = await join_options(urls[0], self.namespace, name)  # a secured broker?
+            joining = await join_options(urls[0], self.namespace, name, hosts=hosts)
             self.system = await ActorSystem.connect(
                 urls, namespace=self.namespace, name=name, **joining
             )

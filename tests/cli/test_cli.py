@@ -209,7 +209,7 @@ async def test_up_is_secure_by_default_and_members_get_in() -> None:
         member = SecureBroker().connect_options("ab", "cli-test")  # same ACTORBUS_HOME
         nc = await nats.connect(
             url,
-            user_credentials=member.credentials_file,
+            user_credentials=member.nats_credentials(),
             tls=member.tls,
             inbox_prefix=member.inbox_prefix,
             allow_reconnect=False,
@@ -404,7 +404,7 @@ async def test_up_cluster_is_secure_by_default() -> None:
         member = SecureBroker().connect_options("ab", "cluster-test")
         nc = await nats.connect(
             urls,
-            user_credentials=member.credentials_file,
+            user_credentials=member.nats_credentials(),
             tls=member.tls,
             inbox_prefix=member.inbox_prefix,
             allow_reconnect=False,

@@ -197,3 +197,69 @@ async def test_services_join_a_secured_broker_on_their_own(tmp_path: Path) -> No
             assert gw.system is not None
             assert gw.system.runtime.guard is not None
             assert gw.http_url is not None
+
+
+class Oracle(Actor):
+    type_name = "oracle"
+
+    @handler
+    async def answer(self, text: str) -> str:
+        return f"yes, {text}"
+
+
+async def test_a_member_that_names_its_types_takes_no_other_types_messages(
+    actorbus_home: Path,
+) -> None:
+    """On the development broker as in an issued deployment: a system that says
+    which types it hosts (``actorbus run`` does) gets a user that may subscribe to
+    those types' subjects and no other, and is told so if it tries to host one."""
+    from actorbus.actors.secure_broker import SecureBroker, join_options
+    from actorbus.codecs.errors import AuthError
+
+    ns = f"p{uuid.uuid4().hex[:8]}"
+    broker = SecureBroker()
+    async with EmbeddedServer(
+        ServerConfig(host="127.0.0.1", extra=broker.server_config([ns]))
+    ) as server:
+        joining = await join_options(server.url, ns, "oracle-host", hosts=["oracle"])
+        assert joining["security"].hosts == ("oracle",)
+        host = await ActorSystem.connect(server.url, namespace=ns, registry=False, **joining)
+        client = await ActorSystem.connect(
+            server.url,
+            namespace=ns,
+            registry=False,
+            **await join_options(server.url, ns, "client", hosts=[]),
+        )
+        try:
+            await host.spawn(Oracle, "1")
+            assert await client.ask("oracle/1", "ok", timeout=WAIT) == "yes, ok"
+            with pytest.raises(AuthError, match="hosts oracle"):
+                await host.spawn(Keeper, "1")
+            # another member's user, for other types, tries to take a share of the oracle's
+            refused = asyncio.Event()
+
+            async def on_error(exc: Exception) -> None:
+                if "permissions violation" in str(exc).lower():
+                    refused.set()
+
+            nosy_options = broker.connect_options(ns, "nosy", hosts=["keeper"])
+            nosy = await nats.connect(
+                server.url,
+                user_credentials=nosy_options.nats_credentials(),
+                tls=nosy_options.tls,
+                inbox_prefix=nosy_options.inbox_prefix,
+                allow_reconnect=False,
+                error_cb=on_error,
+            )
+            try:
+                await nosy.subscribe(f"{ns}.a.oracle.>", queue=f"{ns}.q.oracle.1")
+                await nosy.flush()
+                await asyncio.wait_for(refused.wait(), WAIT)
+            finally:
+                await nosy.close()
+            assert await client.ask("oracle/1", "still", timeout=WAIT) == "yes, still"
+            # every process its own user, in memory: nothing written to share or race on
+            assert not list((actorbus_home / "broker").glob(f"{ns}/*.creds"))
+        finally:
+            await client.close(timeout=2.0)
+            await host.close(timeout=2.0)

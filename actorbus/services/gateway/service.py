@@ -87,7 +87,8 @@ class GatewayService(HostedService):
     async def start(self) -> None:
         s = self.settings
         try:
-            system = await self.open_system(f"gateway-{new_id()}")
+            # it asks actors and hosts none: on a secured broker it takes no type's messages
+            system = await self.open_system(f"gateway-{new_id()}", hosts=())
             self.store = await TaskStore.open(self.db_path)
             self._core = GatewayCore(
                 system,

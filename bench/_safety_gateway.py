@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _safety_probes import MARK, NS, Probes, Vault, member
+from _safety_probes import MARK, NS, Probes, Vault, member, sniffing
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -216,7 +216,10 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
                 await gateway_tls_probes(p, base)
                 await token_probes(p, http, base, gw, work)
                 await anp_probes(p, http, base, did)
-                await replay_probes(p, http, base, await issue(http, base, "vault"), did)
+                good = await issue(http, base, "vault")
+                await replay_probes(p, http, base, good, did)
+                ports = [int(base.rsplit(":", 1)[1]), int(server.url.rsplit(":", 1)[1])]
+                await watermark_probe(p, http, base, good, did, ports, work)
                 async with http.get(f"{base}/status") as r:
                     p.add(
                         "gateway",
@@ -315,6 +318,30 @@ async def replay_probes(
                 f"captured request{how}, round {round_}",
                 *await send(http, edge, req),
             )
+
+
+async def watermark_probe(
+    p: Probes,
+    http: aiohttp.ClientSession,
+    base: str,
+    token: str,
+    did: DidHost,
+    ports: list[int],
+    work: Path,
+) -> None:
+    """A marked request through every edge while tcpdump watches the gateway's
+    port and the broker's: HTTPS outside, sealed inside, so no hit."""
+    async with sniffing(p, "gateway", ports, work) as wire:
+        for edge in EDGES:
+            if edge == "anp":
+                req = anp_request(base, did, MARK)
+            else:
+                req = await edge_request(http, base, edge, token, MARK)
+            refused, said = await send(http, edge, req)
+            p.control(edge, "a marked request is served", not refused, said)
+    if wire.data is not None:
+        name = f"marked PII in {len(wire.data):,} bytes tcpdump saw"
+        p.add("gateway", "watermark", name, wire.hits == 0, f"{wire.hits} hits")
 
 
 async def gateway_tls_probes(p: Probes, base: str) -> None:

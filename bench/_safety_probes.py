@@ -1,14 +1,19 @@
 """What every safety probe shares: the actor under attack, the probe record and
-its table, and a member system of the secured bus (for ``bench/safety.py``)."""
+its table, a member system of the secured bus, and the tcpdump watermark (for
+``bench/safety.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from _capture import Capture
+from _capture import unavailable as capture_unavailable
 from pydantic import BaseModel
 from rich.console import Console
 
@@ -69,7 +74,14 @@ class Probes:
     def __init__(self, console: Console) -> None:
         self.results: list[Probe] = []
         self.controls: list[dict[str, Any]] = []  # what must still work: not attacks
+        self.skipped: list[dict[str, str]] = []  # probes this machine cannot run, and why
         self.console = console
+
+    def skip(self, target: str, dimension: str, name: str, why: str) -> None:
+        self.skipped.append({"target": target, "dimension": dimension, "name": name, "why": why})
+        self.console.print(
+            f"{target:6} {dimension:12} {name:44} [yellow]skipped[/]: {why}", highlight=False
+        )
 
     def control(self, target: str, name: str, ok: bool, detail: str) -> None:
         self.controls.append(asdict(Probe(target, "control", name, ok, detail[:300])))
@@ -117,3 +129,32 @@ async def heard(n: int) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(Vault.arrived.wait(), TIMEOUT)
     return Vault.heard >= n
+
+
+class Sniffed:
+    """What tcpdump saw (``data`` None: it could not run)."""
+
+    def __init__(self) -> None:
+        self.data: bytes | None = None
+
+    @property
+    def hits(self) -> int:
+        return (self.data or b"").count(MARK.encode())
+
+    def summary(self) -> dict[str, int]:
+        return {"bytes": len(self.data or b""), "hits": self.hits}
+
+
+@contextlib.asynccontextmanager
+async def sniffing(p: Probes, target: str, ports: list[int], work: Path) -> AsyncIterator[Sniffed]:
+    """tcpdump on ``ports`` of loopback around the block, when this machine can
+    (else the probe is reported skipped, with the reason)."""
+    sniffed = Sniffed()
+    why = capture_unavailable()
+    if why is not None:
+        p.skip(target, "watermark", "marked PII on the wire (tcpdump)", why)
+        yield sniffed
+        return
+    async with Capture(ports, work / f"{target}-{uuid.uuid4().hex[:6]}.pcap") as capture:
+        yield sniffed
+    sniffed.data = capture.data

@@ -10,9 +10,11 @@ the watermark, when no marked plaintext is seen). Dimensions:
 - ``certificates``: the client refuses a server certificate that is expired,
   self-signed, for another host name, or from another CA;
 - ``watermark``: every byte between the systems and the broker, captured by a
-  TCP proxy on loopback while asks, tells and topic messages carry a marked PII
-  string: hits of the mark (goal 0); a control run without any security shows
-  the probe sees them;
+  TCP proxy on loopback and by tcpdump on the loopback interface (when this
+  machine has it and may capture; else skipped, with the reason) while asks,
+  tells and topic messages carry a marked PII string, and a marked request
+  through every edge of the gateway: hits of the mark (goal 0); a control run
+  without any security shows the probe sees them;
 - ``hijack``: an expired and a forged broker credential; at each edge no token,
   an expired, a forged and another agent's token;
 - ``replay``: captured bus messages sent again (two rounds); at every edge a
@@ -65,6 +67,7 @@ from _safety_probes import (
     heard,
     member,
     quiet,
+    sniffing,
 )
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -258,39 +261,51 @@ async def bus_probes(p: Probes, home: Path, work: Path, messages: int) -> dict[s
                     error_cb=quiet,
                 ),
             )
-        # -- the watermark: every byte through a recording proxy
+        # -- the watermark: every byte through a recording proxy, and on the wire
         recorder = Recorder(port_of(url))
         proxied = await recorder.start()
         host = await member(proxied, broker, "host")
         caller = await member(proxied, broker, "caller")
         try:
             await host.spawn(Vault, "1")
-            Vault.heard = 0
-            for i in range(messages):
-                await caller.ask("vault/1", Note(text=f"{MARK} #{i}"), timeout=TIMEOUT)
-                await caller.tell("vault/1", Note(text=f"{MARK} told #{i}"))
-                await caller.publish(TOPIC, Bulletin(text=f"{MARK} published #{i}"))
-            p.control(
-                "bus",
-                "sealed topic messages reach their listener",
-                await heard(messages),
-                f"{Vault.heard} of {messages}",
-            )
+            async with sniffing(p, "bus", [port_of(url), port_of(proxied)], work) as wire:
+                await marked_traffic(p, caller, messages)
             hits = recorder.seen.count(MARK.encode())
             watermark = {"bytes": len(recorder.seen), "hits": hits, "messages": 3 * messages}
             p.add(
                 "bus",
                 "watermark",
-                f"marked PII in {len(recorder.seen):,} captured bytes",
+                f"marked PII in {len(recorder.seen):,} proxied bytes",
                 hits == 0,
                 f"{hits} hits",
             )
+            if wire.data is not None:
+                watermark["tcpdump"] = wire.summary()
+                p.add(
+                    "bus",
+                    "watermark",
+                    f"marked PII in {len(wire.data):,} bytes tcpdump saw",
+                    wire.hits == 0,
+                    f"{wire.hits} hits",
+                )
             await bus_attacks(p, url, broker, host, caller, tls)
         finally:
             await caller.close(timeout=2.0)
             await host.close(timeout=2.0)
             await recorder.stop()
     return watermark
+
+
+async def marked_traffic(p: Probes, caller: ActorSystem, messages: int) -> None:
+    """Asks, tells and topic messages that carry the mark; the topic ones are
+    waited for (the watermark counts only what was really carried)."""
+    Vault.heard = 0
+    for i in range(messages):
+        await caller.ask("vault/1", Note(text=f"{MARK} #{i}"), timeout=TIMEOUT)
+        await caller.tell("vault/1", Note(text=f"{MARK} told #{i}"))
+        await caller.publish(TOPIC, Bulletin(text=f"{MARK} published #{i}"))
+    carried = await heard(messages)
+    p.control("bus", "topic messages reach their listener", carried, f"{Vault.heard} of {messages}")
 
 
 async def bus_attacks(
@@ -449,7 +464,7 @@ async def certificate_probes(p: Probes, home: Path, work: Path) -> None:
             )
 
 
-async def control_watermark(p: Probes, messages: int) -> dict[str, Any]:
+async def control_watermark(p: Probes, messages: int, work: Path) -> dict[str, Any]:
     """The same traffic with no security at all: the probe must see the mark."""
     async with EmbeddedServer(ServerConfig(host="127.0.0.1")) as server:
         recorder = Recorder(port_of(server.url))
@@ -458,18 +473,25 @@ async def control_watermark(p: Probes, messages: int) -> dict[str, Any]:
         caller = await ActorSystem.connect(proxied, namespace="open", registry=False)
         try:
             await host.spawn(Vault, "1")
-            Vault.heard = 0
-            for i in range(messages):
-                await caller.ask("vault/1", Note(text=f"{MARK} #{i}"), timeout=TIMEOUT)
-                await caller.publish(TOPIC, Bulletin(text=f"{MARK} published #{i}"))
-            await heard(messages)
+            async with sniffing(p, "open", [port_of(server.url)], work) as wire:
+                Vault.heard = 0
+                for i in range(messages):
+                    await caller.ask("vault/1", Note(text=f"{MARK} #{i}"), timeout=TIMEOUT)
+                    await caller.publish(TOPIC, Bulletin(text=f"{MARK} published #{i}"))
+                await heard(messages)
         finally:
             await caller.close(timeout=2.0)
             await host.close(timeout=2.0)
             await recorder.stop()
     hits = recorder.seen.count(MARK.encode())
     p.control("bus", "an open bus shows the mark to the probe", hits > 0, f"{hits} hits")
-    return {"bytes": len(recorder.seen), "hits": hits}
+    control: dict[str, Any] = {"bytes": len(recorder.seen), "hits": hits}
+    if wire.data is not None:
+        control["tcpdump"] = wire.summary()
+        p.control(
+            "bus", "an open bus shows the mark to tcpdump", wire.hits > 0, f"{wire.hits} hits"
+        )
+    return control
 
 
 # -- report ---------------------------------------------------------------------------
@@ -530,7 +552,7 @@ async def run(console: Console, messages: int) -> tuple[Probes, dict[str, Any]]:
         watermark = await bus_probes(p, home, work, messages)
         await certificate_probes(p, home, work)
         await gateway_probes(p, home, work)
-        control = await control_watermark(p, messages)
+        control = await control_watermark(p, messages, work)
     return p, {"secured": watermark, "open_control": control}
 
 
@@ -560,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         "matrix": m,
         "probes": [asdict(r) for r in probes.results],
         "controls": probes.controls,
+        "skipped": probes.skipped,
         "blocked": blocked,
         "total": total,
     }

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from rich.markup import escape
 
 import actorbus
-from actorbus.cli import broker, demo, durable, registry, run, security, trace
+from actorbus.cli import broker, demo, durable, registry, route, run, security, trace
 from actorbus.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="more logging (-vv for debug)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (demo, broker, run, durable, registry, security, trace):
+    for command in (demo, broker, run, durable, registry, route, security, trace):
         command.add_parser(sub, common)
     return parser
 

@@ -1,0 +1,144 @@
+"""``actorbus route``: the router's protocol selection, from the shell.
+
+- ``route eval FILE``: score the router on a ProtocolRouterBench file (scenario
+  and module accuracy, macro-F1, confusion matrix, per level, and
+  leave-one-level-out beside the published baselines); ``--json OUT`` writes it
+  all, decisions included.
+- ``route select FILE``: the decision record of every module of a scenarios file
+  (the benchmark's format; ground truth not needed), as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from actorbus.cli.common import EXIT_OK, CliError, stdout
+from actorbus.services.router import (
+    BenchmarkError,
+    FeatureModelError,
+    evaluate,
+    load,
+    read_scenarios,
+    select,
+)
+
+
+def _model(args: argparse.Namespace) -> Any:
+    try:
+        return load(args.features)
+    except (FeatureModelError, OSError) as exc:
+        raise CliError(f"feature model {args.features}: {exc}") from None
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    out = stdout()
+    model = _model(args)
+    try:
+        result = evaluate(
+            args.file,
+            model=model,
+            lolo=not args.no_lolo,
+            progress=lambda what: out.print(f"[dim]{what} ...[/]", highlight=False),
+        )
+    except BenchmarkError as exc:
+        raise CliError(str(exc)) from None
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=1) + "\n")
+    if args.json:
+        out.print_json(json.dumps({k: v for k, v in result.items() if k != "decisions"}))
+        return EXIT_OK
+    _print(out, result, model.protocols)
+    if args.json_out:
+        out.print(f"wrote {args.json_out}")
+    return EXIT_OK
+
+
+def _print(out: Any, result: dict[str, Any], protocols: tuple[str, ...]) -> None:
+    t = Table(title=f"ProtocolRouterBench: {result['file']}")
+    for col in ("", "scenarios", "modules", "scenario acc. %", "module acc. %", "macro-F1"):
+        t.add_column(col, justify="right")
+    rows = [("all", result["overall"]), *result["levels"].items()]
+    lolo = result.get("leave_one_level_out")
+    for name, r in rows:
+        t.add_row(
+            name,
+            str(r["scenarios"]),
+            str(r["modules"]),
+            f"{r['scenario_accuracy']:.1f}",
+            f"{r['module_accuracy']:.1f}",
+            f"{r['macro_f1']:.3f}",
+        )
+    if lolo is not None:
+        p = lolo["pooled"]
+        t.add_row(
+            "leave-one-level-out",
+            str(p["scenarios"]),
+            str(p["modules"]),
+            f"{p['scenario_accuracy']:.1f}",
+            f"{p['module_accuracy']:.1f}",
+            f"{p['macro_f1']:.3f}",
+        )
+    for name, b in result["baselines"].items():
+        t.add_row(name, "", "", f"{b['scenario_accuracy']:.1f}", f"{b['module_accuracy']:.1f}", "")
+    out.print(t)
+    c = Table(title="confusion (rows: truth, columns: decision)")
+    c.add_column("")
+    for p in protocols:
+        c.add_column(p, justify="right")
+    for truth, row in result["overall"]["confusion"].items():
+        c.add_row(truth, *(str(row[p]) for p in protocols))
+    out.print(c)
+    for miss in result["misses"]:
+        out.print(
+            f"  miss {miss['scenario']} {miss['module']!r}: {miss['truth']} expected, "
+            f"{miss['selected']} chosen ({miss['decided_by']})",
+            highlight=False,
+        )
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    model = _model(args)
+    try:
+        scenarios = read_scenarios(args.file)
+    except BenchmarkError as exc:
+        raise CliError(str(exc)) from None
+    records = {
+        s.id: [select(m, s.description, model=model).record() for m in s.modules] for s in scenarios
+    }
+    stdout().print_json(json.dumps(records))
+    return EXIT_OK
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    route = sub.add_parser(
+        "route",
+        parents=[common],
+        help="the router's protocol selection: decide, and score on ProtocolRouterBench",
+        description="Spec-only, deterministic protocol selection per module (A2A, ACP, "
+        "ANP, Agora) on the canonical feature model.",
+    )
+    what = route.add_subparsers(dest="route_command", metavar="ACTION", required=True)
+    ev = what.add_parser(
+        "eval",
+        parents=[common],
+        help="score the router on a ProtocolRouterBench scenarios file",
+    )
+    ev.add_argument("file", help="scenarios JSON (ProtocolRouterBench's format, with ground truth)")
+    ev.add_argument("--json-out", metavar="OUT", help="also write every figure and decision here")
+    ev.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ev.add_argument("--no-lolo", action="store_true", help="skip leave-one-level-out")
+    ev.add_argument("--features", help="a feature model JSON other than the shipped one")
+    ev.set_defaults(func=cmd_eval)
+    sel = what.add_parser(
+        "select", parents=[common], help="the decision record of every module of a file"
+    )
+    sel.add_argument("file", help="scenarios JSON (ProtocolRouterBench's format)")
+    sel.add_argument("--features", help="a feature model JSON other than the shipped one")
+    sel.set_defaults(func=cmd_select)

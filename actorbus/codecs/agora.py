@@ -16,15 +16,22 @@ opens a conversation: the reply's ``conversationId`` names it, follow-ups go to
   whole document: the spec writes 40 hex digits, the SDK base64; both are
   accepted and normalised to hex (:func:`normalize_hash`, :func:`hash_matches`).
 
-Envelope <-> Agora: Agora has no metadata slot and a text-only body, so it
-carries less than the other codecs, honestly:
+Envelope <-> Agora: Agora's message has a text-only body and no metadata slot
+of its own; as the ProtocolRouter appendix maps it (G.2: the envelope's fields
+under ``metadata``), a request carries the rest of the envelope in an optional
+``metadata`` object that Agora peers ignore:
 
 =========================  =====================================================
 envelope                   Agora
 =========================  =====================================================
 content (text)             ``body``; other JSON content is sent as its JSON text
-                           (and comes back as that text); bytes cannot be sent
-context.session_id         ``conversationId`` of a reply; of a request only via
+                           (``metadata.contentType`` "json" says to parse it back);
+                           bytes cannot be sent
+id, ts, src, dst, intent,  ``metadata`` of a request (the envelope's plain-data
+context, meta              form, ``meta["agora"]`` left out): a request from an
+                           actorbus edge comes back whole, security markers and
+                           trace included
+context.session_id         also ``conversationId`` of a reply, and of a request
                            the URL (:func:`conversation_url`,
                            :func:`decode_request` ``conversation_id=``)
 meta["agora"]              ``protocolHash`` (hex, and the form it came in),
@@ -32,9 +39,9 @@ meta["agora"]              ``protocolHash`` (hex, and the form it came in),
                            ``conversationExpires``: decode fills, encode reads
 =========================  =====================================================
 
-Everything else (id, src, dst, intent, trace and the security markers) does not
-cross an Agora hop: ``carries`` is just ``content``. Decoded messages get
-``ts`` 0 (a codec reads no clock), intent ``text`` and ``protocol_hint`` agora.
+A request without ``metadata`` (an Agora client's) and every reply carry only
+the body (and the conversation): decoded, they get ``ts`` 0 (a codec reads no
+clock), intent ``text`` and ``protocol_hint`` agora.
 The SDK answers with HTTP 200 whatever happened and its client treats any other
 status as a transport failure, so the gateway answers errors 200 with an error
 body.
@@ -53,12 +60,15 @@ from urllib.parse import quote, unquote
 import msgspec
 
 from actorbus.codecs.common import (
+    ENVELOPE_FIELDS_BUT_HINT,
     INTENT_ERROR,
     build_envelope,
     convert,
     envelope_error,
+    envelope_fields,
     error_envelope,
     json_text,
+    json_value,
     rebuild_error,
 )
 from actorbus.codecs.edge import Codec, register
@@ -300,6 +310,7 @@ class AgoraRequest(msgspec.Struct, omit_defaults=True):
     protocolHash: str | None = None
     protocolSources: list[str] = msgspec.field(default_factory=list)
     multiround: bool = False
+    metadata: dict[str, Any] | None = None  # the rest of the envelope (appendix G.2)
 
 
 class AgoraReply(msgspec.Struct, omit_defaults=True):
@@ -352,7 +363,22 @@ def encode_request(env: Envelope, *, style: HashStyle | None = None) -> dict[str
         "protocolHash": digest,
         "protocolSources": list(sources) if isinstance(sources, list) else [],
         "multiround": bool(facts.get("multiround")) or env.context.session_id is not None,
-    }
+    } | ({} if facts.get("metadata") is False else {"metadata": _metadata(env)})
+
+
+def _metadata(env: Envelope) -> dict[str, Any]:
+    """The envelope but its content (and the Agora facts the message itself holds)."""
+    fields = envelope_fields(env)
+    meta = fields.get("meta")
+    if meta is not None:
+        meta = {k: v for k, v in meta.items() if k not in ("agora", "protocol_hint")}
+        if meta:
+            fields["meta"] = meta
+        else:
+            del fields["meta"]
+    if not isinstance(env.content, str) and env.content is not None:
+        fields["contentType"] = "json"
+    return fields
 
 
 def encode_reply(
@@ -411,7 +437,29 @@ def decode_request(obj: Any, *, conversation_id: str | None = None) -> Envelope:
     if req.protocolHash is not None:
         facts["protocolHash"] = normalize_hash(req.protocolHash)
         facts["hashStyle"] = hash_style(req.protocolHash)
-    return _native(req.body, facts, conversation_id)
+    if req.metadata is None:  # an Agora client's: re-encoded, it stays without one
+        return _native(req.body, {**facts, "metadata": False}, conversation_id)
+    return _with_metadata(req.body, req.metadata, facts, conversation_id)
+
+
+def _with_metadata(
+    body: str, metadata: dict[str, Any], facts: dict[str, Any], conversation_id: str | None
+) -> Envelope:
+    """A request an actorbus edge sent: the envelope its ``metadata`` holds."""
+    data = {k: v for k, v in metadata.items() if k != "contentType"}
+    content: Any = body
+    if metadata.get("contentType") == "json":
+        content = json_value(body, "an Agora body marked JSON")
+    meta = data.get("meta")
+    data["meta"] = {**(meta if isinstance(meta, dict) else {}), "protocol_hint": "agora"}
+    data["meta"]["agora"] = facts
+    if conversation_id is not None:
+        context = data.get("context")
+        data["context"] = {**(context if isinstance(context, dict) else {})}
+        data["context"]["session_id"] = conversation_id
+    data.setdefault("dst", "")
+    data.setdefault("intent", "text")
+    return build_envelope({**data, "content": content}, "an Agora request's metadata")
 
 
 def decode_reply(obj: Any) -> Envelope:
@@ -486,6 +534,6 @@ CODEC = register(
         decode=decode,
         error_to=error_to,
         error_from=error_from,
-        carries=frozenset({"content"}),
+        carries=ENVELOPE_FIELDS_BUT_HINT,
     )
 )

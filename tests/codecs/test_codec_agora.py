@@ -17,6 +17,7 @@ from _codec_support import (
     TEXT_20,
     decodes_or_raises_typed,
     fast,
+    field_at,
     fixture_loader,
     json_values,
     sample_errors,
@@ -27,6 +28,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actorbus.codecs import agora
+from actorbus.codecs.common import ENVELOPE_FIELDS_BUT_HINT
 from actorbus.codecs.edge import CODECS
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
@@ -153,6 +155,7 @@ def test_natural_language_request() -> None:
         "protocolHash": None,
         "protocolSources": [],
         "multiround": False,
+        "metadata": False,  # an Agora client's request: re-encoded without metadata
     }
 
 
@@ -260,15 +263,41 @@ def test_error_taxonomy_round_trips_in_both_shapes(err: ActorBusError) -> None:
 
 def test_non_text_content_goes_as_json_text_and_bytes_not_at_all() -> None:
     env = Envelope(dst="x", intent="Query", content={"city": "Paris"})
-    assert agora.encode(env)["body"] == '{"city":"Paris"}'
-    assert agora.decode(wire(agora.encode(env))).content == '{"city":"Paris"}'
+    sent = agora.encode(env)
+    assert sent["body"] == '{"city":"Paris"}'
+    assert sent["metadata"]["contentType"] == "json"
+    assert agora.decode(wire(sent)).content == {"city": "Paris"}  # marked: parsed back
+    bare = {k: v for k, v in sent.items() if k != "metadata"}  # an Agora client's
+    assert agora.decode(wire(bare)).content == '{"city":"Paris"}'
     assert agora.encode(env.model_copy(update={"content": None}))["body"] == ""
     with pytest.raises(EncodeError):
         agora.encode(env.model_copy(update={"content": b"\x00"}))
 
 
-def test_carries_only_content() -> None:
-    assert agora.CODEC.carries == frozenset({"content"})
+def test_a_request_carries_the_envelope_in_its_metadata() -> None:
+    """The appendix's field alignment (G.2): Agora's message holds the rest of
+    the envelope under ``metadata``, so a bridge through Agora keeps it."""
+    assert agora.CODEC.carries == ENVELOPE_FIELDS_BUT_HINT
+    env = Envelope(
+        id="m-1",
+        ts=5,
+        src="a/1",
+        dst="b/1",
+        intent="Query",
+        content="hi",
+        context=EnvelopeContext(trace_id="t" * 32, idempotency_key="k-1", session_id="s-1"),
+        meta=EnvelopeMeta(signature="c2ln", key_id="did:key:z#k", cipher="A256GCM"),
+    )
+    back = agora.decode(wire(agora.encode(env)))
+    assert (back.id, back.ts, back.src, back.dst, back.intent) == ("m-1", 5, "a/1", "b/1", "Query")
+    assert back.context.idempotency_key == "k-1"
+    assert (back.meta.signature, back.meta.key_id, back.meta.cipher) == (
+        "c2ln",
+        "did:key:z#k",
+        "A256GCM",
+    )
+    with pytest.raises(DecodeError, match="metadata"):
+        agora.decode({"body": "x", "metadata": {"ts": "not a time"}})
 
 
 envelopes = st.builds(
@@ -288,7 +317,7 @@ envelopes = st.builds(
 def test_envelope_round_trip_keeps_every_carried_field(env: Envelope) -> None:
     back = agora.decode(wire(agora.encode(env)))
     for path in agora.CODEC.carries:
-        assert getattr(back, path) == getattr(env, path)
+        assert field_at(back, path) == field_at(env, path), path
 
 
 @FAST

@@ -29,7 +29,7 @@ def test_an_unknown_protocol_is_a_typed_error_naming_the_known_ones() -> None:
 @pytest.mark.parametrize(("source", "target"), list(itertools.permutations(sorted(MODULES), 2)))
 def test_bridging_keeps_business_content_and_security_fields(source: str, target: str) -> None:
     """decode with one, encode with the other: the text and the signature survive
-    every pair (Agora carries content only, so security there is out of scope)."""
+    every pair that carries a signature (Agora does, in its request's metadata)."""
     env = Envelope(
         id="m-1",
         src="client/1",

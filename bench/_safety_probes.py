@@ -12,8 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from _capture import Capture
-from _capture import unavailable as capture_unavailable
+from _capture import Capture, unavailable as capture_unavailable
 from pydantic import BaseModel
 from rich.console import Console
 

@@ -20,8 +20,7 @@ import nats
 import pytest
 from _gateway import host_agents, message, running_gateway
 from _util import WAIT, RawNats, barrier, subject_of
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from pydantic import BaseModel
 
 from actorbus import Actor, DecodeError, MessageTooLargeError, handler

@@ -33,8 +33,7 @@ from actorbus.codecs.errors import (
     ValidationFailedError,
 )
 from actorbus.codecs.inbound import Inbound
-from actorbus.telemetry import STATE, spans
-from actorbus.telemetry import metrics as meters
+from actorbus.telemetry import STATE, metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime

@@ -63,8 +63,7 @@ from actorbus.codecs.errors import (
 )
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import pack
-from actorbus.telemetry import STATE, spans
-from actorbus.telemetry import metrics as meters
+from actorbus.telemetry import STATE, metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor

@@ -44,9 +44,13 @@ from actorbus.codecs.errors import AuthError
 from actorbus.codecs.inbound import Inbound
 from actorbus.security.credentials import Authority
 from actorbus.security.identity import Identity, PublicIdentity
-from actorbus.security.issued import SYSTEM, TRUSTED_FILE, read_trusted
-from actorbus.security.issued import issued as issued_home
-from actorbus.security.issued import load as load_issued
+from actorbus.security.issued import (
+    SYSTEM,
+    TRUSTED_FILE,
+    issued as issued_home,
+    load as load_issued,
+    read_trusted,
+)
 from actorbus.security.replay import DEFAULT_SKEW_MS, ReplayWindow
 from actorbus.security.sessions import (
     AUTH_HEADER,

@@ -32,8 +32,7 @@ from nats.aio.subscription import Subscription
 from nats.errors import SlowConsumerError
 
 from actorbus.codecs.errors import RateLimitedError
-from actorbus.telemetry import STATE
-from actorbus.telemetry import metrics as meters
+from actorbus.telemetry import STATE, metrics as meters
 
 log = logging.getLogger("actorbus.mailbox")
 

@@ -36,8 +36,7 @@ from actorbus.codecs.errors import (
 )
 from actorbus.security.sessions import OutboundSession
 from actorbus.security.topic_keys import TopicSender
-from actorbus.telemetry import STATE, spans
-from actorbus.telemetry import metrics as meters
+from actorbus.telemetry import STATE, metrics as meters, spans
 
 R = TypeVar("R")
 T = TypeVar("T")

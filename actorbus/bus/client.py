@@ -31,8 +31,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from nats.aio.client import PING_PROTO
-from nats.aio.client import Client as _NatsClient
+from nats.aio.client import PING_PROTO, Client as _NatsClient
 from nats.errors import ProtocolError
 from nats.protocol.command import hpub_cmd
 

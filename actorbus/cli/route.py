@@ -6,18 +6,22 @@
   all, decisions included.
 - ``route select FILE``: the decision record of every module of a scenarios file
   (the benchmark's format; ground truth not needed), as JSON.
+- ``route dest --url URL (--skill S | --to A,B)``: ask the router service on the
+  bus (``python -m actorbus.services.router``) where one message should go.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from actorbus.cli.common import EXIT_OK, CliError, stdout
+from actorbus.actors.system import ActorSystem
+from actorbus.cli.common import EXIT_OK, CliError, bus_options, stdout, with_system
 from actorbus.services.router import (
     BenchmarkError,
     FeatureModelError,
@@ -26,6 +30,7 @@ from actorbus.services.router import (
     read_scenarios,
     select,
 )
+from actorbus.services.router.actor import POLICY_NAMES, RouteDecision, RouteRequest
 
 
 def _model(args: argparse.Namespace) -> Any:
@@ -114,6 +119,31 @@ def cmd_select(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dest(args: argparse.Namespace) -> int:
+    if (args.skill is None) == (args.to is None):
+        raise CliError("give --skill or --to (not both)")
+    request = RouteRequest(
+        candidates=[a.strip() for a in args.to.split(",") if a.strip()] if args.to else None,
+        skill=args.skill,
+        key=args.key,
+        policy=args.policy,
+    )
+
+    async def work(system: ActorSystem, _args: argparse.Namespace) -> None:
+        decision = await system.ask(
+            f"router/{args.router_key}", request, timeout=10, returns=RouteDecision
+        )
+        if args.json:
+            stdout().print_json(decision.model_dump_json())
+        else:
+            rest = ", ".join(decision.order[1:]) or "-"
+            stdout().print(
+                f"{decision.destination}  ({decision.policy}; then {rest})", highlight=False
+            )
+
+    return asyncio.run(with_system(args, work))
+
+
 def add_parser(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
@@ -142,3 +172,20 @@ def add_parser(
     sel.add_argument("file", help="scenarios JSON (ProtocolRouterBench's format)")
     sel.add_argument("--features", help="a feature model JSON other than the shipped one")
     sel.set_defaults(func=cmd_select)
+    dest = what.add_parser(
+        "dest",
+        parents=[common],
+        help="ask the router service where one message should go",
+    )
+    bus_options(dest)
+    dest.add_argument("--skill", help="route among the healthy actors offering this skill")
+    dest.add_argument("--to", help="route among these addresses (comma-separated)")
+    dest.add_argument("--key", help="session or trace id (sticky policies)")
+    dest.add_argument(
+        "--policy",
+        default="latency-aware",
+        choices=[p for p in POLICY_NAMES if p != "weighted"],
+        help="destination policy (latency-aware)",
+    )
+    dest.add_argument("--router-key", default="main", help="the router actor's key (main)")
+    dest.set_defaults(func=cmd_dest)

@@ -24,8 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import msgspec
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
+from pydantic import BaseModel, ValidationError as PydanticValidationError
 
 from actorbus.codecs.envelope import EMPTY_META, Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (

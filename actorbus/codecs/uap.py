@@ -33,8 +33,7 @@ from typing import Any, Literal
 
 import jsonschema
 import jsonschema.exceptions
-from pydantic import BaseModel, ConfigDict
-from pydantic import ValidationError as PydanticValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError as PydanticValidationError
 
 from actorbus.codecs.errors import ActorBusError, ValidationFailedError
 

@@ -20,16 +20,15 @@ from _codec_support import (
     FIXTURES_ROOT,
     TEXT,
     contexts,
+    envelopes as envelopes_of,
     fast,
     field_at,
+    json_scalars as json_scalars_of,
+    json_values as json_values_of,
     key_paths,
     metas,
 )
-from _codec_support import envelopes as envelopes_of
-from _codec_support import json_scalars as json_scalars_of
-from _codec_support import json_values as json_values_of
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from actorbus.codecs import a2a
 from actorbus.codecs.a2a import (

@@ -11,15 +11,14 @@ import pytest
 from _codec_support import (
     FIXTURES_ROOT,
     JSON,
+    envelopes as envelopes_of,
     fast,
     field_at,
     fixture_loader,
     metas,
     mutated,
 )
-from _codec_support import envelopes as envelopes_of
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from actorbus.codecs import a2acp
 from actorbus.codecs.a2acp.checker import Compiler, fast_checker

@@ -18,6 +18,7 @@ from _codec_support import (
     WORDS,
     contexts,
     decodes_or_raises_typed,
+    envelopes as envelopes_of,
     fast,
     field_at,
     fixture_loader,
@@ -27,9 +28,7 @@ from _codec_support import (
     sample_errors,
     wire,
 )
-from _codec_support import envelopes as envelopes_of
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from actorbus.codecs import acp, anp
 from actorbus.codecs.common import envelope_error

@@ -24,8 +24,7 @@ from _codec_support import (
     top_level_junk,
     wire,
 )
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from actorbus.codecs import agora
 from actorbus.codecs.common import ENVELOPE_FIELDS_BUT_HINT

@@ -20,6 +20,7 @@ from _codec_support import (
     WORDS,
     contexts,
     decodes_or_raises_typed,
+    envelopes as envelopes_of,
     fast,
     field_at,
     fixture_loader,
@@ -29,10 +30,8 @@ from _codec_support import (
     top_level_junk,
     wire,
 )
-from _codec_support import envelopes as envelopes_of
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from actorbus.codecs import acp, anp
 from actorbus.codecs.edge import CODECS

@@ -12,14 +12,13 @@ from _codec_support import (
     JSON,
     TEXT,
     contexts,
+    envelopes as envelopes_of,
     fast,
     field_at,
     fixture_loader,
     mutated,
 )
-from _codec_support import envelopes as envelopes_of
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from actorbus.codecs import anycast
 from actorbus.codecs.anycast import AnycastTasks, TaskState

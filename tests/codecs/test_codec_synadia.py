@@ -9,10 +9,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _codec_support import FIXTURES_ROOT, JSON, NON_EMPTY, fast, field_at, fixture_loader, mutated
-from _codec_support import envelopes as envelopes_of
-from hypothesis import given
-from hypothesis import strategies as st
+from _codec_support import (
+    FIXTURES_ROOT,
+    JSON,
+    NON_EMPTY,
+    envelopes as envelopes_of,
+    fast,
+    field_at,
+    fixture_loader,
+    mutated,
+)
+from hypothesis import given, strategies as st
 
 from actorbus.codecs import synadia as sy
 from actorbus.codecs.edge import bridge

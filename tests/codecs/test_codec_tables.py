@@ -7,8 +7,7 @@ import string
 
 import pytest
 from _codec_support import contexts, envelopes, fast, field_at, metas, wire
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from actorbus.codecs.edge import DECODE, ENCODE, MODULES, bridge, codec, load_all
 from actorbus.codecs.envelope import Envelope, EnvelopeContext

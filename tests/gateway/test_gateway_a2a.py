@@ -21,10 +21,10 @@ from _gateway import (
     message,
     rpc,
     running_gateway,
+    settings as gateway_settings,
     sse,
     wait_agents,
 )
-from _gateway import settings as gateway_settings
 from _util import WAIT, child_env, terminate
 
 from actorbus import ActorSystem

@@ -60,8 +60,7 @@ from actorbus.services.gateway.egress_acp import AcpEgress, AcpProxy, acp_sessio
 if not hasattr(uvicorn.config, "LoopSetupType"):  # see the module docstring
     uvicorn.config.LoopSetupType = str  # type: ignore[attr-defined]
 
-from acp_sdk.server import Context, create_app
-from acp_sdk.server import agent as acp_agent
+from acp_sdk.server import Context, agent as acp_agent, create_app
 
 AGENTS = ("gw-echo", "gw-streamer")
 EDGES = ("a2a", "acp")

@@ -18,11 +18,11 @@ from actorbus.services.router import (
     FeatureModelError,
     Module,
     evaluate,
+    features as features_module,
     load,
     read_scenarios,
     select,
 )
-from actorbus.services.router import features as features_module
 from actorbus.services.router.features import parse
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "router"

@@ -30,10 +30,10 @@ from actorbus.services.trace_ui import (
     find_phoenix,
     format_tree,
     otel_env,
+    server as trace_ui_server,
     start_phoenix,
     trace_url,
 )
-from actorbus.services.trace_ui import server as trace_ui_server
 
 REPO = Path(__file__).resolve().parents[2]
 PHOENIX_PYTHON = find_phoenix([REPO / ".venv-trace"])

@@ -16,8 +16,8 @@ import msgspec
 
 from actorbus.codecs.common import (
     EPOCH,
+    format_timestamp as format_timestamp,
 )
-from actorbus.codecs.common import format_timestamp as format_timestamp
 from actorbus.codecs.errors import (
     DecodeError,
     EncodeError,

@@ -9,8 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-from pydantic import ValidationError as PydanticValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError as PydanticValidationError
 
 from actorbus.codecs.a2acp.checker import (
     A2ACP_TO_TAXONOMY,
@@ -37,9 +36,9 @@ from actorbus.codecs.a2acp.checker import (
 from actorbus.codecs.common import (
     extension_context,
     extension_meta,
+    format_timestamp as format_timestamp,
     meta_builder,
 )
-from actorbus.codecs.common import format_timestamp as format_timestamp
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
     CLASS_OF_CODE,

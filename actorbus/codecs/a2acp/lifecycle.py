@@ -25,8 +25,8 @@ from actorbus.codecs.a2acp.codec import (
 )
 from actorbus.codecs.common import (
     ENVELOPE_FIELDS_BUT_HINT,
+    format_timestamp as format_timestamp,
 )
-from actorbus.codecs.common import format_timestamp as format_timestamp
 from actorbus.codecs.edge import Codec, register
 from actorbus.codecs.errors import (
     ProtocolError,

@@ -34,9 +34,9 @@ from actorbus.codecs.anycast.schema import (
 from actorbus.codecs.common import (
     add_extension,
     content_intent,
+    format_timestamp as format_timestamp,
     meta_builder,
 )
-from actorbus.codecs.common import format_timestamp as format_timestamp
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
     ActorBusError,

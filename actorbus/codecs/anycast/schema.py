@@ -13,8 +13,8 @@ from typing import Any
 
 from actorbus.codecs.common import (
     EPOCH,
+    format_timestamp as format_timestamp,
 )
-from actorbus.codecs.common import format_timestamp as format_timestamp
 from actorbus.codecs.errors import (
     DecodeError,
     EncodeError,

@@ -61,8 +61,7 @@ from actorbus.codecs.anp import (
     error_response,
     rpc_error,
 )
-from actorbus.codecs.common import content_intent, rebuild_error
-from actorbus.codecs.common import read_json as bounded_json
+from actorbus.codecs.common import content_intent, read_json as bounded_json, rebuild_error
 from actorbus.codecs.envelope import Envelope, EnvelopeContext
 from actorbus.codecs.errors import (
     ActorBusError,

@@ -61,7 +61,7 @@ from nats.js.api import StorageType, StreamConfig
 from actorbus import ActorSystem
 
 NATS_NODES = ("nats-1", "nats-2", "nats-3")
-ACTORBUS_ROLES = ("registry", "gateway", "echo", "typist")
+ACTORBUS_ROLES = ("registry", "gateway", "router", "echo", "typist")
 JAEGER = "jaeger"
 
 
@@ -216,7 +216,7 @@ def test_actorbus_services_share_one_image_and_send_spans_to_jaeger(
         namespaces.add(cmd[cmd.index("--namespace") + 1])
     assert namespaces == {"ab"}
     assert svcs["registry"].depends_on == dict.fromkeys(NATS_NODES, "service_healthy")
-    for agent in ("gateway", "echo", "typist"):
+    for agent in ("gateway", "router", "echo", "typist"):
         # after the registry, which creates the registry buckets with --replicas
         assert svcs[agent].depends_on == {"registry": "service_healthy"}
 
@@ -438,6 +438,15 @@ async def _check_deployment(dep: LocalDeployment, ns: str, echo_replicas: int) -
         reply = await asyncio.to_thread(_a2a_send, f"{gateway}/a2a/echo", "hello")
         assert reply["result"]["status"]["state"] == "completed", reply
 
+        # (e) the router picks among the echo agents the registry lists, over HTTP
+        router = lb.url("router", 8490, "http")
+        decision = await asyncio.to_thread(
+            _post_json, f"{router}/route", {"skill": "Ping", "policy": "first-match"}
+        )
+        assert decision["destination"] == "echo", decision  # the type: NATS picks a replica
+        pong = await system.ask(decision["destination"], {"text": "routed"}, intent="Ping")
+        assert pong["text"] == "routed"
+
         # (c) JetStream is one 3-node cluster and places replicated streams
         for url in monitors:
             jsz, _ = await asyncio.to_thread(_get_json, f"{url}/jsz")
@@ -462,6 +471,12 @@ def _a2a_send(url: str, text: str) -> Any:
             }
         },
     }
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _post_json(url: str, body: Any) -> Any:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
     with urllib.request.urlopen(request, timeout=10) as resp:
         return json.loads(resp.read())

@@ -185,3 +185,14 @@ def test_weighted_round_robin_gives_each_its_share_evenly() -> None:
     assert firsts.count("a") == 6
     assert firsts.count("b") == 2
     assert "b" in firsts[:4]  # interleaved, not bunched
+
+
+async def test_instances_come_from_the_registry_by_type(system: ActorSystem) -> None:
+    await hosts(system, a={}, b={})
+    await system.directory.announced()
+    router = DestinationRouter(system, FirstMatch(), retry=FAST)
+    assert await router.candidates(None, None, name="replica") == ["replica"]  # the type
+    answer = await router.ask(Job(n=3), name="replica")
+    assert answer in ("replica/a:3", "replica/b:3")  # NATS picks the instance
+    with pytest.raises(ValueError, match=r"to=.*skill=.*name="):
+        await router.ask(Job(n=4))

@@ -96,6 +96,10 @@ async def test_the_actor_answers_on_the_bus_and_routes_by_skill(
     )
     assert decision.destination == "translator"
     assert await caller.ask(decision.destination, "olleh", timeout=WAIT) == "hello"
+    by_type = await caller.ask(
+        "router/main", RouteRequest(name="translator"), returns=RouteDecision, timeout=WAIT
+    )
+    assert by_type.destination == "translator"
     # and from a terminal
     argv = ["route", "dest", "--url", nats_server.url, "--namespace", ns, "--to", "a/1,b/1"]
     code = await asyncio.to_thread(main, [*argv, "--policy", "first-match", "--json"])

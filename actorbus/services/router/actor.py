@@ -46,11 +46,12 @@ class SelectRequest(BaseModel):
 
 class RouteRequest(BaseModel):
     """Where to send one message: among ``candidates``, or the healthy actors the
-    registry knows for ``skill``; ``key`` (a session or trace id) for sticky
-    policies; ``weights`` for the weighted one."""
+    registry knows for ``skill`` or the actor type ``name``; ``key`` (a session or
+    trace id) for sticky policies; ``weights`` for the weighted one."""
 
     candidates: list[str] | None = None
     skill: str | None = None
+    name: str | None = None  # an actor type
     key: str | None = None
     policy: str = "latency-aware"
     weights: dict[str, float] | None = None
@@ -98,15 +99,17 @@ class RouterActor(Actor):
         policy = self._policy(request)
         if request.candidates:
             candidates = list(dict.fromkeys(request.candidates))
-        elif request.skill:
+        elif request.skill or request.name:
             if self.discover is None:
                 raise ValidationFailedError("this router has no registry view: give candidates")
-            found = await self.discover(skill=request.skill)
+            query = {"skill": request.skill} if request.skill else {"name": request.name}
+            found = await self.discover(**query)
             candidates = sorted({lst.address for lst in found if lst.address})
             if not candidates:
-                raise ActorNotFoundError(f"no healthy actor offers skill {request.skill!r}")
+                wanted = request.skill or request.name
+                raise ActorNotFoundError(f"no healthy actor offers {wanted!r}")
         else:
-            raise ValidationFailedError("a route request needs candidates or a skill")
+            raise ValidationFailedError("a route request needs candidates, a skill or a type")
         order = policy.order(candidates, request.key)
         return RouteDecision(destination=order[0], order=order, policy=policy.name)
 

@@ -99,16 +99,21 @@ class DestinationRouter:
             breaker = self.circuits[destination] = CircuitBreaker(self.failures, self.cooldown)
         return breaker
 
-    async def candidates(self, to: Sequence[str] | None, skill: str | None) -> list[str]:
+    async def candidates(
+        self, to: Sequence[str] | None, skill: str | None, name: str | None = None
+    ) -> list[str]:
+        """The destinations given, or the healthy actors the registry knows for a
+        skill or an actor type ``name``."""
         if to is not None:
             return list(dict.fromkeys(to))
-        if skill is None:
-            raise ValueError("give the destinations (to=) or a skill (skill=)")
-        found = sorted(
-            {lst.address for lst in await self.system.discover(skill=skill) if lst.address}
+        if skill is None and name is None:
+            raise ValueError("give the destinations (to=), a skill (skill=) or a type (name=)")
+        listings = await (
+            self.system.discover(skill=skill) if skill else self.system.discover(name=name)
         )
+        found = sorted({lst.address for lst in listings if lst.address})
         if not found:
-            raise ActorNotFoundError(f"no healthy actor offers skill {skill!r}")
+            raise ActorNotFoundError(f"no healthy actor offers {skill or name!r}")
         return found
 
     async def ask(
@@ -117,6 +122,7 @@ class DestinationRouter:
         *,
         to: Sequence[str] | None = None,
         skill: str | None = None,
+        name: str | None = None,
         key: str | None = None,
         intent: str | None = None,
         timeout: float | None = None,
@@ -125,7 +131,7 @@ class DestinationRouter:
         """The answer of the first destination that gives one (see the module
         docstring); the last failure if none does, or CircuitOpenError /
         BulkheadFullError when every destination refuses at once."""
-        candidates = await self.candidates(to, skill)
+        candidates = await self.candidates(to, skill, name)
         async with self.queues.turn(key):
             ordered = self.policy.order(candidates, key)
             idem = (key and f"{key}:{uuid.uuid4().hex}") or uuid.uuid4().hex  # one per message

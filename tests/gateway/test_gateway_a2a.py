@@ -749,3 +749,63 @@ async def test_a_client_hanging_up_does_not_stop_the_task(
     assert events[0]["result"]["task"]["id"] == task_id
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
     await asyncio.wait_for(probe.cancelled.wait(), WAIT)
+
+
+# -- as clients find the gateway (issue: A2A interoperability) -----------------------------
+
+
+async def test_the_site_root_serves_a_card_as_clients_look_for_one(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    async with http.get(f"{gw.http_url}/.well-known/agent-card.json") as resp:
+        assert resp.status == 200
+        card = await resp.json()
+    assert card["name"] == "actorbus-gateway"
+    assert {s["id"] for s in card["skills"]} >= set(AGENTS)  # its agents, as skills
+    assert card["url"] == f"{gw.http_url}/a2a"
+    # a message to the gateway itself says where the agents are
+    answer = await rpc(http, f"{gw.http_url}/a2a", "SendMessage", {"message": message("hi")})
+    assert "/a2a/gw-echo" in answer["error"]["message"]
+
+
+async def test_a_default_agent_answers_at_the_site_root(
+    probe: Probe, nats_server: EmbeddedServer, ns: str, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    async with running_gateway(
+        nats_server.url, ns, tmp_path / "gw.db", "gw-echo", default_agent="gw-echo"
+    ) as gw:
+        async with http.get(f"{gw.http_url}/.well-known/agent-card.json") as resp:
+            card = await resp.json()
+        assert card["name"] == "gw-echo"
+        assert card["url"] == url(gw)
+
+
+async def test_a_base_url_with_a_slash_and_a_1_0_method_without_the_header(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    # 1.0 method names are unambiguous: no A2A-Version header, still answered in 1.0
+    sent = await rpc(
+        http, url(gw) + "/", "SendMessage", {"message": message("slash")}, version=None
+    )
+    assert state(result_task(sent, "1.0"), "1.0") == "completed"
+    # the JavaScript SDK's ListTasks with no filter sends the proto default
+    listed = await rpc(http, url(gw), "ListTasks", {"status": "UNRECOGNIZED"})
+    assert listed["result"]["tasks"], listed
+    # 0.3 method names without the header are still 0.3
+    old = await rpc(
+        http, url(gw), "message/send", {"message": message("old", version="0.3")}, version=None
+    )
+    assert result_task(old, "0.3")["kind"] == "task"
+
+
+async def test_a_body_too_large_is_minus_32600_on_every_json_rpc_edge(
+    probe: Probe, nats_server: EmbeddedServer, ns: str, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    async with running_gateway(
+        nats_server.url, ns, tmp_path / "gw.db", "gw-echo", max_body=2048
+    ) as gw:
+        big = b"x" * 10_000
+        for path in ("/a2a/gw-echo", "/mcp", "/anp/gw-echo/rpc"):
+            async with http.post(gw.http_url + path, data=big) as resp:
+                assert resp.status == 413, path
+                assert (await resp.json())["error"]["code"] == -32600, path

@@ -113,7 +113,14 @@ def _task_ref(obj: dict[str, Any], version: A2AVersion) -> TaskRef:
     )
 
 
+# What proto3 JSON writes for an enum left at its default: no filter (the A2A
+# JavaScript SDK sends "UNRECOGNIZED" when ListTasks is given no status).
+_NO_STATUS = frozenset({"UNRECOGNIZED", "TASK_STATE_UNSPECIFIED"})
+
+
 def _list_tasks(obj: dict[str, Any]) -> ListTasksParams:
+    if obj.get("status") in _NO_STATUS:
+        obj = {k: v for k, v in obj.items() if k != "status"}
     p = convert_shape(obj, ListTasksV10, "params", InvalidParamsError)
     return ListTasksParams(
         context_id=p.context_id,
@@ -150,6 +157,8 @@ def _decode_request(obj: dict[str, Any], version: str | None) -> A2ARequest:
     if not isinstance(name, str) or not name:
         raise InvalidRequestError("`method` must be a non-empty string")
     v = negotiate_version(version)
+    if (version is None or not version.strip()) and name in METHODS_V10 and name not in METHODS_V03:
+        v = V10  # no header means 0.3, but a 1.0 method name is unambiguous: answer in 1.0
     method = _method(name, v)
     return A2ARequest(
         method=method,

@@ -36,6 +36,12 @@ def parser() -> argparse.ArgumentParser:
         f"{', '.join(sorted(EDGES))})",
     )
     p.add_argument("--public-url", default=None, help="base URL to put in agent cards")
+    p.add_argument(
+        "--default-agent",
+        default=None,
+        metavar="NAME",
+        help="the agent whose card the site root serves (default: the gateway's own card)",
+    )
     p.add_argument("--ask-timeout", type=runner.positive, default=60.0, help="seconds per ask (60)")
     p.add_argument(
         "--stream-item-timeout", type=runner.positive, default=300.0, help="seconds per item (300)"
@@ -91,6 +97,7 @@ async def run(args: argparse.Namespace) -> None:
         db_path=args.db,
         edges=tuple(e.strip() for e in args.edges.split(",") if e.strip()),
         public_url=args.public_url,
+        default_agent=args.default_agent,
         ask_timeout=args.ask_timeout,
         stream_item_timeout=args.stream_item_timeout,
         auth=args.auth,

@@ -26,6 +26,10 @@ class GatewaySettings:
     ask_timeout: float = 60.0  # seconds an ask run waits for the actor's reply
     stream_item_timeout: float = 300.0  # seconds a stream run waits for each item
     a2a_message_replies: bool = False  # SendMessage answers a Message, not a Task
+    # The agent whose card the site root serves (/.well-known/agent-card.json, where
+    # A2A clients given only the gateway's URL look); None: the gateway's own card,
+    # listing its agents as skills.
+    default_agent: str | None = None
     max_body: int = 2 * 1024 * 1024  # bytes of a request body
     stop_timeout: float = 2.0  # seconds runs and connections get on stop
     # Who may ask the agents (services/gateway/auth.py): "required" (a bearer token

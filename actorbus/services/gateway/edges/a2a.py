@@ -34,6 +34,7 @@ from actorbus.codecs.a2a import (
     A2AError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
+    InvalidRequestError,
     ListTasksParams,
     Message,
     Method,
@@ -173,6 +174,10 @@ class A2AEdge(Edge):
             web.get(PREFIX + "/{agent}" + CARD_PATH, self.card),
             web.get(PREFIX + "/{agent}" + LEGACY_CARD_PATH, self.card),
             web.post(PREFIX + "/{agent}", self.rpc),
+            web.post(PREFIX + "/{agent}/", self.rpc),  # a base URL given with its slash
+            web.get(CARD_PATH, self.root_card),  # where clients given the site look
+            web.get(LEGACY_CARD_PATH, self.root_card),
+            web.post(PREFIX, self.no_agent),
         ]
 
     # -- cards -----------------------------------------------------------------------
@@ -199,13 +204,57 @@ class A2AEdge(Edge):
             return json_response({"error": "not_found", "message": str(e)}, status=404)
         return json_response(agent_card(agent, base_url(request, self.settings)))
 
+    async def root_card(self, request: web.Request) -> web.Response:
+        """The default agent's card, or the gateway's own: its agents as skills."""
+        base = base_url(request, self.settings)
+        if self.settings.default_agent is not None:
+            try:
+                agent = await self.core.agent(self.settings.default_agent)
+            except AgentNotFoundError as e:
+                return json_response({"error": "not_found", "message": str(e)}, status=404)
+            return json_response(agent_card(agent, base))
+        agents = await self.core.agents()
+        card = agent_card(
+            Agent(
+                name="actorbus-gateway",
+                address="",
+                description="An actorbus gateway: each skill is an agent, served at "
+                f"{base}{PREFIX}/<skill id>",
+                skills=[
+                    {"id": a.name, "name": a.name, "description": a.description or a.name}
+                    for a in agents
+                ],
+                intents={},
+                tags=["gateway"],
+            ),
+            base,
+        )
+        url = f"{base}{PREFIX}"
+        card["url"] = url
+        for interface in card["supportedInterfaces"]:
+            interface["url"] = url
+        return json_response(card)
+
+    async def no_agent(self, request: web.Request) -> web.Response:
+        """A message to the gateway itself: it says where the agents are."""
+        agents = [a.name for a in await self.core.agents()]
+        err = UnsupportedOperationError(
+            "this gateway serves several agents; send to "
+            + ", ".join(f"{PREFIX}/{a}" for a in agents)
+            if agents
+            else "this gateway serves no agent yet",
+            metadata={"agents": ",".join(agents)},
+        )
+        return json_response(error_response(err, None, request.headers.get(VERSION_HEADER)))
+
     # -- JSON-RPC --------------------------------------------------------------------
     async def rpc(self, request: web.Request) -> web.StreamResponse:
         header = request.headers.get(VERSION_HEADER)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge as e:
-            too_big = InvalidParamsError(f"request body too large: {e.text}")
+            # -32600, as every JSON-RPC edge of the gateway answers a body too large
+            too_big = InvalidRequestError(f"request body too large: {e.text}")
             return json_response(error_response(too_big, None, header), status=413)
         try:
             req = decode_request(body, header)

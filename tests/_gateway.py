@@ -105,6 +105,7 @@ class Probe:
         self.started = asyncio.Event()
         self.cancelled = asyncio.Event()
         self.release = asyncio.Event()  # lets "hang" asks finish (set at teardown)
+        self.contexts: list[Any] = []  # the envelope context of every shout
 
 
 class GwEcho(Actor):
@@ -120,6 +121,7 @@ class GwEcho(Actor):
 
     @handler
     async def shout(self, text: str) -> str | InputRequired:
+        self.probe.contexts.append(self.envelope.context)
         session = self.envelope.context.session_id
         if text == "ask me":
             self.asked.add(session)

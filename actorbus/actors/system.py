@@ -369,6 +369,7 @@ class ActorSystem:
         returns: type[Any] | None = None,
         intent: str | None = None,
         session_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> AsyncIterator[Any]:
         """Call a streaming handler and iterate its items in order.
 
@@ -377,7 +378,8 @@ class ActorSystem:
         """
         self._check_open()
         wait = self.default_timeout if timeout is None else timeout
-        return self.sender.stream(address, message, wait, returns, SendOptions(intent, session_id))
+        options = SendOptions(intent, session_id, idempotency_key)
+        return self.sender.stream(address, message, wait, returns, options)
 
     # -- durable queues ----------------------------------------------------
     async def dead_letters(self, address: str | None = None, limit: int = 100) -> list[DeadLetter]:

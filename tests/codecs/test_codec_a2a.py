@@ -212,8 +212,10 @@ def test_unsupported_version_is_32009(header: str) -> None:
 
 
 def test_method_of_the_other_version_is_32009() -> None:
+    # a 1.0 method name without the header is unambiguous: answered in 1.0
+    assert a2a.decode_request(load("v10_request_send_message"), None).version == "1.0"
     with pytest.raises(a2a.VersionNotSupportedError, match=r"A2A-Version: 1\.0"):
-        a2a.decode_request(load("v10_request_send_message"), None)  # 1.0 method, no header
+        a2a.decode_request(load("v10_request_send_message"), "0.3")  # said 0.3 outright
     with pytest.raises(a2a.VersionNotSupportedError, match="SendMessage"):
         a2a.decode_request(load("v03_request_message_send"), "1.0")
 

@@ -209,9 +209,9 @@ async def test_list_tasks(gw: GatewayService, http: aiohttp.ClientSession) -> No
     empty = (await rpc(http, url(gw), "ListTasks", {"status": "TASK_STATE_FAILED"}))["result"]
     assert empty["totalSize"] == 0
     assert empty["tasks"] == []
-    # ListTasks is 1.0 only
+    # ListTasks is 1.0 only, and unambiguous: without the header it is answered in 1.0
     old = await rpc(http, url(gw), "ListTasks", {}, version=None)
-    assert old["error"]["code"] == -32009
+    assert old["result"]["totalSize"] >= 4
 
 
 # -- errors --------------------------------------------------------------------------
@@ -250,10 +250,10 @@ async def test_errors_have_the_protocols_shape(
     assert unknown["id"] == 7
     assert unknown["error"]["code"] == -32601
     assert (await rpc(http, target, "Explode", {}))["error"]["code"] == -32601
-    # a 1.0 method without the header, a 0.3 method with it
+    # a 1.0 method without the header is 1.0 (here: no such task); a 0.3 method with it
     assert (await rpc(http, target, "GetTask", {"id": "x"}, version=None))["error"][
         "code"
-    ] == -32009
+    ] == -32001
     assert (await rpc(http, target, "tasks/get", {"id": "x"}))["error"]["code"] == -32009
     # a version nobody speaks
     assert (await rpc(http, target, "GetTask", {"id": "x"}, version="2.0"))["error"][
@@ -298,7 +298,7 @@ async def test_oversized_bodies_and_reserved_intents(
     )
     async with http.post(url(gw), data=big, headers={"A2A-Version": "1.0"}) as resp:
         assert resp.status == 413
-        assert (await resp.json())["error"]["code"] == -32602
+        assert (await resp.json())["error"]["code"] == -32600
     sneaky = message("hi")
     sneaky["metadata"] = {"actorbus": {"intent": "$cancel"}}
     resp2 = await rpc(http, url(gw), "SendMessage", {"message": sneaky})
@@ -809,3 +809,16 @@ async def test_a_body_too_large_is_minus_32600_on_every_json_rpc_edge(
             async with http.post(gw.http_url + path, data=big) as resp:
                 assert resp.status == 413, path
                 assert (await resp.json())["error"]["code"] == -32600, path
+
+
+async def test_the_a2a_ids_reach_the_actor(
+    gw: GatewayService, http: aiohttp.ClientSession, probe: Probe
+) -> None:
+    """An agent can correlate and deduplicate: the conversation is the envelope's
+    session, and the idempotency key names the task and the client's message id."""
+    sent = message("who am i", context_id="c-42")
+    sent["messageId"] = "m-42"
+    task = result_task(await rpc(http, url(gw), "SendMessage", {"message": sent}), "1.0")
+    context = probe.contexts[-1]
+    assert context.session_id == "c-42"
+    assert context.idempotency_key == f"a2a:{task['id']}:m-42"

@@ -489,6 +489,7 @@ class GatewayCore:
                 content,
                 intent=intent,
                 session_id=context_id,
+                idempotency_key=request_key(live),
                 timeout=self.settings.ask_timeout,
             )
         except ProtocolError as err:
@@ -519,6 +520,7 @@ class GatewayCore:
             content,
             intent=intent,
             session_id=context_id,
+            idempotency_key=request_key(live),
             timeout=self.settings.stream_item_timeout,
         )
         async with contextlib.aclosing(
@@ -564,3 +566,13 @@ def _ended(run: Run, state: str, err: ActorBusError | None = None) -> Run:
 
 def _rest(st: StoredTask) -> tuple[str, str, int, int]:
     return st.agent, st.protocol, st.created_ms, st.updated_ms
+
+
+def request_key(live: LiveTask) -> str:
+    """What an actor correlates and deduplicates a protocol request by (its
+    envelope's ``context.idempotency_key``): ``<protocol>:<task id>:<message id>``,
+    the message being the client's latest (A2A's own ``messageId``); the
+    conversation (A2A's ``contextId``) is the envelope's ``session_id``."""
+    users = [m for m in live.task.history or () if m.role == "user"]
+    message_id = users[-1].message_id if users else ""
+    return f"{live.protocol}:{live.task.id}:{message_id}"

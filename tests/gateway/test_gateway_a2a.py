@@ -505,18 +505,12 @@ async def test_cancel_reaches_streaming_actor(
     assert sub_events[-1] == events[-1] | {"id": "s1"}
     got = await rpc(http, target, GET[version], {"id": canceled["id"]}, version=header)
     assert state(got["result"], version) == "canceled"
-    # nothing more will happen to it: no subscribing, no canceling
-    async with http.post(
-        target,
-        json={
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": SUBSCRIBE[version],
-            "params": {"id": canceled["id"]},
-        },
-        headers={"A2A-Version": header} if header else {},
-    ) as resp:
-        assert (await resp.json())["error"]["code"] == -32004
+    # nothing more will happen to it: no subscribing (said as the stream's one
+    # event, in the content type the client asked for), no canceling
+    [refused], _ = await sse(
+        http, target, SUBSCRIBE[version], {"id": canceled["id"]}, version=header
+    )
+    assert refused["error"]["code"] == -32004
     again = await rpc(http, target, CANCEL[version], {"id": canceled["id"]}, version=header)
     assert again["error"]["code"] == -32002
 
@@ -822,3 +816,23 @@ async def test_the_a2a_ids_reach_the_actor(
     context = probe.contexts[-1]
     assert context.session_id == "c-42"
     assert context.idempotency_key == f"a2a:{task['id']}:m-42"
+
+
+async def test_subscribing_to_an_unknown_task_is_an_error_event_in_a_stream(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    for version, method in (("1.0", "SubscribeToTask"), (None, "tasks/resubscribe")):
+        [event], _ = await sse(http, url(gw), method, {"id": "no-such-task"}, version=version)
+        assert event["error"]["code"] == -32001, event
+        assert event["id"] == "s1"
+
+
+async def test_a_part_of_a_kind_a2a_does_not_have_is_refused(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    for version, method in (("1.0", "SendMessage"), ("0.3", "message/send")):
+        msg = message("x", version=version)
+        msg["parts"] = [{"type": "unsupported_type", "text": "guess me"}]
+        answer = await rpc(http, url(gw), method, {"message": msg}, version=version)
+        assert answer["error"]["code"] == -32602, answer
+        assert "unsupported_type" in answer["error"]["message"]

@@ -91,11 +91,12 @@ async def test_an_ask_goes_sealed_and_authenticated(
     spy = await raw_nc.subscribe(">", cb=collector(wire))
     await raw_nc.flush()
     assert await caller.ask("vault/1", Note(text=SECRET)) == f"kept {SECRET}"
+    request = await eventually(
+        lambda: [m for m in wire if m.subject.endswith("vault.1")], what="the spy saw the request"
+    )
     await settled(raw_nc, wire)
     await spy.unsubscribe()
     assert vault.seen == [(caller.client_address, SECRET)]
-    request = [m for m in wire if m.subject.endswith("vault.1")]
-    assert request, "the spy saw the request"
     assert request[0].headers is not None
     assert SESSION_HEADER in request[0].headers  # sealed: the content authenticates it all
     assert AUTH_HEADER not in request[0].headers

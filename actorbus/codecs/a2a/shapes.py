@@ -71,6 +71,7 @@ class PartV10(_W):
     media_type: str | None = None
     filename: str | None = None
     metadata: Metadata = None
+    type: Any = None  # not A2A's: a part that names another kind is refused, not guessed
 
 
 class MessageV10(_W):
@@ -148,6 +149,7 @@ class PartV03(_W):
     file: FileV03 | None = None
     data: dict[str, Any] | None = None
     metadata: Metadata = None
+    type: Any = None  # not A2A's: a part that names another kind is refused, not guessed
 
 
 class MessageV03(_W):

@@ -79,6 +79,7 @@ _ACTORBUS: Final = "actorbus"  # key of our hints in a 0.3 part's metadata
 
 
 def _part_from_v10(p: PartV10, where: str, err: ErrorClass) -> Part:
+    _check_named_kind(p.type, where, err)
     extras: dict[str, Any] = {
         "media_type": p.media_type,
         "filename": p.filename,
@@ -119,7 +120,21 @@ def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_PART_KINDS: Final = frozenset({"text", "file", "data", "raw", "url"})
+
+
+def _check_named_kind(named: Any, where: str, err: ErrorClass) -> None:
+    """A part that says it is of a kind A2A does not have is refused: taking it
+    as text would hand the actor something the client did not send."""
+    if named is not None and named not in _PART_KINDS:
+        raise err(
+            f"`{where}.type`: {named!r} is not a kind of A2A part (text, file or data; "
+            "in 1.0 text, raw, url or data)"
+        )
+
+
 def _part_from_v03(p: PartV03, where: str, err: ErrorClass) -> Part:
+    _check_named_kind(p.type, where, err)
     metadata, hints = _hints_v03(p.metadata)
     kind = p.kind or ("text" if p.text is not None else "file" if p.file is not None else "data")
     if kind == "file":

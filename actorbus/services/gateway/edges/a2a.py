@@ -72,7 +72,7 @@ from actorbus.services.gateway.agents import (
     UnknownTaskError,
 )
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.http import json_response, refusal, serve_events
+from actorbus.services.gateway.edges.http import json_response, refusal, serve_events, sse_error
 from actorbus.services.gateway.settings import GatewaySettings
 from actorbus.services.gateway.store import TaskQuery, now_ms
 
@@ -268,7 +268,13 @@ class A2AEdge(Edge):
             return json_response(error_response(err, req.id, version), status=404)
         try:
             if req.method.streaming:
-                return await self._stream(request, req, agent)
+                try:
+                    return await self._stream(request, req, agent)
+                except (AuthError, RateLimitedError):
+                    raise
+                except ActorBusError as e:  # before the stream began: still a stream
+                    frame = sse_frame(error_response(as_a2a_error(e), req.id, version))
+                    return await sse_error(request, frame)
             result = await self._call(req, agent)
         except (AuthError, RateLimitedError) as e:  # refused before any work: HTTP says so
             return refusal(error_response(as_a2a_error(e), req.id, version), e)

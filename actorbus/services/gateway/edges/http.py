@@ -57,6 +57,17 @@ def refusal(body: Any, err: AuthError | RateLimitedError) -> web.Response:
     return json_response(body, 409 if isinstance(err, ReplayError) else 401)
 
 
+async def sse_error(request: web.Request, frame: bytes) -> web.StreamResponse:
+    """An event stream of one error frame: what a client that asked for a stream
+    (and reads only streams) gets when it cannot have one."""
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    await response.prepare(request)
+    with contextlib.suppress(ConnectionError):
+        await response.write(frame)
+        await response.write_eof()
+    return response
+
+
 async def serve_events(
     request: web.Request,
     events: AsyncIterator[E],

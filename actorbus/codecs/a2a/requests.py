@@ -119,7 +119,8 @@ _NO_STATUS = frozenset({"UNRECOGNIZED", "TASK_STATE_UNSPECIFIED"})
 
 
 def _list_tasks(obj: dict[str, Any]) -> ListTasksParams:
-    if obj.get("status") in _NO_STATUS:
+    status = obj.get("status")
+    if isinstance(status, str) and status in _NO_STATUS:
         obj = {k: v for k, v in obj.items() if k != "status"}
     p = convert_shape(obj, ListTasksV10, "params", InvalidParamsError)
     return ListTasksParams(

@@ -249,7 +249,7 @@ async def test_didwba_failures_are_401(
         assert f'error="{problem}"' in out["challenge"], out["challenge"]
         assert out["error"]["code"] == (-32001 if status == 403 else -32000)
         assert out["error"]["data"]["code"] == "E_AUTH"
-        assert out["id"] == 3
+        assert out["id"] is None  # refused before the body was read
 
     await refused({}, "invalid_request")
     await refused({"Authorization": "Bearer abc"}, "invalid_request")
@@ -280,6 +280,27 @@ async def test_didwba_failures_are_401(
     out = await post(http, url, body, header)
     assert out["result"] == {"payload": "HI"}
     await refused(header, "invalid_nonce")
+
+
+async def test_the_caller_is_proved_before_the_body_is_read(
+    gw: GatewayService, http: aiohttp.ClientSession, caller: Caller
+) -> None:
+    """Nobody unproved gets the gateway to read, decode or parse a body: a body over
+    the size limit, one nested 10,000 deep and one that is not UTF-8 all answer 401
+    without a signature, and the same deep body from a proved caller is a -32700."""
+    url = rpc_url(gw)
+    too_big = b"[" + b"1," * gw.settings.max_body + b"1]"
+    for body in (too_big, b"[" * 10_000, b'{"a": "\xff\xfe"}'):
+        out = await post(http, url, body, {}, 401)
+        assert 'error="invalid_request"' in out["challenge"]
+        assert out["error"]["data"]["code"] == "E_AUTH"
+    async with http.post(url, data=too_big, headers=caller.header()) as resp:
+        assert resp.status == 413  # proved, then measured
+        assert (await resp.json())["error"]["code"] == -32600
+    out = await post(http, url, b"[" * 10_000, caller.header())
+    assert out["error"]["code"] == -32700
+    out = await post(http, url, b"\xff\xfe{}", caller.header())
+    assert out["error"]["code"] == -32700
 
 
 # -- the anp package's client ------------------------------------------------------------

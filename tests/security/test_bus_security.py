@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -49,19 +49,46 @@ class Loose(Actor):
         return f"loose {note.text}"
 
 
-def collector(into: list[nats.aio.msg.Msg]) -> Callable[[nats.aio.msg.Msg], Awaitable[None]]:
-    async def collect(msg: nats.aio.msg.Msg) -> None:
-        into.append(msg)
+class Spy:
+    """An outsider's plain connection listening to everything of one test: its
+    namespace's subjects and the reply inboxes of its systems. (Scoped rather than
+    ``>``, so what other tests leave on the shared server cannot crowd it out.)"""
 
-    return collect
+    def __init__(self, nc: nats.NATS, ns: str, *systems: ActorSystem) -> None:
+        self.nc = nc
+        self.subjects = [f"{ns}.>", *(f"_INBOX.{s.runtime.system_id}.>" for s in systems)]
+        self.wire: list[nats.aio.msg.Msg] = []
+        self.subs: list[Any] = []
 
+    async def __aenter__(self) -> Spy:
+        async def collect(msg: nats.aio.msg.Msg) -> None:
+            self.wire.append(msg)
 
-async def settled(nc: nats.NATS, wire: list[nats.aio.msg.Msg]) -> None:
-    """Until the spy has handled everything the server sent it so far: a marker
-    published now reaches the spy after all that (one server, one connection)."""
-    marker = f"spy.done.{uuid.uuid4().hex}"
-    await nc.publish(marker, b"")
-    await eventually(lambda: any(m.subject == marker for m in wire), what="the spy's marker")
+        self.subs = [await self.nc.subscribe(s, cb=collect) for s in self.subjects]
+        await self.nc.flush()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for sub in self.subs:
+            await sub.unsubscribe()
+
+    def seen(self, suffix: str) -> list[nats.aio.msg.Msg]:
+        return [m for m in self.wire if m.subject.endswith(suffix)]
+
+    async def settled(self) -> None:
+        """Until the spy has handled everything the server sent it so far: a marker
+        published now on each subscription reaches it after all that (one server,
+        one connection, one subscription's messages in order)."""
+        token = uuid.uuid4().hex
+        markers = {s.replace(">", f"spy.{token}") for s in self.subjects}
+        for marker in markers:
+            await self.nc.publish(marker, b"")
+        subjects = lambda: {m.subject for m in self.wire}  # noqa: E731
+        await eventually(lambda: markers <= subjects(), what=f"the spy's markers {markers}")
+
+    def carries(self, secret: str) -> list[str]:
+        """Subjects of the messages whose bytes hold ``secret`` in the clear."""
+        return [m.subject for m in self.wire if secret.encode() in m.data]
 
 
 @pytest.fixture
@@ -87,21 +114,18 @@ async def test_an_ask_goes_sealed_and_authenticated(
 ) -> None:
     host, vault = await secure_pair(make_system, settings)
     caller = await make_system(security=settings)
-    wire: list[nats.aio.msg.Msg] = []
-    spy = await raw_nc.subscribe(">", cb=collector(wire))
-    await raw_nc.flush()
-    assert await caller.ask("vault/1", Note(text=SECRET)) == f"kept {SECRET}"
-    request = await eventually(
-        lambda: [m for m in wire if m.subject.endswith("vault.1")], what="the spy saw the request"
-    )
-    await settled(raw_nc, wire)
-    await spy.unsubscribe()
+    async with Spy(raw_nc, ns, host, caller) as spy:
+        assert await caller.ask("vault/1", Note(text=SECRET)) == f"kept {SECRET}"
+        await spy.settled()
+    request = spy.seen(".a.vault.1")
+    assert request, f"the spy saw no request, only {[m.subject for m in spy.wire]}"
     assert vault.seen == [(caller.client_address, SECRET)]
     assert request[0].headers is not None
     assert SESSION_HEADER in request[0].headers  # sealed: the content authenticates it all
     assert AUTH_HEADER not in request[0].headers
-    for m in wire:  # neither the request nor the reply carries the plaintext
-        assert SECRET.encode() not in m.data
+    inbox = f"_INBOX.{caller.runtime.system_id}."
+    assert [m for m in spy.wire if m.subject.startswith(inbox) and ".spy." not in m.subject]
+    assert spy.carries(SECRET) == []  # neither the request nor the reply
     assert host.runtime.guard is not None
     assert host.runtime.guard.refused == 0
 
@@ -139,13 +163,12 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
 ) -> None:
     host, vault = await secure_pair(make_system, settings)
     caller = await make_system(security=settings)
-    captured: list[nats.aio.msg.Msg] = []
-    spy = await raw_nc.subscribe(f"{ns}.a.vault.1", cb=collector(captured))
-    await raw_nc.flush()
-    await caller.tell("vault/1", Note(text="once"))
-    await caller.ask("vault/1", Note(text="sync"))  # the tell is handled by now
-    await eventually(lambda: len(captured) >= 2, what="the spy saw both")
-    await spy.unsubscribe()
+    async with Spy(raw_nc, ns) as spy:
+        await caller.tell("vault/1", Note(text="once"))
+        await caller.ask("vault/1", Note(text="sync"))  # the tell is handled by now
+        await spy.settled()
+    captured = spy.seen(".a.vault.1")
+    assert len(captured) == 2, [m.subject for m in spy.wire]
     original = captured[0]
     assert original.headers is not None
     headers = dict(original.headers)
@@ -286,7 +309,7 @@ async def test_durable_messages_stay_sealed_in_the_stream_and_open_for_the_actor
 
 
 async def test_a_stream_runs_on_its_session_with_frames_sealed(
-    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
 ) -> None:
     class Spell(Actor):
         type_name = "spell"
@@ -299,15 +322,12 @@ async def test_a_stream_runs_on_its_session_with_frames_sealed(
     host = await make_system(security=settings)
     await host.spawn(Spell, "1")
     caller = await make_system(security=settings)
-    wire: list[nats.aio.msg.Msg] = []
-    spy = await raw_nc.subscribe(">", cb=collector(wire))
-    await raw_nc.flush()
-    items = [i async for i in caller.stream("spell/1", "abc", timeout=WAIT)]
-    await settled(raw_nc, wire)
-    await spy.unsubscribe()
+    async with Spy(raw_nc, ns, host, caller) as spy:
+        items = [i async for i in caller.stream("spell/1", "abc", timeout=WAIT)]
+        await spy.settled()
     assert items == [f"a-{SECRET}", f"b-{SECRET}", f"c-{SECRET}"]
-    assert wire
-    assert all(SECRET.encode() not in m.data for m in wire)
+    assert spy.seen(".spell.1")
+    assert spy.carries(SECRET) == []
 
 
 class Account(Actor):
@@ -322,7 +342,7 @@ class Account(Actor):
 
 
 async def test_keyed_actors_forwarded_between_hosts_stay_sealed(
-    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS
+    make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
 ) -> None:
     """A message that reaches a host not holding the key is forwarded to the
     holder with its session; the holder opens it and the caller its answer."""
@@ -330,17 +350,19 @@ async def test_keyed_actors_forwarded_between_hosts_stay_sealed(
     for host in hosts:
         await host.register(Account)
     caller = await make_system(security=settings)
-    wire: list[nats.aio.msg.Msg] = []
-    spy = await raw_nc.subscribe(">", cb=collector(wire))
-    await raw_nc.flush()
-    answers = [await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"]
-    again = [await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"]
-    await settled(raw_nc, wire)
-    await spy.unsubscribe()
+    async with Spy(raw_nc, ns, *hosts, caller) as spy:
+        answers = [
+            await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"
+        ]
+        again = [
+            await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"
+        ]
+        await spy.settled()
     assert answers == again  # each key answered by the same host both times
     assert {a.split(" on ")[1].split(":")[0] for a in answers} <= {h.system_id for h in hosts}
     assert all(a.endswith(SECRET) for a in answers)
-    assert all(SECRET.encode() not in m.data for m in wire)
+    assert spy.seen(".account.a")
+    assert spy.carries(SECRET) == []
 
 
 async def test_rotation_keeps_a_grace_period_and_revocation_ends_it(

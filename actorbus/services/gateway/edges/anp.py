@@ -77,7 +77,12 @@ from actorbus.security.didwba import (
     parse_auth_header,
     verify_auth_header,
 )
-from actorbus.security.http_signatures import parse_http_signature, verify_http_signature
+from actorbus.security.http_signatures import (
+    HttpSignature,
+    check_content_digest,
+    parse_http_signature,
+    verify_http_signature,
+)
 from actorbus.security.keys import load_key
 from actorbus.security.multibase import b58encode, b64url, b64url_decode
 from actorbus.security.resolver import DidResolutionError, DidResolver
@@ -346,13 +351,17 @@ class AnpEdge(Edge):
         self._nonces[(did, nonce)] = now + MAX_AGE + MAX_SKEW
         return False
 
-    async def authenticate(self, request: web.Request, realm: str, base: str, body: bytes) -> str:
+    async def authenticate(
+        self, request: web.Request, realm: str, base: str
+    ) -> tuple[str, HttpSignature | None]:
         """The caller's DID, proved by its DIDWba header (or, as anp 1.x clients send
-        by default, an RFC 9421 HTTP message signature); DidWbaAuthError if not."""
+        by default, an RFC 9421 HTTP message signature, returned so the body can be
+        held to its Content-Digest once read); DidWbaAuthError if not. Needs no
+        body: nobody unproved makes the gateway read or parse one."""
         header = request.headers.get("Authorization")
         signed = "Signature-Input" in request.headers and "Signature" in request.headers
         if signed and not (header or "").lower().startswith(AUTH_SCHEME.lower()):
-            return await self._http_signature(request, realm, base, body)
+            return await self._http_signature(request, realm, base)
         auth = parse_auth_header(header, realm=realm)
         doc = await self._resolve(auth.did, realm)
         verify_auth_header(
@@ -364,11 +373,11 @@ class AnpEdge(Edge):
             max_age=MAX_AGE,
             max_skew=MAX_SKEW,
         )
-        return auth.did
+        return auth.did, None
 
     async def _http_signature(
-        self, request: web.Request, realm: str, base: str, body: bytes
-    ) -> str:
+        self, request: web.Request, realm: str, base: str
+    ) -> tuple[str, HttpSignature]:
         sig = parse_http_signature(request.headers, realm)
         did = sig.keyid.partition("#")[0]
         doc = await self._resolve(did, realm)
@@ -379,43 +388,48 @@ class AnpEdge(Edge):
             request.method,
             url,
             request.headers,
-            body,
             realm,
             max_age=MAX_AGE,
             max_skew=MAX_SKEW,
         )
+        return did, sig
+
+    def _signed_body(
+        self, did: str, sig: HttpSignature, request: web.Request, body: bytes, realm: str
+    ) -> None:
+        """The body the signature's Content-Digest names, and a nonce not seen before
+        (taken only for a request that is whole, so a tampered copy cannot burn it)."""
+        check_content_digest(sig, request.headers, body, realm)
         if self._seen_nonce(did, sig.nonce or b64url(sig.signature)):
             raise DidWbaAuthError("invalid_nonce", "the nonce was already used", realm=realm)
-        return did
 
     # -- JSON-RPC --------------------------------------------------------------------------
     async def rpc(self, request: web.Request) -> web.Response:
-        try:
+        base = base_url(request, self.settings)
+        realm = audience(base)
+        try:  # who is asking, before a byte of the body is read
+            caller, sig = await self.authenticate(request, realm, base)
             body = await request.read()
+            if sig is not None:
+                self._signed_body(caller, sig, request, body, realm)
         except web.HTTPRequestEntityTooLarge as e:
             return json_response(
                 rpc_error(None, -32600, f"request body too large: {e.text}"), status=413
             )
-        base = base_url(request, self.settings)
-        realm = audience(base)
-        try:
-            obj: Any = read_json(body)
-        except DecodeError:
-            obj = None
-        rid = obj.get("id") if isinstance(obj, dict) else None
-        rid = rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
-        try:
-            caller = await self.authenticate(request, realm, base, body)
-            current_caller.set(Caller(did=caller))  # proved: the same checks as a token's
         except DidWbaAuthError as e:
             code = -32001 if e.status == 403 else -32000
             return json_response(
-                rpc_error(rid, code, str(e), {"code": e.code, "error": e.problem}),
+                rpc_error(None, code, str(e), {"code": e.code, "error": e.problem}),
                 status=e.status,
                 headers={"WWW-Authenticate": e.www_authenticate},
             )
-        if obj is None:
+        current_caller.set(Caller(did=caller))  # proved: the same checks as a token's
+        try:
+            obj: Any = read_json(body)
+        except DecodeError:
             return json_response(rpc_error(None, -32700, "parse error: the body is not JSON"))
+        rid = obj.get("id") if isinstance(obj, dict) else None
+        rid = rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
         if isinstance(obj, list):
             return json_response(rpc_error(None, -32600, "JSON-RPC batches are not supported"))
         try:

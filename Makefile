@@ -7,13 +7,19 @@ STAMP  := $(VENV)/.installed
 # Arize Phoenix (the local tracing UI) is big and pins its own dependencies: it
 # lives in a venv of its own, which the tracing-UI tests use.
 TRACE_STAMP := .venv-trace/.installed
+# Clients from other ecosystems (the A2A JS SDK, the MCP inspector) for the interop
+# tests, from tests/js/package-lock.json; skipped with a note where npm is missing.
+JS_STAMP := tests/js/node_modules/.installed
+# The agora-protocol SDK pins an older `packaging` and langchain: its sender runs
+# from a venv of its own in the Agora interop test.
+AGORA_STAMP := .venv-agora/.installed
 
 .PHONY: demo test lint bench up trace-ui clean
 
 demo: $(STAMP)
 	$(BIN)/actorbus demo
 
-test: $(STAMP) $(TRACE_STAMP)
+test: $(STAMP) $(TRACE_STAMP) $(JS_STAMP) $(AGORA_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -36,6 +42,18 @@ $(TRACE_STAMP): $(STAMP)
 	$(BIN)/python -c 'from actorbus.services.trace_ui import ensure_phoenix_venv; ensure_phoenix_venv()'
 	@touch $@
 
+$(JS_STAMP): tests/js/package-lock.json
+	@if command -v npm >/dev/null; then \
+		echo "installing the JS interop clients into tests/js/node_modules (once)"; \
+		npm ci --prefix tests/js --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: the JS client interop tests will be skipped"; fi
+
+$(AGORA_STAMP):
+	@echo "installing agora-protocol 0.2.0 into .venv-agora (the Agora SDK's sender; once)"
+	$(PYTHON) -m venv .venv-agora
+	.venv-agora/bin/python -m pip install --quiet agora-protocol==0.2.0
+	@touch $@
+
 trace-ui: $(TRACE_STAMP)
 	$(BIN)/python -m actorbus.services.trace_ui
 
@@ -47,4 +65,4 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 clean:
-	rm -rf $(VENV) .venv-trace .pytest_cache .mypy_cache .ruff_cache bench/results
+	rm -rf $(VENV) .venv-trace .venv-agora tests/js/node_modules .pytest_cache .mypy_cache .ruff_cache bench/results

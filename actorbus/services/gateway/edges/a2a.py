@@ -11,6 +11,8 @@ Routes (``{agent}`` is the actor type's name in the registry):
   ``.../.well-known/agent.json``: one union card with 1.0's
   ``supportedInterfaces`` and 0.3's ``url``/``protocolVersion``/``preferredTransport``.
 - ``GET /a2a``: the agents this gateway exposes, with their card URLs.
+- ``GET /.well-known/agent-card.json`` (and ``/a2a/.well-known/...``): the default
+  agent's card, or the gateway's own with every agent as a skill.
 
 Bodies are read as JSON whatever the Content-Type says (or without one).
 Errors are JSON-RPC error responses in the request's version (HTTP 200, as
@@ -177,6 +179,10 @@ class A2AEdge(Edge):
             web.post(PREFIX + "/{agent}/", self.rpc),  # a base URL given with its slash
             web.get(CARD_PATH, self.root_card),  # where clients given the site look
             web.get(LEGACY_CARD_PATH, self.root_card),
+            # a client given `/a2a/<agent>` without its slash and resolving the card's
+            # relative path against it (the A2A JS SDK, as URL resolution goes) asks
+            # here: the gateway's card answers, naming every agent's URL
+            web.get(PREFIX + CARD_PATH, self.root_card),
             web.post(PREFIX, self.no_agent),
         ]
 

@@ -1,0 +1,104 @@
+"""Interop with the A2A JavaScript SDK (``@a2a-js/sdk``, run by Node): card, send,
+stream, get, list, cancel, subscribe and an input-required turn against the
+gateway, driven by ``tests/js/a2a_client.mjs``. (``make test`` installs the SDK
+into ``tests/js/node_modules`` from its lock file.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _gateway import GatewayUnderTest, Probe
+from _util import WAIT
+
+from actorbus.services.gateway import GatewayService
+
+JS = Path(__file__).parent.parent / "js"
+NODE = shutil.which("node")
+
+pytestmark = [
+    pytest.mark.skipif(NODE is None, reason="Node.js is not installed"),
+    pytest.mark.skipif(
+        not (JS / "node_modules" / "@a2a-js" / "sdk").is_dir(),
+        reason="the A2A JS SDK is not installed (npm ci --prefix tests/js; make test does it)",
+    ),
+]
+
+GATEWAY = GatewayUnderTest(ask_timeout=None)
+
+
+async def run_js(script: str, *args: str) -> Any:
+    """Run a Node client script to its end (bounded); its one line of JSON."""
+    assert NODE is not None
+    proc = await asyncio.create_subprocess_exec(
+        NODE,
+        str(JS / script),
+        *args,
+        cwd=JS,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 40)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, f"{script} {args} failed:\n{err.decode()}"
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def test_js_card_send_get_list(gw: GatewayService) -> None:
+    seen = await run_js("a2a_client.mjs", "send", gw.http_url)
+    assert "gw-echo" in seen["rootCard"]["skills"]
+    assert "/a2a/gw-echo" in seen["wrong"]["message"]  # it says where the agents are
+    sent = seen["sent"]
+    assert sent["state"] == "TASK_STATE_COMPLETED"
+    assert sent["artifacts"] == ["HELLO FROM JS"]
+    assert seen["got"] == sent
+    assert seen["listed"] == [sent["id"]]  # filtered by its context
+    assert seen["unknown"] is not None
+    assert seen["unknown"] == {"name": "JsonRpcTaskNotFoundError", "message": "no task 'no-such-task'"}
+
+
+async def test_js_stream(gw: GatewayService) -> None:
+    seen = await run_js("a2a_client.mjs", "stream", gw.http_url)
+    events = seen["events"]
+    assert events[0]["kind"] == "task"
+    chunks = [t for e in events if e["kind"] == "artifact" for t in e["texts"]]
+    assert chunks == ["ALPHA", "BETA", "GAMMA"]
+    assert events[-1] == {
+        "kind": "status",
+        "taskId": events[0]["id"],
+        "state": "TASK_STATE_COMPLETED",
+    }
+    assert seen["got"]["artifacts"] == ["ALPHA", "BETA", "GAMMA"]
+
+
+async def test_js_subscribe_and_cancel(gw: GatewayService, probe: Probe) -> None:
+    seen = await run_js("a2a_client.mjs", "cancel", gw.http_url)
+    task_id = seen["first"]["id"]
+    assert seen["firstSeen"]["kind"] == "task"
+    assert seen["firstSeen"]["id"] == task_id
+    assert seen["canceled"]["state"] == "TASK_STATE_CANCELED"
+    await asyncio.wait_for(probe.cancelled.wait(), WAIT)  # reached the actor
+    assert seen["tail"][-1]["state"] == "TASK_STATE_CANCELED"
+    assert seen["followed"][-1]["state"] == "TASK_STATE_CANCELED"
+    assert seen["again"]["name"] == "JsonRpcTaskNotCancelableError"  # it has finished
+    # subscribing to a finished task: the stream's one error event, as the SDK reads it
+    assert seen["late"] == []
+    assert "(Code: -32004)" in seen["lateError"]["message"]
+    assert "no run is in progress" in seen["lateError"]["message"]
+
+
+async def test_js_input_required_turn(gw: GatewayService) -> None:
+    seen = await run_js("a2a_client.mjs", "turns", gw.http_url, "ada")
+    assert seen["first"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert seen["first"]["statusText"] == ["what is your name?"]
+    assert seen["done"]["id"] == seen["first"]["id"]
+    assert seen["done"]["state"] == "TASK_STATE_COMPLETED"
+    assert seen["done"]["artifacts"] == ["HELLO ADA"]

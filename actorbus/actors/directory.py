@@ -172,11 +172,17 @@ def service_record(cls: type[Actor], system_id: str) -> ServiceResponse:
         intent: spec.model.model_json_schema() if spec.model is not None else None
         for intent, spec in cls.handlers.items()
     }
+    replies = {
+        intent: spec.reply_model.model_json_schema()
+        for intent, spec in cls.handlers.items()
+        if spec.reply_model is not None
+    }
     info = actor_agent_info(
         cls.type_name,
         description=cls.description or (cls.__doc__ or "").strip().split("\n")[0],
         skills=[skill(s, s) for s in skills_of_class(cls)],
         intents=intents,
+        replies=replies,
     )
     info[AGENT_PROTOCOL].update(
         {

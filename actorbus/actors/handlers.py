@@ -48,6 +48,7 @@ class HandlerSpec:
     topic: str | None
     durable: bool = False
     idempotent: bool = False
+    reply_model: type[BaseModel] | None = None  # a one-shot handler's declared reply
 
 
 @overload
@@ -135,10 +136,14 @@ def _spec_for(cls: type, name: str, fn: Callable[..., Any], opts: HandlerOptions
     ret = hints.get("return")
     if streaming and typing.get_args(ret):
         ret = typing.get_args(ret)[0]  # AsyncIterator[Item] -> Item
+    reply_model: type[BaseModel] | None = None
     if isinstance(ret, type) and issubclass(ret, BaseModel):
         remember(ret)
+        reply_model = None if streaming else ret
     durable = opts.durable if opts.durable is not None else bool(getattr(cls, "durable", False))
     idempotent = opts.idempotent
     if idempotent is None:
         idempotent = bool(getattr(cls, "idempotent", False))
-    return HandlerSpec(name, intent, kind, model, streaming, opts.topic, durable, idempotent)
+    return HandlerSpec(
+        name, intent, kind, model, streaming, opts.topic, durable, idempotent, reply_model
+    )

@@ -537,13 +537,17 @@ def actor_agent_info(
     description: str = "",
     skills: Sequence[Mapping[str, Any]] = (),
     intents: Mapping[str, Mapping[str, Any] | None] | None = None,
+    replies: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``agent_info`` for an actor type reached over the bus (``agent_protocol``
-    ``"actorbus"``): its address, what it does, and the JSON schema of each
-    message it takes, by intent (None for untyped handlers)."""
+    ``"actorbus"``): its address, what it does, the JSON schema of each message it
+    takes, by intent (None for untyped handlers), and of each reply a handler
+    declares as a model (so an edge can promise its shape: MCP's outputSchema)."""
     info: dict[str, Any] = {"address": address, "description": description}
     info["skills"] = [dict(s) for s in skills]
     info["intents"] = {k: (dict(v) if v is not None else None) for k, v in (intents or {}).items()}
+    if replies:
+        info["replies"] = {k: dict(v) for k, v in replies.items()}
     return {"actorbus": info}
 
 

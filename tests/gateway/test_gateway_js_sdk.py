@@ -6,50 +6,16 @@ into ``tests/js/node_modules`` from its lock file.)"""
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
-from pathlib import Path
-from typing import Any
 
-import pytest
 from _gateway import GatewayUnderTest, Probe
+from _js import needs_js, run_js
 from _util import WAIT
 
 from actorbus.services.gateway import GatewayService
 
-JS = Path(__file__).parent.parent / "js"
-NODE = shutil.which("node")
-
-pytestmark = [
-    pytest.mark.skipif(NODE is None, reason="Node.js is not installed"),
-    pytest.mark.skipif(
-        not (JS / "node_modules" / "@a2a-js" / "sdk").is_dir(),
-        reason="the A2A JS SDK is not installed (npm ci --prefix tests/js; make test does it)",
-    ),
-]
+pytestmark = needs_js("@a2a-js/sdk")
 
 GATEWAY = GatewayUnderTest(ask_timeout=None)
-
-
-async def run_js(script: str, *args: str) -> Any:
-    """Run a Node client script to its end (bounded); its one line of JSON."""
-    assert NODE is not None
-    proc = await asyncio.create_subprocess_exec(
-        NODE,
-        str(JS / script),
-        *args,
-        cwd=JS,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 40)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, f"{script} {args} failed:\n{err.decode()}"
-    return json.loads(out.decode().strip().splitlines()[-1])
 
 
 async def test_js_card_send_get_list(gw: GatewayService) -> None:
@@ -62,7 +28,10 @@ async def test_js_card_send_get_list(gw: GatewayService) -> None:
     assert seen["got"] == sent
     assert seen["listed"] == [sent["id"]]  # filtered by its context
     assert seen["unknown"] is not None
-    assert seen["unknown"] == {"name": "JsonRpcTaskNotFoundError", "message": "no task 'no-such-task'"}
+    assert seen["unknown"] == {
+        "name": "JsonRpcTaskNotFoundError",
+        "message": "no task 'no-such-task'",
+    }
 
 
 async def test_js_stream(gw: GatewayService) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+import jsonschema
 from _gateway import GatewayUnderTest, Probe, host_agents
 from _util import WAIT
 from pydantic import BaseModel
@@ -236,6 +237,12 @@ async def test_legacy_handshake_list_and_call(
     assert text_schema["required"] == ["text"]
     assert tools["gw-echo.dict"]["inputSchema"] == {"type": "object"}
     assert tools["mcp-bytes"]["inputSchema"]["properties"]["data"]["contentEncoding"] == "base64"
+    # a handler that declares a model reply promises its shape; a text reply does not
+    assert calc["outputSchema"]["type"] == "object"
+    assert calc["outputSchema"]["properties"]["total"]["type"] == "integer"
+    assert calc["outputSchema"]["required"] == ["total"]
+    assert "outputSchema" not in tools["gw-echo.text"]
+    assert "outputSchema" not in tools["gw-streamer"]
     if validate_server_result is not None:
         validate_server_result("tools/list", LEGACY, listed)
 
@@ -245,6 +252,7 @@ async def test_legacy_handshake_list_and_call(
     ]
     assert added["isError"] is False
     assert added["structuredContent"] == {"total": 5}
+    jsonschema.validate(added["structuredContent"], calc["outputSchema"])
     assert json.loads(added["content"][0]["text"]) == {"total": 5}
     task = added["_meta"]["io.actorbus/task"]
     assert task["state"] == "completed"

@@ -69,6 +69,7 @@ class Agent:
     skills: list[dict[str, Any]]
     intents: dict[str, Any]
     tags: list[str]
+    replies: dict[str, dict[str, Any]] = field(default_factory=dict)  # reply schemas by intent
 
     @classmethod
     def of(cls, listing: Listing) -> Agent:
@@ -78,6 +79,7 @@ class Agent:
             info = native if isinstance(native, dict) else {}
         skills = [dict(s) for s in info.get("skills") or () if isinstance(s, dict)]
         intents = info.get("intents")
+        replies = info.get("replies")
         return cls(
             name=listing.name,
             address=listing.address or listing.name,
@@ -85,6 +87,11 @@ class Agent:
             skills=skills,
             intents=intents if isinstance(intents, dict) else {},
             tags=sorted(listing.tags),
+            replies={
+                k: v for k, v in (replies or {}).items() if isinstance(v, dict)
+            }
+            if isinstance(replies, dict)
+            else {},
         )
 
     def choose_intent(self, intent: str, content: Any) -> tuple[str, Any]:

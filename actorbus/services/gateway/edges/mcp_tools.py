@@ -20,7 +20,9 @@ Tool names: the agent's name for a single-intent agent, else ``{agent}.{intent}`
 (characters outside ``[A-Za-z0-9_.-]`` become ``_``, SEP-986). The reply becomes
 ``content`` (text parts as text, a JSON value as its JSON text, bytes as an
 embedded blob, a URL as a resource link) and a JSON object reply is also the
-``structuredContent``.
+``structuredContent``. A handler that declares a model as its reply (``-> Sum``)
+gives its tool an ``outputSchema``: the model's JSON schema, which that
+``structuredContent`` then fits.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class Tool:
     agent: Agent
     intent: str
     schema: dict[str, Any] | None  # the registry's JSON schema of the intent's model, if typed
+    reply: dict[str, Any] | None = None  # the schema of the reply, if the handler declares one
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -102,7 +105,7 @@ class Tool:
         skills = [
             str(s.get("name") or s.get("id")) for s in agent.skills if s.get("name") or s.get("id")
         ]
-        text = agent.description or f"actorbus agent {agent.name}"
+        text = (agent.description or f"actorbus agent {agent.name}").rstrip(".")
         if len(agent.intents) > 1:
             text += f" (message: {self.intent})"
         if skills:
@@ -114,6 +117,8 @@ class Tool:
             "description": text,
             "inputSchema": self.input_schema,
         }
+        if self.reply is not None and self.reply.get("type", "object") == "object":
+            out["outputSchema"] = {**self.reply, "type": "object"}
         meta: dict[str, Any] = {
             "agent": agent.name,
             "intent": self.intent,
@@ -163,7 +168,8 @@ def tools_of(agents: list[Agent]) -> list[Tool]:
             if name in tools:  # two names sanitized alike: the first keeps it
                 continue
             typed = schema if isinstance(schema, dict) else None
-            tools[name] = Tool(name=name, agent=agent, intent=intent, schema=typed)
+            reply = agent.replies.get(intent)
+            tools[name] = Tool(name=name, agent=agent, intent=intent, schema=typed, reply=reply)
     return [tools[k] for k in sorted(tools)]
 
 

@@ -1,0 +1,51 @@
+"""Running the clients of other ecosystems that tests/js holds (importable as ``_js``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JS = Path(__file__).parent / "js"
+NODE = shutil.which("node")
+
+
+def needs_js(package: str) -> list[pytest.MarkDecorator]:
+    """Skip marks for a test of an npm ``package`` from tests/js (with the reason)."""
+    return [
+        pytest.mark.skipif(NODE is None, reason="Node.js is not installed"),
+        pytest.mark.skipif(
+            not (JS / "node_modules" / package).is_dir(),
+            reason=f"{package} is not installed (npm ci --prefix tests/js; make test does it)",
+        ),
+    ]
+
+
+async def run_node(*args: str) -> tuple[int | None, str, str]:
+    """Run Node (or a tool of tests/js) to its end, bounded: exit code, stdout, stderr."""
+    assert NODE is not None
+    proc = await asyncio.create_subprocess_exec(
+        *args,
+        cwd=JS,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 40)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def run_js(script: str, *args: str) -> Any:
+    """Run a Node client script of tests/js; its last line of output, as JSON."""
+    assert NODE is not None
+    code, out, err = await run_node(NODE, str(JS / script), *args)
+    assert code == 0, f"{script} {args} failed:\n{err}"
+    return json.loads(out.strip().splitlines()[-1])

@@ -87,9 +87,7 @@ class Agent:
             skills=skills,
             intents=intents if isinstance(intents, dict) else {},
             tags=sorted(listing.tags),
-            replies={
-                k: v for k, v in (replies or {}).items() if isinstance(v, dict)
-            }
+            replies={k: v for k, v in (replies or {}).items() if isinstance(v, dict)}
             if isinstance(replies, dict)
             else {},
         )

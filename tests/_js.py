@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,13 @@ def needs_js(package: str) -> list[pytest.MarkDecorator]:
     ]
 
 
-async def run_node(*args: str) -> tuple[int | None, str, str]:
-    """Run Node (or a tool of tests/js) to its end, bounded: exit code, stdout, stderr."""
+async def run_node(*args: str, **env: str) -> tuple[int | None, str, str]:
+    """Run Node (or a tool of tests/js) to its end, bounded, with ``env`` added to
+    the environment: exit code, stdout, stderr."""
     assert NODE is not None
     proc = await asyncio.create_subprocess_exec(
         *args,
+        env={**os.environ, **env},
         cwd=JS,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -43,9 +46,9 @@ async def run_node(*args: str) -> tuple[int | None, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
-async def run_js(script: str, *args: str) -> Any:
+async def run_js(script: str, *args: str, **env: str) -> Any:
     """Run a Node client script of tests/js; its last line of output, as JSON."""
     assert NODE is not None
-    code, out, err = await run_node(NODE, str(JS / script), *args)
+    code, out, err = await run_node(NODE, str(JS / script), *args, **env)
     assert code == 0, f"{script} {args} failed:\n{err}"
     return json.loads(out.strip().splitlines()[-1])

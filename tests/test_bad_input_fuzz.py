@@ -262,6 +262,7 @@ async def test_bad_messages_on_control_subjects_leave_the_system_serving(
 ENDPOINTS = [
     ("a2a", "/a2a/gw-echo", {"A2A-Version": "1.0"}),
     ("a2a-0.3", "/a2a/gw-echo", {}),
+    ("a2a-rest", "/a2a/gw-echo/message:send", {}),
     ("acp", "/acp/runs", {}),
     ("mcp", "/mcp", {"MCP-Protocol-Version": "2026-07-28"}),
     ("anp", "/anp/gw-echo/rpc", {}),

@@ -34,17 +34,24 @@ from google.protobuf.json_format import MessageToDict
 
 from actorbus.services.gateway import GatewayService
 
-VERSIONS = ["1.0", "0.3"]
+VERSIONS = ["1.0", "0.3", "1.0-rest"]  # 1.0-rest: A2A 1.0 over the HTTP+JSON binding
 
 
 GATEWAY = GatewayUnderTest(ask_timeout=None)
 
 
 async def client_for(gw: GatewayService, agent: str, version: str, *, streaming: bool) -> Any:
-    """An SDK client of ``agent``: 1.0 from the card as served; 0.3 from the same card
-    without its 1.0 interfaces (what a 0.3-only card looks like to the SDK)."""
+    """An SDK client of ``agent``: 1.0 from the card as served (JSON-RPC, or the
+    HTTP+JSON binding for ``1.0-rest``); 0.3 from the same card without its 1.0
+    interfaces (what a 0.3-only card looks like to the SDK)."""
     base = f"{gw.http_url}/a2a/{agent}"
     config = ClientConfig(streaming=streaming)
+    if version == "1.0-rest":
+        config = ClientConfig(streaming=streaming, supported_protocol_bindings=["HTTP+JSON"])
+        client = await create_client(base, client_config=config)
+        transport = type(getattr(client, "_transport", None)).__name__
+        assert transport == "RestTransport", transport
+        return client
     if version == "1.0":
         client = await create_client(base, client_config=config)
         assert type(getattr(client, "_transport", None)).__name__ == "JsonRpcTransport"

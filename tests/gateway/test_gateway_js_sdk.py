@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from _gateway import GatewayUnderTest, Probe
 from _js import needs_js, run_js
 from _util import WAIT
@@ -17,9 +18,14 @@ pytestmark = needs_js("@a2a-js/sdk")
 
 GATEWAY = GatewayUnderTest(ask_timeout=None)
 
+# the JSON-RPC binding and the HTTP+JSON (REST) one, both from the same card
+TRANSPORTS = ["JSONRPC", "HTTP+JSON"]
+ERRORS = {"JSONRPC": "JsonRpc", "HTTP+JSON": "Rest"}  # the SDK's error classes, by binding
 
-async def test_js_card_send_get_list(gw: GatewayService) -> None:
-    seen = await run_js("a2a_client.mjs", "send", gw.http_url)
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_js_card_send_get_list(transport: str, gw: GatewayService) -> None:
+    seen = await run_js("a2a_client.mjs", "send", gw.http_url, A2A_TRANSPORT=transport)
     assert "gw-echo" in seen["rootCard"]["skills"]
     assert "/a2a/gw-echo" in seen["wrong"]["message"]  # it says where the agents are
     sent = seen["sent"]
@@ -29,13 +35,14 @@ async def test_js_card_send_get_list(gw: GatewayService) -> None:
     assert seen["listed"] == [sent["id"]]  # filtered by its context
     assert seen["unknown"] is not None
     assert seen["unknown"] == {
-        "name": "JsonRpcTaskNotFoundError",
+        "name": f"{ERRORS[transport]}TaskNotFoundError",
         "message": "no task 'no-such-task'",
     }
 
 
-async def test_js_stream(gw: GatewayService) -> None:
-    seen = await run_js("a2a_client.mjs", "stream", gw.http_url)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_js_stream(transport: str, gw: GatewayService) -> None:
+    seen = await run_js("a2a_client.mjs", "stream", gw.http_url, A2A_TRANSPORT=transport)
     events = seen["events"]
     assert events[0]["kind"] == "task"
     chunks = [t for e in events if e["kind"] == "artifact" for t in e["texts"]]
@@ -48,8 +55,9 @@ async def test_js_stream(gw: GatewayService) -> None:
     assert seen["got"]["artifacts"] == ["ALPHA", "BETA", "GAMMA"]
 
 
-async def test_js_subscribe_and_cancel(gw: GatewayService, probe: Probe) -> None:
-    seen = await run_js("a2a_client.mjs", "cancel", gw.http_url)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_js_subscribe_and_cancel(transport: str, gw: GatewayService, probe: Probe) -> None:
+    seen = await run_js("a2a_client.mjs", "cancel", gw.http_url, A2A_TRANSPORT=transport)
     task_id = seen["first"]["id"]
     assert seen["firstSeen"]["kind"] == "task"
     assert seen["firstSeen"]["id"] == task_id
@@ -57,15 +65,19 @@ async def test_js_subscribe_and_cancel(gw: GatewayService, probe: Probe) -> None
     await asyncio.wait_for(probe.cancelled.wait(), WAIT)  # reached the actor
     assert seen["tail"][-1]["state"] == "TASK_STATE_CANCELED"
     assert seen["followed"][-1]["state"] == "TASK_STATE_CANCELED"
-    assert seen["again"]["name"] == "JsonRpcTaskNotCancelableError"  # it has finished
+    assert seen["again"]["name"] == f"{ERRORS[transport]}TaskNotCancelableError"  # it has finished
     # subscribing to a finished task: the stream's one error event, as the SDK reads it
     assert seen["late"] == []
-    assert "(Code: -32004)" in seen["lateError"]["message"]
     assert "no run is in progress" in seen["lateError"]["message"]
+    if transport == "JSONRPC":  # the stream's one error event
+        assert "(Code: -32004)" in seen["lateError"]["message"]
+    else:  # an HTTP status before any stream
+        assert seen["lateError"]["name"] == "RestUnsupportedOperationError"
 
 
-async def test_js_input_required_turn(gw: GatewayService) -> None:
-    seen = await run_js("a2a_client.mjs", "turns", gw.http_url, "ada")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_js_input_required_turn(transport: str, gw: GatewayService) -> None:
+    seen = await run_js("a2a_client.mjs", "turns", gw.http_url, "ada", A2A_TRANSPORT=transport)
     assert seen["first"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert seen["first"]["statusText"] == ["what is your name?"]
     assert seen["done"]["id"] == seen["first"]["id"]

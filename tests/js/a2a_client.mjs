@@ -1,7 +1,8 @@
 // The A2A JavaScript SDK (@a2a-js/sdk) as a client of the gateway: one scenario per
 // run, chosen by the first argument; prints one JSON object of what it saw, which
 // the Python test asserts on. Usage: node a2a_client.mjs SCENARIO BASE_URL [ARG]
-import { ClientFactory } from "@a2a-js/sdk/client";
+// A2A_TRANSPORT=HTTP+JSON picks the REST binding from the card (default JSONRPC).
+import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
 import { Role, TaskState } from "@a2a-js/sdk";
 import { randomUUID } from "node:crypto";
 
@@ -58,9 +59,20 @@ function event(e) {
   return { kind: p.$case };
 }
 
+const transport = process.env.A2A_TRANSPORT ?? "JSONRPC";
+const factory = new ClientFactory(
+  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+    preferredTransports: [transport],
+  }),
+);
+
 // the agent's URL with its slash: the SDK resolves the card's relative path against it
 async function client(agent) {
-  return new ClientFactory().createFromUrl(`${base}/a2a/${agent}/`);
+  const c = await factory.createFromUrl(`${base}/a2a/${agent}/`);
+  if (c.transport.protocolName !== transport) {
+    throw new Error(`the SDK chose ${c.transport.protocolName}, not ${transport}`);
+  }
+  return c;
 }
 
 async function errorOf(fn) {

@@ -64,6 +64,7 @@ from actorbus.codecs.a2a.errors import (
     http_status,
     negotiate_version,
     parse_version,
+    rest_error,
     rpc_code,
 )
 from actorbus.codecs.a2a.requests import decode_request, encode_request
@@ -169,6 +170,7 @@ __all__ = [
     "negotiate_version",
     "parse_version",
     "parts_from_content",
+    "rest_error",
     "result_from_wire",
     "result_to_wire",
     "rpc_code",

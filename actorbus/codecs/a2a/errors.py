@@ -296,6 +296,36 @@ def http_status(err: ActorBusError) -> int:
     return _HTTP_BY_RPC.get(rpc_code(err), 500)
 
 
+_STATUS_NAMES: Final[dict[int, str]] = {  # google.rpc.Code, as the REST binding names them
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "FAILED_PRECONDITION",
+    413: "RESOURCE_EXHAUSTED",
+    415: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    501: "UNIMPLEMENTED",
+    502: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def rest_error(err: ActorBusError) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and body for ``err`` in A2A 1.0's HTTP+JSON binding: a
+    ``google.rpc.Status`` whose details hold the same ErrorInfo as JSON-RPC's."""
+    status = http_status(err)
+    rpc = error_object(err, V10)
+    body = {
+        "code": status,
+        "status": _STATUS_NAMES.get(status, "INTERNAL"),
+        "message": rpc["message"],
+        "details": rpc["data"],
+    }
+    return status, {"error": body}
+
+
 # -- taxonomy -> JSON-RPC error -----------------------------------------------------
 
 

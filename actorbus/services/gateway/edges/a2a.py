@@ -74,6 +74,7 @@ from actorbus.services.gateway.agents import (
     UnknownTaskError,
 )
 from actorbus.services.gateway.edges import Edge
+from actorbus.services.gateway.edges.a2a_rest import A2ARest, rest_error_frame, rest_frame
 from actorbus.services.gateway.edges.http import json_response, refusal, serve_events, sse_error
 from actorbus.services.gateway.settings import GatewaySettings
 from actorbus.services.gateway.store import TaskQuery, now_ms
@@ -117,6 +118,7 @@ def agent_card(agent: Agent, base: str) -> dict[str, Any]:
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ],
         # A2A 0.3
         "url": url,
@@ -171,7 +173,11 @@ class A2AEdge(Edge):
     name: ClassVar[str] = "a2a"
 
     def routes(self) -> list[web.RouteDef]:
+        rest = A2ARest(
+            PREFIX, self, self.settings.max_body
+        ).routes()  # before `/{agent}/...` could take its paths
         return [
+            *rest,
             web.get(PREFIX, self.list_agents),
             web.get(PREFIX + "/{agent}" + CARD_PATH, self.card),
             web.get(PREFIX + "/{agent}" + LEGACY_CARD_PATH, self.card),
@@ -372,8 +378,23 @@ class A2AEdge(Edge):
         return list_tasks_response(req.id, page, V10)
 
     # -- SSE -------------------------------------------------------------------------
+    # -- what the REST binding runs (a2a_rest.A2AMethods) ------------------------------
+    async def agent_named(self, name: str) -> Agent:
+        return await self.core.agent(name)  # AgentNotFoundError: the REST binding's 404
+
+    async def call(self, req: A2ARequest, agent: Agent) -> dict[str, Any]:
+        return await self._call(req, agent)
+
+    async def stream(
+        self, request: web.Request, req: A2ARequest, agent: Agent, *, rest: bool
+    ) -> web.StreamResponse:
+        return await self._stream(request, req, agent, rest=rest)
+
+    def as_a2a_error(self, err: ActorBusError) -> ActorBusError:
+        return as_a2a_error(err)
+
     async def _stream(
-        self, request: web.Request, req: A2ARequest, agent: Agent
+        self, request: web.Request, req: A2ARequest, agent: Agent, *, rest: bool = False
     ) -> web.StreamResponse:
         events: AsyncIterator[Event]
         if req.method is Method.SEND_STREAMING_MESSAGE:
@@ -393,6 +414,14 @@ class A2AEdge(Edge):
         else:
             assert isinstance(req.params, TaskRef)
             events = await self.core.subscribe(req.params.id, agent.name)
+        if rest:  # the bare StreamResponse; an error as an `event: error` frame
+            return await serve_events(
+                request,
+                events,
+                lambda event: (rest_frame(stream_event(req.id, event, V10)["result"]),),
+                lambda err: rest_error_frame(as_a2a_error(err)),
+                f"the A2A REST stream of {agent.name}",
+            )
         return await serve_events(
             request,
             events,

@@ -799,10 +799,13 @@ async def test_a_body_too_large_is_minus_32600_on_every_json_rpc_edge(
         nats_server.url, ns, tmp_path / "gw.db", "gw-echo", max_body=2048
     ) as gw:
         big = b"x" * 10_000
-        for path in ("/a2a/gw-echo", "/mcp", "/anp/gw-echo/rpc"):
+        # (ANP proves the caller before it reads a body: test_gateway_anp has its 413)
+        for path in ("/a2a/gw-echo", "/mcp"):
             async with http.post(gw.http_url + path, data=big) as resp:
                 assert resp.status == 413, path
                 assert (await resp.json())["error"]["code"] == -32600, path
+        async with http.post(gw.http_url + "/anp/gw-echo/rpc", data=big) as resp:
+            assert resp.status == 401
 
 
 async def test_the_a2a_ids_reach_the_actor(

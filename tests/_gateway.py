@@ -291,3 +291,4 @@ class GatewayUnderTest:
     edges: tuple[str, ...] | None = None  # None: every edge
     ask_timeout: float | None = 0.5  # None: the gateway's default
     host: Callable[[ActorSystem, Probe], Awaitable[None]] = host_agents
+    settings: tuple[tuple[str, Any], ...] = ()  # more GatewaySettings fields, by name

@@ -74,6 +74,10 @@ class Actor:
       queue: at least once, acked after the handler succeeds, retried, dead-lettered.
       Senders that know the type (it is hosted or ``learn()``-ed in their system) send
       those intents durably unless the call says ``durable=False``.
+    - ``retry_backoff``: seconds before each retry of a durable message whose handler
+      failed (default: the system's ``DurableSettings.backoff``); after the last one
+      the message is dead-lettered. A type whose handler calls something slow to
+      recover (a webhook, a payment provider) waits longer than the bus default.
     - ``idempotent``: a durable message whose ``idempotency_key`` was handled already
       (by any instance, before any restart) is acked without running the handler
       (per intent with ``@handler(idempotent=)``)
@@ -98,6 +102,7 @@ class Actor:
     durable: ClassVar[bool] = False
     security: ClassVar[str | None] = None  # "require" | "allow" | "off"; None: the system's
     idempotent: ClassVar[bool] = False
+    retry_backoff: ClassVar[tuple[float, ...] | None] = None
     max_restarts: ClassVar[int] = 5
     restart_window: ClassVar[float] = 60.0
     restart_backoff: ClassVar[tuple[float, float]] = (0.1, 5.0)

@@ -92,6 +92,7 @@ class DurableReader:
         self.dead_lettered = 0
         self.skipped = 0
         self._stopping = False
+        self._stop = asyncio.Event()  # set with _stopping: wakes a retry waiting its turn
         self._task: asyncio.Task[None] | None = None
         self._gauge: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
@@ -139,6 +140,7 @@ class DurableReader:
         (the consumer stays on the server, so nothing queued is lost; a message
         still in hand at the timeout is delivered again later)."""
         self._stopping = True
+        self._stop.set()
         await stop_task(self._gauge, what=f"queue depth of {self.what}")
         self._gauge = None
         if self._task is not None:  # ends within a fetch wait plus the message in hand
@@ -189,7 +191,7 @@ class DurableReader:
         undecodable, or handled before under its idempotency key)."""
         rt = self.rt
         delivered = msg.metadata.num_delivered
-        if delivered > rt.durable_settings.max_deliver:
+        if delivered > len(self._backoff) + 1:
             why = ActorBusError(
                 f"delivered {delivered} times without being settled (a reader crashed, stalled "
                 "or ran past ack_wait on it)"
@@ -266,11 +268,16 @@ class DurableReader:
                 await release(self.rt, box.held)
         await msg.ack()
 
+    @property
+    def _backoff(self) -> tuple[float, ...]:
+        """Delays before each retry: the type's own, else the system's."""
+        return self.cls.retry_backoff or self.rt.durable_settings.backoff
+
     def _gives_up(self, failed: Exception, attempt: int) -> bool:
-        return isinstance(failed, _POISON) or attempt >= self.rt.durable_settings.max_deliver
+        return isinstance(failed, _POISON) or attempt >= len(self._backoff) + 1
 
     def _delay(self, attempt: int) -> float:
-        backoff = self.rt.durable_settings.backoff
+        backoff = self._backoff
         return backoff[min(attempt, len(backoff)) - 1]
 
     def _idempotency_entry(self, address: str, env: Inbound) -> str | None:

@@ -98,6 +98,7 @@ class TypeInbox(DurableReader):
 
     async def _begin(self) -> None:
         self._stopping = False
+        self._stop.clear()
         s = self.rt.durable_settings
         await self._subscribe(
             self.rt.subjects.durable_type(self.cls.type_name),
@@ -191,12 +192,15 @@ class TypeInbox(DurableReader):
                 return outcome
 
     async def _hold(self, msg: Msg, delay: float) -> None:
-        """Wait before a retry, telling JetStream the message is still being worked on."""
+        """Wait before a retry, telling JetStream the message is still being worked
+        on; a stop ends the wait at once (the message is then handed back, so
+        another host takes it now rather than after ``ack_wait``)."""
         beat = max(0.5, self.rt.durable_settings.ack_wait / 3)
         deadline = time.monotonic() + delay
         while (left := deadline - time.monotonic()) > 0 and not self._stopping:
             await msg.in_progress()
-            await asyncio.sleep(min(beat, left))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), min(beat, left))
 
 
 async def _settle(action: Callable[[], Awaitable[None]]) -> None:

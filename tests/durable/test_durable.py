@@ -108,6 +108,24 @@ async def test_poison_goes_to_dead_letters_after_its_attempts_and_blocks_nothing
     assert original["content"] == {"n": 1}
 
 
+class PatientLedger(Ledger):
+    """Its own retry schedule: five retries, whatever the system's backoff."""
+
+    type_name = "patient-ledger"
+    retry_backoff = (0.05, 0.05, 0.05, 0.05, 0.05)
+
+
+async def test_a_type_sets_its_own_retry_backoff(make_system, ns: str) -> None:
+    system = await make_system(durable=FAST)  # the system's: three retries
+    progress = await spawn_ledger(system, "p", fail={1: 4, 2: -1}, cls=PatientLedger)
+    for n in range(4):
+        await system.tell("patient-ledger/p", Entry(n=n), durable=True)
+    await progress.reached(3)
+    assert progress.seen == [0, 1, 3]  # 1 failed four times and got through on its fifth
+    record = await dead_letter(system, ns, "patient-ledger/p")
+    assert record["attempts"] == 6 != FAST.max_deliver  # the type's 5 retries + 1
+
+
 async def test_a_payload_that_cannot_validate_is_dead_lettered_at_once(
     make_system, ns: str
 ) -> None:

@@ -38,7 +38,7 @@ async def gw(
     probe: Probe,
 ) -> AsyncIterator[GatewayService]:
     spec = _under_test(request)
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = dict(spec.settings)
     if spec.ask_timeout is not None:
         overrides["ask_timeout"] = spec.ask_timeout
     if spec.edges is not None:

@@ -88,7 +88,7 @@ async def test_healthz_and_agent_cards(gw: GatewayService, http: aiohttp.ClientS
         assert card["protocolVersion"].startswith("0.3")
         assert card["preferredTransport"] == "JSONRPC"
         assert card["capabilities"]["streaming"] is True
-        assert card["capabilities"]["pushNotifications"] is False
+        assert card["capabilities"]["pushNotifications"] is True
         assert [s["id"] for s in card["skills"]] == ["echo"]
         assert all(isinstance(s["tags"], list) for s in card["skills"])
         assert card["defaultInputModes"]
@@ -274,9 +274,9 @@ async def test_errors_have_the_protocols_shape(
     bad_params = await rpc(http, target, "SendMessage", {"message": {"role": "ROLE_USER"}})
     assert bad_params["error"]["code"] == -32602
     assert "messageId" in bad_params["error"]["message"]
-    # push notifications and the extended card are not offered
+    # a push notification config for a task that is not there; no extended card
     push = await rpc(http, target, "CreateTaskPushNotificationConfig", {"taskId": "x"})
-    assert push["error"]["code"] == -32003
+    assert push["error"]["code"] == -32001
     assert (await rpc(http, target, "GetExtendedAgentCard"))["error"]["code"] == -32007
     # an agent the registry does not know
     async with http.post(

@@ -113,7 +113,7 @@ async def test_every_error_is_a_status_with_its_reason(
     async with http.get(f"{base}/tasks", params={"pageSize": "many"}) as resp:
         assert "`pageSize` must be an integer" in await status_error(resp, 400, "INVALID_PARAMS")
     async with http.post(f"{base}/tasks/t1/pushNotificationConfigs", json={}) as resp:
-        await status_error(resp, 400, "PUSH_NOTIFICATION_NOT_SUPPORTED")
+        await status_error(resp, 404, "TASK_NOT_FOUND")
     async with http.get(f"{base}/extendedAgentCard") as resp:
         await status_error(resp, 400, "EXTENDED_AGENT_CARD_NOT_CONFIGURED")
     async with http.post(f"{gw.http_url}/a2a/nobody/message:send", json=send_body("x")) as resp:

@@ -11,12 +11,13 @@ import pytest
 from _gateway import GatewayUnderTest, Probe
 from _js import needs_js, run_js
 from _util import WAIT
+from test_gateway_push import Webhook
 
 from actorbus.services.gateway import GatewayService
 
 pytestmark = needs_js("@a2a-js/sdk")
 
-GATEWAY = GatewayUnderTest(ask_timeout=None)
+GATEWAY = GatewayUnderTest(ask_timeout=None, settings=(("push_urls", "any"),))
 
 # the JSON-RPC binding and the HTTP+JSON (REST) one, both from the same card
 TRANSPORTS = ["JSONRPC", "HTTP+JSON"]
@@ -83,3 +84,32 @@ async def test_js_input_required_turn(transport: str, gw: GatewayService) -> Non
     assert seen["done"]["id"] == seen["first"]["id"]
     assert seen["done"]["state"] == "TASK_STATE_COMPLETED"
     assert seen["done"]["artifacts"] == ["HELLO ADA"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_js_push_notifications(transport: str, gw: GatewayService) -> None:
+    hook = Webhook()
+    await hook.up()
+    try:
+        seen = await run_js(
+            "a2a_client.mjs", "push", gw.http_url, hook.url, A2A_TRANSPORT=transport
+        )
+        bodies = await hook.bodies(3)  # working, the reply's artifact, completed
+    finally:
+        await hook.down()
+    task_id = seen["task"]["id"]
+    assert seen["task"]["state"] == "TASK_STATE_COMPLETED"
+    assert bodies[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert {body[next(iter(body))]["taskId"] for body in bodies} == {task_id}
+    assert hook.taken[0][0]["X-A2A-Notification-Token"] == "js-token"
+    assert seen["made"] == {
+        "id": "js-config",
+        "taskId": task_id,
+        "url": hook.url,
+        "auth": {"scheme": "Bearer", "credentials": "js-secret"},
+    }
+    assert len(seen["listed"]) == 2
+    assert "js-config" in seen["listed"]
+    assert seen["got"] == {"id": "js-config", "url": hook.url}
+    assert "js-config" not in seen["after"]
+    assert len(seen["after"]) == 1

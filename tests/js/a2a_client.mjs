@@ -164,6 +164,57 @@ const scenarios = {
   },
 };
 
+// push notifications: a send that carries a config (arg: the webhook URL), then the
+// config methods on its task: create with Bearer credentials, list, get, delete
+scenarios.push = async () => {
+  const c = await client("gw-echo");
+  const sent = await c.sendMessage({
+    ...request(message("push me")),
+    configuration: {
+      acceptedOutputModes: [],
+      taskPushNotificationConfig: {
+        tenant: "",
+        id: "",
+        taskId: "",
+        url: arg,
+        token: "js-token",
+        authentication: undefined,
+      },
+      returnImmediately: false,
+    },
+  });
+  const task = sent.payload?.$case === "task" ? sent.payload.value : sent;
+  const made = await c.createTaskPushNotificationConfig({
+    tenant: "",
+    id: "js-config",
+    taskId: task.id,
+    url: arg,
+    token: "",
+    authentication: { scheme: "Bearer", credentials: "js-secret" },
+  });
+  const listed = await c.listTaskPushNotificationConfig({
+    tenant: "",
+    taskId: task.id,
+    pageSize: 0,
+    pageToken: "",
+  });
+  const got = await c.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: made.id });
+  await c.deleteTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: made.id });
+  const after = await c.listTaskPushNotificationConfig({
+    tenant: "",
+    taskId: task.id,
+    pageSize: 0,
+    pageToken: "",
+  });
+  return {
+    task: summary(task),
+    made: { id: made.id, taskId: made.taskId, url: made.url, auth: made.authentication },
+    listed: listed.configs.map((x) => x.id),
+    got: { id: got.id, url: got.url },
+    after: after.configs.map((x) => x.id),
+  };
+};
+
 const run = scenarios[scenario];
 if (!run) {
   console.error(`unknown scenario ${scenario}; one of ${Object.keys(scenarios).join(", ")}`);

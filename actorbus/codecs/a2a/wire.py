@@ -430,7 +430,7 @@ def result_to_wire(result: Result, version: str | None, *, wrapped: bool = True)
     return body
 
 
-def rpc_result(request_id: str | int | None, result: dict[str, Any]) -> dict[str, Any]:
+def rpc_result(request_id: str | int | None, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 

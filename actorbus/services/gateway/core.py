@@ -43,7 +43,7 @@ import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -83,6 +83,7 @@ from actorbus.services.gateway.agents import (
     text_message,
 )
 from actorbus.services.gateway.auth import GatewayAuth
+from actorbus.services.gateway.push import Pusher
 from actorbus.services.gateway.store import Run, StoredTask, TaskQuery, TaskStore, now_ms
 from actorbus.services.gateway.tasks import AuthRequired, InputRequired, check_transition
 
@@ -114,6 +115,9 @@ class GatewayCore:
         self._continuing = asyncio.Lock()  # one continuation of a waiting task at a time
         self._closing = False
         self.auth: GatewayAuth | None = None  # who may ask (None: anyone)
+        # Awaited with each change before subscribers hear of it (push notifications)
+        self.on_change: Callable[[Task, Event], Awaitable[None]] | None = None
+        self.pusher: Pusher | None = None  # push notification configs (None: not served)
 
     # -- lifecycle -----------------------------------------------------------------
     async def recover(self) -> int:
@@ -196,13 +200,16 @@ class GatewayCore:
         watch: bool = False,
         request_id: str | None = None,
         stamped: float | None = None,
+        configure: Callable[[Task], Awaitable[None]] | None = None,
     ) -> tuple[LiveTask, AsyncIterator[Event] | None]:
         """Create a task for ``message`` (or continue the one it names) and start its run.
 
         With ``watch``, also the task's events (the task, then every change),
         subscribed before the run starts so none is missed. ``request_id`` (and
         ``stamped``, its time) is the id the caller's protocol gives the request,
-        which it may use once (see ``auth``); A2A's is the message id."""
+        which it may use once (see ``auth``); A2A's is the message id. ``configure``
+        is awaited with the stored task before its run starts (a push config the
+        request carried: it hears the first change)."""
         if self._closing:
             raise ActorStoppedError("the gateway is stopping")
         if self.auth is not None:
@@ -248,6 +255,8 @@ class GatewayCore:
             run=run,
             conversation=(context_id, agent.name, protocol),
         )
+        if configure is not None:
+            await configure(live.task)
         self._live[task_id] = live
         live.settled.clear()
         events = self._events(live, first=live.task, queue=self._queue(live)) if watch else None
@@ -360,7 +369,9 @@ class GatewayCore:
         live.saved_at = asyncio.get_running_loop().time()
         await self.store.save(task=(live.task, live.agent, live.protocol), run=run)
 
-    def _publish(self, live: LiveTask, event: Event) -> None:
+    async def _publish(self, live: LiveTask, event: Event) -> None:
+        if self.on_change is not None:
+            await self.on_change(live.task, event)
         for q in live.subscribers:
             q.put_nowait(event)
 
@@ -387,7 +398,7 @@ class GatewayCore:
         if persist:
             await self._save(live, run)
         if publish:
-            self._publish(
+            await self._publish(
                 live,
                 StatusUpdate(task_id=live.task.id, context_id=live.task.context_id, status=status),
             )
@@ -413,7 +424,7 @@ class GatewayCore:
         loop_time = asyncio.get_running_loop().time()
         if append and loop_time - live.saved_at >= self.settings.chunk_save_interval:
             await self._save(live)
-        self._publish(
+        await self._publish(
             live,
             ArtifactUpdate(
                 task_id=live.task.id,

@@ -19,17 +19,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import msgspec
 from aiohttp import web
 
 from actorbus.actors.guard import actorbus_home, default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
-from actorbus.codecs.errors import AuthError
+from actorbus.codecs.errors import ActorBusError, AuthError
 from actorbus.security.broker import DevCertificates
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.core import CoreSettings, GatewayCore
+from actorbus.services.gateway.push import PUSH_TYPE, PushConfigs, Pusher, delivery_class
 from actorbus.services.gateway.settings import GatewaySettings, default_db_path
 from actorbus.services.gateway.store import TaskStore
 from actorbus.services.gateway.tracing import server_spans
@@ -77,6 +79,7 @@ class GatewayService(HostedService):
         self.store: TaskStore | None = None
         self._core: GatewayCore | None = None
         self._edges: list[edge_modules.Edge] = []
+        self._push_http: aiohttp.ClientSession | None = None
 
     @property
     def core(self) -> GatewayCore:
@@ -87,8 +90,10 @@ class GatewayService(HostedService):
     async def start(self) -> None:
         s = self.settings
         try:
-            # it asks actors and hosts none: on a secured broker it takes no type's messages
-            system = await self.open_system(f"gateway-{new_id()}", hosts=())
+            # it asks actors and hosts none but its push notification worker: on a
+            # secured broker it takes no other type's messages
+            hosts = (PUSH_TYPE,) if s.push_notifications else ()
+            system = await self.open_system(f"gateway-{new_id()}", hosts=hosts)
             self.store = await TaskStore.open(self.db_path)
             self._core = GatewayCore(
                 system,
@@ -101,6 +106,8 @@ class GatewayService(HostedService):
             )
             self.auth = self._auth(system)
             self._core.auth = self.auth
+            if s.push_notifications:
+                await self._start_push(system, self.store, self._core)
             stale = await self._core.recover()
             if stale:
                 log.warning("gateway: %d task(s) of a previous run marked failed", stale)
@@ -111,6 +118,27 @@ class GatewayService(HostedService):
             await self.stop()
             raise
         log.info("gateway %s on namespace %s (db %s)", self.http_url, self.namespace, self.db_path)
+
+    async def _start_push(self, system: ActorSystem, store: TaskStore, core: GatewayCore) -> None:
+        """Push notifications: the configs' table, the delivery worker on the durable
+        queue, the hook on every task change. Without JetStream, not served."""
+        s = self.settings
+        configs = await PushConfigs.open(store.db)
+        self._push_http = aiohttp.ClientSession()
+        try:
+            await system.register(
+                delivery_class(s.push_backoff),
+                session=self._push_http,
+                urls=s.push_urls,
+                timeout=s.push_timeout,
+            )
+        except ActorBusError as e:
+            log.warning("gateway: push notifications are off (%s)", e)
+            return
+        if s.push_urls == "any":
+            log.warning("gateway: push notifications go to any URL (push_urls='any')")
+        core.pusher = Pusher(system, configs, s.push_urls)
+        core.on_change = core.pusher.on_change
 
     def _tls(self, system: ActorSystem) -> ssl.SSLContext | None:
         """The HTTPS server context, or None for plain HTTP (said in the log)."""
@@ -176,6 +204,9 @@ class GatewayService(HostedService):
                 await self.store.close()
             self.store = None
         await self.close_system()
+        if self._push_http is not None:  # after the delivery workers stopped with the system
+            await self._push_http.close()
+            self._push_http = None
 
     async def did_document(self, request: web.Request) -> web.Response:
         """The gateway system's identity as the did:wba document of its host (the

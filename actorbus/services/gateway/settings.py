@@ -49,3 +49,10 @@ class GatewaySettings:
     tls_cert: str | Path | None = None
     tls_key: str | Path | None = None
     issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key
+    # A2A push notifications (services/gateway/push.py): delivered from a durable
+    # queue, retried after each delay of push_backoff, then dead-lettered. Webhook
+    # URLs must be https on public addresses unless push_urls="any" (logged).
+    push_notifications: bool = True
+    push_urls: Literal["public", "any"] = "public"
+    push_backoff: tuple[float, ...] = (1.0, 5.0, 30.0, 120.0, 600.0)
+    push_timeout: float = 10.0  # seconds a webhook gets to answer one POST

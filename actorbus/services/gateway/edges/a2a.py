@@ -22,8 +22,9 @@ traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -40,7 +41,6 @@ from actorbus.codecs.a2a import (
     ListTasksParams,
     Message,
     Method,
-    PushNotificationNotSupportedError,
     SendParams,
     Task,
     TaskList,
@@ -74,6 +74,7 @@ from actorbus.services.gateway.agents import (
     UnknownTaskError,
 )
 from actorbus.services.gateway.edges import Edge
+from actorbus.services.gateway.edges.a2a_push import checked_config, push_method, pusher_of
 from actorbus.services.gateway.edges.a2a_rest import A2ARest, rest_error_frame, rest_frame
 from actorbus.services.gateway.edges.http import json_response, refusal, serve_events, sse_error
 from actorbus.services.gateway.settings import GatewaySettings
@@ -214,7 +215,9 @@ class A2AEdge(Edge):
             agent = await self.core.agent(request.match_info["agent"])
         except AgentNotFoundError as e:
             return json_response({"error": "not_found", "message": str(e)}, status=404)
-        return json_response(agent_card(agent, base_url(request, self.settings)))
+        card = agent_card(agent, base_url(request, self.settings))
+        card["capabilities"]["pushNotifications"] = self.core.pusher is not None
+        return json_response(card)
 
     async def root_card(self, request: web.Request) -> web.Response:
         """The default agent's card, or the gateway's own: its agents as skills."""
@@ -318,23 +321,41 @@ class A2AEdge(Edge):
             return await self._list(req, req.params, agent)
         if req.method is Method.GET_EXTENDED_AGENT_CARD:
             raise ExtendedAgentCardNotConfiguredError()
-        raise PushNotificationNotSupportedError(
-            f"{req.wire_method}: this gateway sends no push notifications"
-        )
+        return await push_method(self.core, req, agent)
 
     def _submit_args(self, params: SendParams, agent: Agent) -> tuple[Message, str, Any]:
-        config = params.configuration
-        if config is not None and config.push_notification_config is not None:
-            raise PushNotificationNotSupportedError("this gateway sends no push notifications")
         env = message_to_envelope(params.message, src="gateway/a2a", dst=agent.address, ts=now_ms())
         if env.intent.startswith("$"):
             raise InvalidParamsError(f"intent {env.intent!r} is reserved for actorbus itself")
         return params.message, env.intent, env.content
 
+    async def _push_hook(
+        self, params: SendParams, version: str
+    ) -> Callable[[Task], Awaitable[None]] | None:
+        """The push config a send carries, checked now and stored with its new task
+        (before the task's first change, which it then hears)."""
+        config = params.configuration
+        raw = config.push_notification_config if config is not None else None
+        if raw is None:
+            return None
+        checked = await checked_config(self.core, raw, "", version)
+        pusher = pusher_of(self.core)
+
+        async def store(task: Task) -> None:
+            await pusher.configs.put(dataclasses.replace(checked, task_id=task.id))
+
+        return store
+
     async def _send(self, req: A2ARequest, params: SendParams, agent: Agent) -> dict[str, Any]:
         message, intent, content = self._submit_args(params, agent)
         live, _ = await self.core.submit(
-            agent, message, protocol="a2a", intent=intent, content=content, stream=False
+            agent,
+            message,
+            protocol="a2a",
+            intent=intent,
+            content=content,
+            stream=False,
+            configure=await self._push_hook(params, req.version),
         )
         config = params.configuration
         if config is not None and config.returns_immediately:
@@ -408,6 +429,7 @@ class A2AEdge(Edge):
                 content=content,
                 stream=True,
                 watch=True,
+                configure=await self._push_hook(req.params, req.version),
             )
             assert watched is not None
             events = watched

@@ -13,7 +13,8 @@ route (under ``/a2a/{agent}``)                 method                  answer
 ``GET /tasks?contextId=&status=&...``          ListTasks               ListTasksResponse
 ``POST /tasks/{id}:cancel``                    CancelTask              the Task
 ``POST`` or ``GET /tasks/{id}:subscribe``      SubscribeToTask         SSE of StreamResponse
-``/tasks/{id}/pushNotificationConfigs[/..]``   push configs            400 (not sent)
+``POST|GET /tasks/{id}/pushNotificationConfigs``  Create / ListTaskPush...  the config / the list
+``GET|DELETE .../pushNotificationConfigs/{c}``   Get / DeleteTaskPush...   the config / ``{}``
 ``GET /extendedAgentCard``                     GetExtendedAgentCard    400
 ============================================  ======================  ==============
 
@@ -37,7 +38,6 @@ from actorbus.codecs.a2a import (
     V10,
     InvalidParamsError,
     InvalidRequestError,
-    PushNotificationNotSupportedError,
     UnsupportedOperationError,
     decode_request,
     rest_error,
@@ -51,6 +51,8 @@ from actorbus.services.gateway.edges.http import json_response
 log = logging.getLogger("actorbus.gateway.a2a")
 
 _TASK = "/tasks/{task:[^/:]+}"
+_CONFIGS = _TASK + "/pushNotificationConfigs"
+_CONFIG = _CONFIGS + "/{config}"
 
 
 class A2AMethods(Protocol):
@@ -124,8 +126,10 @@ class A2ARest:
             web.post(base + _TASK + ":cancel", self._handler("CancelTask", self._task_ref)),
             web.post(base + _TASK + ":subscribe", self._handler("SubscribeToTask", self._task_ref)),
             web.get(base + _TASK + ":subscribe", self._handler("SubscribeToTask", self._task_ref)),
-            web.route("*", base + _TASK + "/pushNotificationConfigs", self._push),
-            web.route("*", base + _TASK + "/pushNotificationConfigs/{config}", self._push),
+            web.post(base + _CONFIGS, self._handler("CreateTaskPushNotificationConfig", self._new)),
+            web.get(base + _CONFIGS, self._handler("ListTaskPushNotificationConfigs", self._of)),
+            web.get(base + _CONFIG, self._handler("GetTaskPushNotificationConfig", self._of)),
+            web.delete(base + _CONFIG, self._handler("DeleteTaskPushNotificationConfig", self._of)),
             web.get(base + "/extendedAgentCard", self._handler("GetExtendedAgentCard", self._none)),
         ]
 
@@ -147,6 +151,21 @@ class A2ARest:
         history = _int(request.query, "historyLength")
         if history is not None:
             params["historyLength"] = history
+        return params
+
+    async def _new(self, request: web.Request) -> Any:
+        """A config to create: the body, for the task the path names."""
+        body = await self._body(request)
+        if not isinstance(body, dict):
+            raise InvalidRequestError("the body must be a push notification config object")
+        return {**body, "taskId": request.match_info["task"]}
+
+    @staticmethod
+    async def _of(request: web.Request) -> Any:
+        """The task (and config) the path names."""
+        params = {"taskId": request.match_info["task"]}
+        if "config" in request.match_info:
+            params["id"] = request.match_info["config"]
         return params
 
     @staticmethod
@@ -198,10 +217,3 @@ class A2ARest:
             status, body = rest_error(internal)
             return json_response(body, status)
         return json_response(answer["result"])
-
-    async def _push(self, request: web.Request) -> web.Response:
-        """Push notification configs are not served: the binding's own error."""
-        status, body = rest_error(
-            PushNotificationNotSupportedError("this gateway sends no push notifications")
-        )
-        return json_response(body, status)

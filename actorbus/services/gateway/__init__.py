@@ -1,7 +1,7 @@
 """The HTTP gateway: outside clients of agent protocols reach actors.
 
-:class:`GatewayService` runs one aiohttp server; each protocol edge (A2A for
-now, see :mod:`.edges`) serves the agents of the registry (actor types) over
+:class:`GatewayService` runs one aiohttp server; each protocol edge (A2A, ACP,
+ANP, Agora, MCP: see :mod:`.edges`) serves the agents of the registry (actor types) over
 its protocol, backed by one task model (:mod:`.core`, :mod:`.tasks`) persisted
 in SQLite (:mod:`.store`).
 """
@@ -9,6 +9,21 @@ in SQLite (:mod:`.store`).
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.service import GatewayService
 from actorbus.services.gateway.settings import GatewaySettings
-from actorbus.services.gateway.tasks import AuthRequired, InputRequired
+from actorbus.services.gateway.tasks import (
+    AuthRequired,
+    GatewayTask,
+    InputRequired,
+    TaskUpdate,
+    Working,
+)
 
-__all__ = ["AuthRequired", "GatewayCore", "GatewayService", "GatewaySettings", "InputRequired"]
+__all__ = [
+    "AuthRequired",
+    "GatewayCore",
+    "GatewayService",
+    "GatewaySettings",
+    "GatewayTask",
+    "InputRequired",
+    "TaskUpdate",
+    "Working",
+]

@@ -43,14 +43,12 @@ import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Final, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
 
 import msgspec
 
 from actorbus.actors.system import ActorSystem
-from actorbus.codecs.a2a import parts_from_content
 from actorbus.codecs.a2a.types import (
     Artifact,
     ArtifactUpdate,
@@ -62,13 +60,8 @@ from actorbus.codecs.a2a.types import (
     TaskStatus,
 )
 from actorbus.codecs.errors import (
-    ActorBusError,
     ActorStoppedError,
-    InvalidAddressError,
-    ProtocolError,
-    RemoteError,
     UnsupportedError,
-    ValidationFailedError,
 )
 from actorbus.services.gateway.agents import (
     Agent,
@@ -79,32 +72,22 @@ from actorbus.services.gateway.agents import (
     TaskNotContinuableError,
     UnknownTaskError,
     iso_now,
-    plain,
     text_message,
 )
 from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.push import Pusher
+from actorbus.services.gateway.runs import TaskRuns, held
+from actorbus.services.gateway.settings import CoreSettings
 from actorbus.services.gateway.store import Run, StoredTask, TaskQuery, TaskStore, now_ms
-from actorbus.services.gateway.tasks import AuthRequired, InputRequired, check_transition
+from actorbus.services.gateway.tasks import check_transition
 
 log = logging.getLogger("actorbus.gateway")
 
 
-_REJECTED_CODES: Final = frozenset(
-    {ValidationFailedError.code, UnsupportedError.code, InvalidAddressError.code}
-)
 META_KEY: Final = "gateway"  # key of the gateway's facts in Task.metadata
 
 
-@dataclass(frozen=True)
-class CoreSettings:
-    ask_timeout: float = 60.0  # seconds an ask run waits for the actor's reply
-    stream_item_timeout: float = 300.0  # seconds a stream run waits for each item
-    stop_timeout: float = 2.0  # seconds runs get to wind down on stop
-    chunk_save_interval: float = 0.2  # seconds between saves of a stream's artifact chunks
-
-
-class GatewayCore:
+class GatewayCore(TaskRuns):
     """Tasks over actors, shared by every edge."""
 
     def __init__(self, system: ActorSystem, store: TaskStore, settings: CoreSettings) -> None:
@@ -122,7 +105,7 @@ class GatewayCore:
     # -- lifecycle -----------------------------------------------------------------
     async def recover(self) -> int:
         """Fail the tasks and runs a previous gateway left unfinished; how many tasks."""
-        stale = await self.store.unfinished_tasks()
+        stale = [st for st in await self.store.unfinished_tasks() if not held(st.task)]
         for st in stale:
             status = TaskStatus(
                 state=TaskState.FAILED,
@@ -145,6 +128,9 @@ class GatewayCore:
                     error_message="the gateway restarted",
                 )
             )
+        kept = await self.relisten()  # tasks their actors keep open: still open
+        if kept:
+            log.info("gateway: %d task(s) kept open by their actors listen again", kept)
         return len(stale)
 
     async def close(self) -> None:
@@ -302,6 +288,7 @@ class GatewayCore:
         if live.state.terminal:
             raise NotCancelableError(f"task {task_id} is {live.state.value} and cannot be canceled")
         await self._set_state(live, TaskState.CANCELED)
+        await self._release(live)  # its actor's later updates are refused from now on
         run = live.run
         if run is not None and not run.done() and run is not asyncio.current_task():
             run.cancel()
@@ -360,8 +347,21 @@ class GatewayCore:
                 live.subscribers.remove(queue)
 
     async def wait_settled(self, live: LiveTask) -> Task:
-        """The task once it is terminal or waits for the client."""
-        await live.settled.wait()
+        """The task once it is terminal or waits for the client; a task its actor
+        keeps open (``Working``) as it is after ``ask_timeout``, if not finished by then."""
+        settled = asyncio.ensure_future(live.settled.wait())
+        try:
+            run = live.run
+            await asyncio.wait(
+                {settled, run} if run is not None else {settled}, return_when="FIRST_COMPLETED"
+            )
+            if not settled.done() and held(live.task):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(settled), self.settings.ask_timeout)
+            elif not settled.done():
+                await settled
+        finally:
+            settled.cancel()
         return live.task
 
     # -- changes -------------------------------------------------------------------
@@ -434,156 +434,6 @@ class GatewayCore:
             ),
         )
 
-    # -- runs ----------------------------------------------------------------------
-    async def _run(
-        self,
-        live: LiveTask,
-        run: Run,
-        intent: str,
-        content: Any,
-        context_id: str,
-        stream: bool,
-    ) -> None:
-        try:
-            # Not saved: a restart fails submitted and working tasks alike.
-            await self._set_state(live, TaskState.WORKING, persist=False)
-            if stream:
-                await self._stream(live, intent, content, context_id)
-            else:
-                await self._ask(live, intent, content, context_id)
-        except asyncio.CancelledError:
-            await self._save_run(_ended(run, "canceled"))
-            raise
-        except ActorBusError as err:
-            await self._fail(live, err, _ended(run, "failed", err))
-        except Exception as exc:
-            log.exception("gateway task %s failed", live.task.id)
-            wrapped = RemoteError(str(exc), remote_type=type(exc).__name__)
-            await self._fail(live, wrapped, _ended(run, "failed", wrapped))
-        else:
-            ended = _ended(run, "completed")
-            if live.state.ends_stream:  # canceled, or waiting for the client: saved then
-                await self._save_run(ended)
-            else:  # the finished task and its run: one commit
-                await self._set_state(live, TaskState.COMPLETED, run=ended)
-        finally:
-            live.settled.set()
-
-    async def _save_run(self, run: Run) -> None:
-        with contextlib.suppress(Exception):
-            await asyncio.shield(self.store.save_run(run))
-
-    async def _fail(self, live: LiveTask, err: ActorBusError, run: Run) -> None:
-        if live.state.terminal:  # canceled meanwhile: a late answer changes nothing
-            await self._save_run(run)
-            return
-        state = TaskState.REJECTED if err.code in _REJECTED_CODES else TaskState.FAILED
-        if state is TaskState.REJECTED and live.state is TaskState.WORKING:
-            state = TaskState.FAILED  # working tasks cannot be rejected any more
-        err_type = err.remote_type if isinstance(err, RemoteError) else type(err).__name__
-        text = err.remote_message if isinstance(err, RemoteError) else str(err)
-        message = text_message(
-            f"{err.code}: {text}", task_id=live.task.id, context_id=live.task.context_id
-        )
-        await self._set_state(
-            live,
-            state,
-            message,
-            error={"code": err.code, "type": err_type, "message": text},
-            run=run,
-        )
-
-    async def _ask(self, live: LiveTask, intent: str, content: Any, context_id: str) -> None:
-        try:
-            reply = await self.system.ask(
-                live.address,
-                content,
-                intent=intent,
-                session_id=context_id,
-                idempotency_key=request_key(live),
-                timeout=self.settings.ask_timeout,
-            )
-        except ProtocolError as err:
-            if "call stream()" not in str(err):
-                raise
-            await self._stream(live, intent, content, context_id)
-            return
-        if live.state.terminal:  # canceled while we waited: the late reply is dropped
-            return
-        if isinstance(reply, InputRequired | AuthRequired):
-            await self._interrupt(live, reply)
-            return
-        parts = parts_from_content(plain(reply))
-        await self._add_artifact_chunk(live, uuid.uuid4().hex, parts)
-        answer = Message(
-            message_id=uuid.uuid4().hex,
-            role="agent",
-            parts=parts,
-            task_id=live.task.id,
-            context_id=live.task.context_id,
-        )
-        live.task = msgspec.structs.replace(live.task, history=[*(live.task.history or []), answer])
-
-    async def _stream(self, live: LiveTask, intent: str, content: Any, context_id: str) -> None:
-        artifact_id = uuid.uuid4().hex
-        items = self.system.stream(
-            live.address,
-            content,
-            intent=intent,
-            session_id=context_id,
-            idempotency_key=request_key(live),
-            timeout=self.settings.stream_item_timeout,
-        )
-        async with contextlib.aclosing(
-            cast(AsyncGenerator[Any, None], items)
-        ) as it:  # leaving early cancels the producer
-            async for item in it:
-                if live.state.terminal:
-                    return
-                if isinstance(item, InputRequired | AuthRequired):
-                    await self._interrupt(live, item)
-                    return
-                await self._add_artifact_chunk(live, artifact_id, parts_from_content(plain(item)))
-
-    async def _interrupt(self, live: LiveTask, reply: InputRequired | AuthRequired) -> None:
-        """The actor asks the client for more: input-required (or auth-required)."""
-        question = Message(
-            message_id=uuid.uuid4().hex,
-            role="agent",
-            parts=parts_from_content(plain(reply.message)),
-            task_id=live.task.id,
-            context_id=live.task.context_id,
-        )
-        live.task = msgspec.structs.replace(
-            live.task, history=[*(live.task.history or []), question]
-        )
-        state = (
-            TaskState.INPUT_REQUIRED
-            if isinstance(reply, InputRequired)
-            else TaskState.AUTH_REQUIRED
-        )
-        await self._set_state(live, state, question)
-
-
-def _ended(run: Run, state: str, err: ActorBusError | None = None) -> Run:
-    return dataclasses.replace(
-        run,
-        state=state,
-        ended_ms=now_ms(),
-        error_code=err.code if err else None,
-        error_message=str(err) if err else None,
-    )
-
 
 def _rest(st: StoredTask) -> tuple[str, str, int, int]:
     return st.agent, st.protocol, st.created_ms, st.updated_ms
-
-
-def request_key(live: LiveTask) -> str:
-    """What an actor correlates and deduplicates a protocol request by (its
-    envelope's ``context.idempotency_key``): ``<protocol>:<task id>:<message id>``,
-    the message being the client's latest (A2A's own ``messageId``); the
-    conversation (A2A's ``contextId``) is the envelope's ``session_id``."""
-    users = [m for m in live.task.history or () if m.role == "user"]
-    message_id = users[-1].message_id if users else ""
-    return f"{live.protocol}:{live.task.id}:{message_id}"

@@ -30,10 +30,11 @@ from actorbus.codecs.errors import ActorBusError, AuthError
 from actorbus.security.broker import DevCertificates
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
-from actorbus.services.gateway.core import CoreSettings, GatewayCore
+from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.push import PUSH_TYPE, PushConfigs, Pusher, delivery_class
-from actorbus.services.gateway.settings import GatewaySettings, default_db_path
+from actorbus.services.gateway.settings import CoreSettings, GatewaySettings, default_db_path
 from actorbus.services.gateway.store import TaskStore
+from actorbus.services.gateway.tasks import TASKS_TYPE
 from actorbus.services.gateway.tracing import server_spans
 from actorbus.services.hosting import HostedService
 
@@ -90,9 +91,9 @@ class GatewayService(HostedService):
     async def start(self) -> None:
         s = self.settings
         try:
-            # it asks actors and hosts none but its push notification worker: on a
-            # secured broker it takes no other type's messages
-            hosts = (PUSH_TYPE,) if s.push_notifications else ()
+            # it asks actors and hosts none but its own (open tasks' listeners, the
+            # push notification worker): on a secured broker it takes no other's messages
+            hosts = (TASKS_TYPE, PUSH_TYPE) if s.push_notifications else (TASKS_TYPE,)
             system = await self.open_system(f"gateway-{new_id()}", hosts=hosts)
             self.store = await TaskStore.open(self.db_path)
             self._core = GatewayCore(

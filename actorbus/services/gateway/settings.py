@@ -56,3 +56,13 @@ class GatewaySettings:
     push_urls: Literal["public", "any"] = "public"
     push_backoff: tuple[float, ...] = (1.0, 5.0, 30.0, 120.0, 600.0)
     push_timeout: float = 10.0  # seconds a webhook gets to answer one POST
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    """The task core's share of the settings (:class:`~.core.GatewayCore`)."""
+
+    ask_timeout: float = 60.0  # seconds an ask run waits for the actor's reply
+    stream_item_timeout: float = 300.0  # seconds a stream run waits for each item
+    stop_timeout: float = 2.0  # seconds runs get to wind down on stop
+    chunk_save_interval: float = 0.2  # seconds between saves of a stream's artifact chunks

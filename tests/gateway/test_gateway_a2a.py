@@ -201,6 +201,7 @@ async def test_list_tasks(gw: GatewayService, http: aiohttp.ClientSession) -> No
         )
     )["result"]
     assert len(rest["tasks"]) == 1
+    assert rest["pageSize"] == 1  # what the page holds (the A2A TCK's reading)
     assert rest["nextPageToken"] == ""
     assert {t["id"] for t in page["tasks"] + rest["tasks"]} == set(ids)
     assert first_text(rest["tasks"][0]) in {"A", "B", "C"}
@@ -209,6 +210,7 @@ async def test_list_tasks(gw: GatewayService, http: aiohttp.ClientSession) -> No
     empty = (await rpc(http, url(gw), "ListTasks", {"status": "TASK_STATE_FAILED"}))["result"]
     assert empty["totalSize"] == 0
     assert empty["tasks"] == []
+    assert empty["pageSize"] == 0
     # ListTasks is 1.0 only, and unambiguous: without the header it is answered in 1.0
     old = await rpc(http, url(gw), "ListTasks", {}, version=None)
     assert old["result"]["totalSize"] >= 4

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _gateway import GatewayUnderTest
+from _gateway import GatewayUnderTest, Probe, running_gateway
 
+from actorbus.bus.server import EmbeddedServer
 from actorbus.services.gateway import GatewayService
 
 GATEWAY = GatewayUnderTest(agents=("gw-echo", "gw-streamer"))
@@ -127,3 +129,44 @@ async def test_every_error_is_a_status_with_its_reason(
     rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}}
     async with http.post(base, json=rpc, headers={"A2A-Version": "1.0"}) as resp:
         assert (await resp.json())["error"]["code"] == -32001
+
+
+async def test_proto_field_names_are_taken_too(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    """Protobuf's JSON mapping lets a parser take the proto names (message_id) as
+    well as the JSON ones (messageId); clients built on the proto send them. A
+    data part's own JSON keeps its keys as they came."""
+    snake = {
+        "message": {
+            "message_id": uuid.uuid4().hex,
+            "context_id": "ctx-snake",
+            "role": "ROLE_USER",
+            "parts": [{"data": {"user_id": 7}}],
+        },
+        "configuration": {"return_immediately": False},
+    }
+    async with http.post(f"{agent_url(gw)}/message:send", json=snake) as resp:
+        task = (await resp.json())["task"]
+    assert task["contextId"] == "ctx-snake"
+    assert task["artifacts"][0]["parts"][0]["data"]["echo"] == {"user_id": 7}
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task["id"]}}
+    rpc["params"]["history_length"] = 1
+    async with http.post(agent_url(gw), json=rpc, headers={"A2A-Version": "1.0"}) as resp:
+        got = (await resp.json())["result"]
+    assert len(got["history"]) == 1
+
+
+async def test_the_default_agent_is_served_at_the_site_root(
+    probe: Probe, nats_server: EmbeddedServer, ns: str, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    async with running_gateway(
+        nats_server.url, ns, tmp_path / "gw.db", "gw-echo", default_agent="gw-echo"
+    ) as gw:
+        async with http.post(f"{gw.http_url}/message:send", json=send_body("root")) as resp:
+            task = (await resp.json())["task"]
+        assert task["artifacts"][0]["parts"][0]["text"] == "ROOT"
+        async with http.get(f"{gw.http_url}/tasks/{task['id']}") as resp:
+            assert (await resp.json())["id"] == task["id"]
+        async with http.get(f"{agent_url(gw)}/tasks/{task['id']}") as resp:
+            assert resp.status == 200  # the same task under the agent's own URL

@@ -37,7 +37,7 @@ async def test_js_card_send_get_list(transport: str, gw: GatewayService) -> None
     assert seen["unknown"] is not None
     assert seen["unknown"] == {
         "name": f"{ERRORS[transport]}TaskNotFoundError",
-        "message": "no task 'no-such-task'",
+        "message": "task 'no-such-task' not found",
     }
 
 

@@ -33,6 +33,8 @@ class Reporter(Actor):
     async def report(self, text: str) -> Working | str:
         if text.startswith("answer:"):  # the client's answer to the job's question
             return f"report in {text.removeprefix('answer:')}"
+        if text.startswith("more:"):  # a follow-up to an open task: kept open again
+            return Working(message=f"also {text.removeprefix('more:')}")
         await self.jobs.put(GatewayTask.of(self))
         return Working(message=f"queued {text}")
 
@@ -154,6 +156,28 @@ async def test_a_question_goes_to_the_client_and_its_answer_runs_the_actor(
     done = await rpc(http, url(gw), "SendMessage", {"message": answer})
     assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert done["result"]["task"]["artifacts"][-1]["parts"][0]["text"] == "report in pdf"
+
+
+async def test_a_follow_up_message_to_an_open_task_runs_the_actor_again(
+    gw: GatewayService, http: aiohttp.ClientSession, jobs: asyncio.Queue[GatewayTask]
+) -> None:
+    task = await send_now(http, gw, "q1")
+    job = await next_job(jobs)
+    await held(http, gw, task["id"])
+    more = message("more:charts", task_id=task["id"], context_id=task["contextId"])
+    again = await rpc(http, url(gw), "SendMessage", {"message": more})
+    assert "result" in again, again
+    kept = again["result"]["task"]
+    assert kept["id"] == task["id"]
+    assert kept["status"]["state"] == "TASK_STATE_WORKING"
+    assert kept["status"]["message"]["parts"][0]["text"] == "also charts"
+    assert await job.complete("with charts") == "completed"
+    history = [m["parts"][0]["text"] for m in (await state_of(http, gw, task["id"]))["history"]]
+    assert history == ["q1", "queued q1", "more:charts", "also charts", "with charts"]
+    # finished: a further message is refused
+    late = message("more:x", task_id=task["id"], context_id=task["contextId"])
+    refused = await rpc(http, url(gw), "SendMessage", {"message": late})
+    assert refused["error"]["code"] == -32004
 
 
 async def test_a_canceled_task_refuses_its_actors_updates(

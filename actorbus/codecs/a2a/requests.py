@@ -150,6 +150,30 @@ def _params(method: Method, params: Any, version: A2AVersion) -> Params:
     return params
 
 
+_OPAQUE = frozenset({"metadata", "data"})  # values that are the sender's own JSON
+
+
+def proto_names(value: Any) -> Any:
+    """``value`` with the proto field names of A2A 1.0 (``message_id``) as the JSON
+    names (``messageId``): protobuf's JSON mapping lets a parser take either, and
+    clients built on the proto send them (the A2A TCK's REST client). The sender's
+    own JSON (``metadata``, a data part's ``data``) is left as it came."""
+    if isinstance(value, list):
+        return [proto_names(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = key
+        if isinstance(key, str) and "_" in key.strip("_"):
+            head, *rest = key.split("_")
+            name = head + "".join(w[:1].upper() + w[1:] for w in rest)
+            if name in value:  # both spellings: the JSON name wins
+                continue
+        out[name] = item if name in _OPAQUE else proto_names(item)
+    return out
+
+
 def _decode_request(obj: dict[str, Any], version: str | None) -> A2ARequest:
     rid = _request_id(obj)
     if obj.get("jsonrpc") != "2.0":
@@ -165,7 +189,9 @@ def _decode_request(obj: dict[str, Any], version: str | None) -> A2ARequest:
         method=method,
         version=v,
         id=rid,
-        params=_params(method, obj.get("params"), v),
+        params=_params(
+            method, proto_names(obj.get("params")) if v == V10 else obj.get("params"), v
+        ),
         wire_method=name,
         notification="id" not in obj,
     )

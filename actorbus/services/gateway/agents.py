@@ -114,6 +114,7 @@ class LiveTask:
     subscribers: list[asyncio.Queue[Event | None]] = field(default_factory=list)
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     saved_at: float = 0.0  # loop time of the last save (artifact chunks are saved in batches)
+    kept_open: bool = False  # the current run's actor replied Working: it finishes the task
 
     @property
     def state(self) -> TaskState:

@@ -168,7 +168,7 @@ class GatewayCore(TaskRuns):
             return StoredTask(live.task, live.agent, live.protocol, 0, 0)
         stored = await self.store.get_task(task_id)
         if stored is None or (agent is not None and stored.agent != agent):
-            raise UnknownTaskError(f"no task {task_id!r}")
+            raise UnknownTaskError(f"task {task_id!r} not found")
         return stored
 
     def live(self, task_id: str) -> LiveTask | None:
@@ -208,7 +208,8 @@ class GatewayCore(TaskRuns):
                 live = await self._continued(task_id, agent)
                 self._live[task_id] = live
                 context_id = message.context_id or live.task.context_id
-                await self._set_state(live, TaskState.SUBMITTED, publish=False)
+                if live.state.interrupted:  # a task kept open stays working
+                    await self._set_state(live, TaskState.SUBMITTED, publish=False)
         else:
             context_id = message.context_id or uuid.uuid4().hex
             task_id = uuid.uuid4().hex
@@ -255,21 +256,24 @@ class GatewayCore(TaskRuns):
     async def _continued(self, task_id: str, agent: Agent) -> LiveTask:
         live = self._live.get(task_id)
         if live is not None and live.agent != agent.name:
-            raise UnknownTaskError(f"no task {task_id!r}")
+            raise UnknownTaskError(f"task {task_id!r} not found")
         if live is None:
             stored = await self.store.get_task(task_id)
             if stored is None or stored.agent != agent.name:
-                raise UnknownTaskError(f"no task {task_id!r}")
+                raise UnknownTaskError(f"task {task_id!r} not found")
             live = LiveTask(
                 task=stored.task,
                 agent=stored.agent,
                 protocol=stored.protocol,
                 address=agent.address,
             )
-        if not live.state.interrupted:
+        # the run that got the actor's Working may still be saving itself: not busy
+        busy = live.run is not None and not live.run.done() and not live.kept_open
+        kept_open = held(live.task) and live.state is TaskState.WORKING and not busy
+        if not (live.state.interrupted or kept_open):
             raise TaskNotContinuableError(
-                f"task {task_id} is {live.state.value}: only a task waiting for input"
-                " takes another message"
+                f"task {task_id} is {live.state.value}: only a task waiting for input, or"
+                " one its actor keeps open between runs, takes another message"
             )
         return live
 
@@ -287,8 +291,8 @@ class GatewayCore(TaskRuns):
             )
         if live.state.terminal:
             raise NotCancelableError(f"task {task_id} is {live.state.value} and cannot be canceled")
-        await self._set_state(live, TaskState.CANCELED)
         await self._release(live)  # its actor's later updates are refused from now on
+        await self._set_state(live, TaskState.CANCELED)
         run = live.run
         if run is not None and not run.done() and run is not asyncio.current_task():
             run.cancel()
@@ -355,7 +359,7 @@ class GatewayCore(TaskRuns):
             await asyncio.wait(
                 {settled, run} if run is not None else {settled}, return_when="FIRST_COMPLETED"
             )
-            if not settled.done() and held(live.task):
+            if not settled.done() and live.kept_open:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(settled), self.settings.ask_timeout)
             elif not settled.done():

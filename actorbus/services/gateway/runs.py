@@ -94,13 +94,15 @@ class TaskRuns:
         context_id: str,
         stream: bool,
     ) -> None:
+        live.kept_open = False
+        kept = False  # this run's own outcome: a later run may change live.kept_open
         try:
             # Not saved: a restart fails submitted and working tasks alike.
             await self._set_state(live, TaskState.WORKING, persist=False)
             if stream:
-                await self._stream(live, intent, content, context_id)
+                kept = await self._stream(live, intent, content, context_id)
             else:
-                await self._ask(live, intent, content, context_id)
+                kept = await self._ask(live, intent, content, context_id)
         except asyncio.CancelledError:
             await self._save_run(_ended(run, "canceled"))
             raise
@@ -112,12 +114,13 @@ class TaskRuns:
             await self._fail(live, wrapped, _ended(run, "failed", wrapped))
         else:
             ended = _ended(run, "completed")
-            if live.state.ends_stream or held(live.task):  # saved when it changed
+            if live.state.ends_stream or kept:  # saved when it changed
                 await self._save_run(ended)
-            else:  # the finished task and its run: one commit
+            else:  # answered: the finished task and its run in one commit
+                await self._release(live)
                 await self._set_state(live, TaskState.COMPLETED, run=ended)
         finally:
-            if not held(live.task):
+            if not kept:
                 live.settled.set()
 
     async def _save_run(self, run: Run) -> None:
@@ -145,7 +148,8 @@ class TaskRuns:
             run=run,
         )
 
-    async def _ask(self, live: LiveTask, intent: str, content: Any, context_id: str) -> None:
+    async def _ask(self, live: LiveTask, intent: str, content: Any, context_id: str) -> bool:
+        """Ask the actor; True when it keeps the task open (it replied Working)."""
         try:
             reply = await self.system.ask(
                 live.address,
@@ -158,14 +162,13 @@ class TaskRuns:
         except ProtocolError as err:
             if "call stream()" not in str(err):
                 raise
-            await self._stream(live, intent, content, context_id)
-            return
+            return await self._stream(live, intent, content, context_id)
         if live.state.terminal:  # canceled while we waited: the late reply is dropped
-            return
+            return False
         if isinstance(reply, Interim):
-            await self._interim(live, reply)
-            return
+            return await self._interim(live, reply)
         await self._answer(live, reply)
+        return False
 
     async def _answer(self, live: LiveTask, reply: Any) -> None:
         """The actor's reply: an artifact, and an agent message in the history."""
@@ -173,7 +176,8 @@ class TaskRuns:
         await self._add_artifact_chunk(live, uuid.uuid4().hex, answer.parts)
         live.task = msgspec.structs.replace(live.task, history=[*(live.task.history or []), answer])
 
-    async def _stream(self, live: LiveTask, intent: str, content: Any, context_id: str) -> None:
+    async def _stream(self, live: LiveTask, intent: str, content: Any, context_id: str) -> bool:
+        """Stream from the actor; True when it keeps the task open (Working)."""
         artifact_id = uuid.uuid4().hex
         items = self.system.stream(
             live.address,
@@ -188,15 +192,15 @@ class TaskRuns:
         ) as it:  # leaving early cancels the producer
             async for item in it:
                 if live.state.terminal:
-                    return
+                    return False
                 if isinstance(item, Interim):
-                    await self._interim(live, item)
-                    return
+                    return await self._interim(live, item)
                 await self._add_artifact_chunk(live, artifact_id, parts_from_content(plain(item)))
+        return False
 
-    async def _interim(self, live: LiveTask, reply: Interim) -> None:
+    async def _interim(self, live: LiveTask, reply: Interim) -> bool:
         """The actor asks the client for more (input-required, auth-required), or
-        keeps the task open (working) to finish it later."""
+        keeps the task open (working) to finish it later: True then."""
         question = None
         if reply.message is not None:
             question = agent_message(live, reply.message)
@@ -204,12 +208,13 @@ class TaskRuns:
                 live.task, history=[*(live.task.history or []), question]
             )
         if isinstance(reply, Working):
+            live.kept_open = True
             first = not held(live.task)
             mark_held(live)
             await self._set_state(live, TaskState.WORKING, question)
             if first:  # only now: an update the actor sent at once must find it working
                 await self._listen(live.task.id)
-            return
+            return True
         await self._release(live)  # the client's answer runs the actor afresh
         state = (
             TaskState.INPUT_REQUIRED
@@ -217,6 +222,7 @@ class TaskRuns:
             else TaskState.AUTH_REQUIRED
         )
         await self._set_state(live, state, question)
+        return False
 
     # -- tasks kept open -----------------------------------------------------------
     async def _release(self, live: LiveTask) -> None:
@@ -262,14 +268,14 @@ class TaskRuns:
         elif update.state == "completed":
             if update.result is not None:
                 await self._answer(live, update.result)
+            await self._release(live)  # saved with the end: nobody keeps it open
             await self._set_state(live, TaskState.COMPLETED)
         elif update.state == "failed":
+            await self._release(live)
             await self._fail(live, RemoteError(update.error or "the agent gave up"), None)
         else:
             reply = InputRequired if update.state == "input-required" else AuthRequired
             await self._interim(live, reply(message=update.message))
-        if live.state.terminal:
-            await self._release(live)
         if live.state.ends_stream:
             live.settled.set()
         return live.state.value

@@ -174,9 +174,13 @@ class A2AEdge(Edge):
     name: ClassVar[str] = "a2a"
 
     def routes(self) -> list[web.RouteDef]:
-        rest = A2ARest(
-            PREFIX, self, self.settings.max_body
-        ).routes()  # before `/{agent}/...` could take its paths
+        # the REST routes first, before `/{agent}/...` could take their paths; the
+        # default agent's also at the site root, where its card is (clients given
+        # only the gateway's URL, the A2A TCK's REST client among them, go there)
+        rest = A2ARest(PREFIX, self, self.settings.max_body).routes()
+        if self.settings.default_agent is not None:
+            default = A2ARest("", self, self.settings.max_body, self.settings.default_agent)
+            rest += default.routes()
         return [
             *rest,
             web.get(PREFIX, self.list_agents),
@@ -393,7 +397,7 @@ class A2AEdge(Edge):
         page = TaskList(
             tasks=tasks,
             next_page_token=str(offset + len(tasks)) if more else "",
-            page_size=size,
+            page_size=len(tasks),  # what this page holds, as the A2A TCK reads it
             total_size=total,
         )
         return list_tasks_response(req.id, page, V10)

@@ -111,13 +111,16 @@ def _list_params(query: Any) -> dict[str, Any]:
 class A2ARest:
     """The HTTP+JSON routes of the A2A edge."""
 
-    def __init__(self, prefix: str, methods: A2AMethods, max_body: int) -> None:
+    def __init__(
+        self, prefix: str, methods: A2AMethods, max_body: int, agent: str | None = None
+    ) -> None:
         self.prefix = prefix
         self.methods = methods
         self.max_body = max_body  # the gateway's limit, named in a 413
+        self.agent = agent  # the one agent served at ``prefix`` (else ``/{agent}`` names it)
 
     def routes(self) -> list[web.RouteDef]:
-        base = self.prefix + "/{agent}"
+        base = self.prefix if self.agent is not None else self.prefix + "/{agent}"
         return [
             web.post(base + "/message:send", self._handler("SendMessage", self._body)),
             web.post(base + "/message:stream", self._handler("SendStreamingMessage", self._body)),
@@ -196,7 +199,7 @@ class A2ARest:
             req = decode_request(
                 {"jsonrpc": "2.0", "id": "rest", "method": method, "params": params}, V10
             )
-            agent = await self.methods.agent_named(request.match_info["agent"])
+            agent = await self.methods.agent_named(self.agent or request.match_info["agent"])
             if streaming:  # an error before the first event is still an HTTP status
                 return await self.methods.stream(request, req, agent, rest=True)
             answer = await self.methods.call(req, agent)

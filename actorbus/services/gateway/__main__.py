@@ -72,6 +72,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="JSON {agent_id: secret} of the clients POST /auth/token serves",
     )
+    p.add_argument(
+        "--push-urls",
+        choices=["public", "any"],
+        default="public",
+        help="webhooks A2A push notifications may go to: public https hosts (default), "
+        "or any URL (a trusted network; logged)",
+    )
+    p.add_argument("--no-push", action="store_true", help="serve no A2A push notifications")
     return p
 
 
@@ -104,6 +112,8 @@ async def run(args: argparse.Namespace) -> None:
         open_agents=tuple(args.open_agent),
         token_secrets=token_clients(args.token_clients),
         request_ids=args.request_ids,
+        push_notifications=not args.no_push,
+        push_urls=args.push_urls,
     )
     stop = runner.stop_on_signals()
     urls = runner.nats_urls(args.nats)

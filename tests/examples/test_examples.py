@@ -1,0 +1,119 @@
+"""The bundled examples, tested the way a user tests their own agents: with the
+fixtures of ``actorbus.testing`` (a real broker, a fresh namespace per test), and
+a user's own test file run by pytest in a process of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from actorbus import ActorSystem
+from actorbus.testing import SystemFactory, running_system
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name: str) -> ModuleType:
+    """An example module, imported from examples/ by its file name."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_echo_answers_across_two_systems(actorbus_systems: SystemFactory) -> None:
+    echo = example("echo")
+    host = await actorbus_systems()  # the agent's process
+    caller = await actorbus_systems()  # and a client's
+    await host.spawn(echo.Echo, "1")
+    pong = await caller.ask("echo/1", echo.Ping(text="hello"), returns=echo.Pong)
+    assert pong == echo.Pong(text="hello", by="echo/1")
+
+
+async def test_the_typist_streams_in_order_and_stops_when_asked(
+    actorbus_system: ActorSystem,
+) -> None:
+    streaming = example("streaming")
+    await actorbus_system.spawn(streaming.Typist, "1")
+    words = [
+        w.text
+        async for w in actorbus_system.stream(
+            "typist/1", streaming.Dictate(text="a b c", delay_s=0), returns=streaming.Word
+        )
+    ]
+    assert words == ["a", "b", "c"]
+
+
+async def test_each_test_has_a_namespace_of_its_own(
+    actorbus_system: ActorSystem, actorbus_systems: SystemFactory
+) -> None:
+    other = await actorbus_systems(namespace="elsewhere")
+    assert actorbus_system.namespace != other.namespace
+    assert actorbus_system.namespace.startswith("t")
+
+
+async def test_running_system_starts_and_stops_its_own_server() -> None:
+    echo = example("echo")
+    async with running_system(namespace="solo") as system:
+        await system.spawn(echo.Echo, "1")
+        pong = await system.ask("echo/1", echo.Ping(text="x"), returns=echo.Pong)
+        assert pong.text == "x"
+    assert system.nc.is_closed  # closed with its server
+
+
+USER_TESTS = """
+from actorbus import Actor, handler
+
+class Greeter(Actor):
+    @handler
+    async def greet(self, name: str) -> str:
+        return f"hello {name}"
+
+async def test_greeter(actorbus_system):
+    await actorbus_system.spawn(Greeter, "1")
+    assert await actorbus_system.ask("greeter/1", "ada") == "hello ada"
+
+async def test_isolated(actorbus_system):
+    assert actorbus_system.local_actors() == {}
+"""
+
+
+@pytest.mark.parametrize("mode", ["auto", "strict"])
+async def test_a_users_own_tests_get_the_fixtures(tmp_path: Path, mode: str) -> None:
+    """A project that installed actorbus writes tests with the fixtures and nothing
+    else: no conftest, the plugin comes with the package (pytest11)."""
+    (tmp_path / "test_user.py").write_text(
+        USER_TESTS
+        if mode == "auto"
+        else "import pytest\npytestmark = pytest.mark.asyncio\n" + USER_TESTS
+    )
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\nasyncio_mode = {mode}\n")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        str(tmp_path),
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    text = out.decode()
+    assert proc.returncode == 0, text
+    assert "2 passed" in text, text

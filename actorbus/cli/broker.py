@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import re
+import socket
 from pathlib import Path
 
 from rich.markup import escape
@@ -13,9 +14,12 @@ from rich.markup import escape
 from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
+from actorbus.cli import context
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_signals, stdout
 
 # -- actorbus up -------------------------------------------------------------
+
+NATS_PORT = 4222
 
 
 async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure: bool) -> int:
@@ -32,6 +36,7 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
         server.start_sync()
     except ServerStartError as exc:
         raise CliError(f"nats-server did not start: {_server_failure(exc)}") from None
+    context.record(server.url)  # other commands in other terminals find it there
     try:
         store = f"{server.store_dir}" + ("" if store_dir else " (temporary, removed on exit)")
         out.print(f"[bold green]nats-server ready[/] at [bold]{server.url}[/]")
@@ -52,7 +57,10 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
                 "[dim]processes on this machine with the same ACTORBUS_HOME join as "
                 "members; in code: SecureBroker().connect_options(namespace, name)"
             )
-        out.print("[dim]connect actors with: actorbus run module:Class --url " + server.url)
+        out.print(
+            "[dim]host actors with: actorbus run module:Class (commands here find this "
+            "server; elsewhere: --url " + server.url + ")"
+        )
         out.print("[dim]Ctrl-C to stop")
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -61,9 +69,23 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
             if not server.running:
                 raise CliError(f"nats-server exited unexpectedly:\n{server.log_tail()}")
     finally:
+        context.forget(server.url)
         await asyncio.to_thread(server.stop_sync)
     out.print("[green]stopped")
     return EXIT_OK
+
+
+def default_port(port: int) -> int:
+    """``--port``, else NATS's own 4222 when it is free (what the nats CLI and every
+    example assume), else any free port."""
+    if port != -1:
+        return port
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", NATS_PORT))
+        except OSError:
+            return -1
+    return NATS_PORT
 
 
 _SERVER_LOG_LINE = re.compile(r"^\[\d+\] \S+ \S+ \[(?P<level>[A-Z]{3})\] (?P<text>.*)$")
@@ -88,7 +110,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return asyncio.run(
             _up_cluster(args.cluster, store, args.namespace or ["ab"], args.insecure)
         )
-    return asyncio.run(_up(args.port, store, args.namespace or ["ab"], args.insecure))
+    port = default_port(args.port)
+    return asyncio.run(_up(port, store, args.namespace or ["ab"], args.insecure))
 
 
 async def _up_cluster(
@@ -154,7 +177,9 @@ def add_parser(
         help="run a local nats-server (JetStream on) until Ctrl-C",
         description="Start an embedded nats-server and print its URLs.",
     )
-    up.add_argument("--port", type=int, default=-1, help="client port (default: a free one)")
+    up.add_argument(
+        "--port", type=int, default=-1, help="client port (default: 4222 when free, else any)"
+    )
     up.add_argument(
         "--store-dir", metavar="DIR", help="JetStream store (default: a temp dir removed on exit)"
     )

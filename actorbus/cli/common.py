@@ -19,6 +19,7 @@ from rich.logging import RichHandler
 from actorbus.actors import ActorSystem
 from actorbus.actors.secure_broker import join_options
 from actorbus.bus.jetstream import DurableSettings
+from actorbus.cli.context import env_url, recorded_url
 from actorbus.codecs.errors import ActorBusError, ConnectionLostError
 
 # Exit codes: 2 for input the user must fix (argparse uses 2 too), 1 for failures
@@ -135,9 +136,23 @@ async def connect(
         raise CliError(f"{exc} {hint}") from None
 
 
+def resolve_url(given: str | None) -> str:
+    """``--url``, else ``$ACTORBUS_URL``/``$NATS_URL``, else the running ``actorbus up``
+    (see :mod:`actorbus.cli.context`)."""
+    found = given or env_url() or recorded_url()
+    if found:
+        return found
+    raise CliError(
+        "which NATS server? give --url, set ACTORBUS_URL (or NATS_URL), or start one "
+        "with `actorbus up` (other commands then find it by themselves)",
+        EXIT_USAGE,
+    )
+
+
 async def with_system(
     args: argparse.Namespace, work: Callable[[ActorSystem, argparse.Namespace], Any]
 ) -> int:
+    args.url = resolve_url(args.url)
     system = await connect(args.url, args.namespace, args.connect_timeout, args.verbose > 0)
     try:
         await work(system, args)
@@ -146,12 +161,14 @@ async def with_system(
     return EXIT_OK
 
 
+URL_HELP = (
+    "NATS server URL, e.g. nats://127.0.0.1:4222 (a comma list for a cluster); default: "
+    "$ACTORBUS_URL, $NATS_URL, else the server `actorbus up` runs"
+)
+
+
 def bus_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--url",
-        required=True,
-        help="NATS server URL, e.g. nats://127.0.0.1:4222 (a comma list for a cluster)",
-    )
+    p.add_argument("--url", default=None, help=URL_HELP)
     p.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
     p.add_argument(
         "--connect-timeout",

@@ -17,7 +17,16 @@ import nats.errors
 from rich.markup import escape
 
 from actorbus.actors import Actor, ActorSystem
-from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, connect, install_stop_signals, stdout
+from actorbus.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    URL_HELP,
+    CliError,
+    connect,
+    install_stop_signals,
+    resolve_url,
+    stdout,
+)
 from actorbus.codecs.errors import ActorBusError
 
 # -- actorbus run ------------------------------------------------------------
@@ -116,6 +125,7 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
     out = stdout()
     stop = asyncio.Event()
     install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping actors"))
+    args.url = resolve_url(args.url)
     system = await connect(
         args.url,
         args.namespace,
@@ -172,11 +182,7 @@ def add_parser(
         "are activated on demand for any key.",
     )
     run.add_argument("actors", nargs="+", metavar="module:Class", help="actor classes to host")
-    run.add_argument(
-        "--url",
-        required=True,
-        help="NATS server URL, e.g. nats://127.0.0.1:4222 (a comma list for a cluster)",
-    )
+    run.add_argument("--url", default=None, help=URL_HELP)
     run.add_argument("--key", help="spawn at this key (default: activate any key on demand)")
     run.add_argument(
         "--replicas", type=int, help="instances sharing the address (with no --key: at key 0)"

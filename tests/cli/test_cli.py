@@ -99,7 +99,7 @@ class CliProcess:
 
 
 @contextlib.asynccontextmanager
-async def cli(*args: str) -> AsyncIterator[CliProcess]:
+async def cli(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[CliProcess]:
     with tempfile.TemporaryFile() as stderr:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -107,7 +107,7 @@ async def cli(*args: str) -> AsyncIterator[CliProcess]:
             "actorbus.cli",
             *args,
             cwd=REPO,
-            env=cli_env(),
+            env={**cli_env(), **(env or {})},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
@@ -248,6 +248,41 @@ async def test_up_insecure_serves_anyone_until_sigterm() -> None:
     host, port = url.removeprefix("nats://").rsplit(":", 1)
     with pytest.raises(ConnectionRefusedError):
         await asyncio.open_connection(host, int(port))
+
+
+async def finished(*args: str, env: dict[str, str]) -> tuple[int | None, str, str]:
+    """Run one short command to its end: exit code, stdout, stderr."""
+    async with cli(*args, env=env) as p:
+        assert p.proc.stdout is not None
+        async with asyncio.timeout(3 * WAIT):
+            out = (await p.proc.stdout.read()).decode()
+            code = await p.proc.wait()
+    return code, out, p.stderr
+
+
+async def test_commands_find_the_server_actorbus_up_runs(
+    tmp_path: Path, nats_server: EmbeddedServer
+) -> None:
+    """A second terminal needs no URL: `actorbus up` records the one it serves (and
+    removes it on exit); $ACTORBUS_URL or $NATS_URL name another; without any of
+    them, a command says how to name one."""
+    home = {"ACTORBUS_HOME": str(tmp_path / "home"), "ACTORBUS_URL": "", "NATS_URL": ""}
+    context = tmp_path / "home" / "context.json"
+    async with cli("up", "--insecure", env=home) as up:
+        await up.wait_for_line("pid")
+        url = field(up.lines, "url")
+        assert json.loads(context.read_text())["url"] == url
+        code, out, err = await finished("dlq", "ls", "--json", env=home)
+        assert code == 0, err
+        assert json.loads(out) == []
+        assert await up.terminate() == 0, up.stderr
+    assert not context.exists()
+    code, out, err = await finished("dlq", "ls", env=home)
+    assert code == 2
+    assert "which NATS server? give --url, set ACTORBUS_URL" in err + out
+    with_env = {**home, "NATS_URL": nats_server.url}
+    code, out, err = await finished("dlq", "ls", "--json", env=with_env)
+    assert code == 0, err
 
 
 async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:

@@ -1,0 +1,74 @@
+"""Which NATS server a command talks to when it is not told: the one ``actorbus up``
+runs on this machine.
+
+``actorbus up`` records the URL it serves (and its pid) in
+``$ACTORBUS_HOME/context.json`` and removes it when it stops; a command without
+``--url`` takes, in order: ``$ACTORBUS_URL``, ``$NATS_URL`` (the nats CLI's),
+then that record while its process lives. So a second terminal needs no URL
+copied from the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+from actorbus.actors.guard import actorbus_home
+
+ENV_URLS = ("ACTORBUS_URL", "NATS_URL")
+
+
+def env_url() -> str | None:
+    """The URL the environment names, if any."""
+    for name in ENV_URLS:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def context_file() -> Path:
+    return actorbus_home() / "context.json"
+
+
+def record(url: str) -> None:
+    """Say that this process serves ``url`` (written whole: a reader never sees half)."""
+    path = context_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+    tmp.replace(path)
+
+
+def forget(url: str) -> None:
+    """Remove the record if it is still this server's (another `up` may have followed)."""
+    path = context_file()
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text()).get("url") == url:
+            path.unlink()
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
+
+
+def recorded_url() -> str | None:
+    """The URL of a running ``actorbus up`` on this machine, if there is one."""
+    try:
+        data = json.loads(context_file().read_text())
+    except (OSError, ValueError):
+        return None
+    url = data.get("url") if isinstance(data, dict) else None
+    if isinstance(url, str) and url and _alive(data.get("pid")):
+        return url
+    return None

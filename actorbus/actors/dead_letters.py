@@ -115,6 +115,9 @@ class QueueStats:
     delivered: int  # consumer sequence: deliveries so far, retries included
     expired: int = 0  # dropped unhandled because their ttl passed (all readers, ever)
     shared: bool = False  # the queue of a lazily hosted type: every key's messages
+    # False while no reader ever started: ``pending`` then counts what is stored for
+    # the address (its messages wait for the actor's first start)
+    reading: bool = True
 
 
 async def list_dead_letters(
@@ -195,10 +198,12 @@ async def drop_dead_letter(rt: Runtime, seq: int) -> None:
 
 
 async def queue_stats(rt: Runtime, address: str) -> QueueStats:
-    """Depth and lag of an address's durable queue (zeros if it never had a reader).
+    """Depth and lag of an address's durable queue.
 
     A lazily hosted type has one queue for all its keys: ``type``, ``type/*`` or
     any ``type/key`` without a queue of its own report that one (``shared``).
+    Before any reader started (``reading`` false) the stored messages waiting for
+    the address are counted as ``pending``; zeros then mean nothing was ever sent.
     """
     await rt.durable_ready()
     addr = Address.parse(address)
@@ -220,7 +225,14 @@ async def queue_stats(rt: Runtime, address: str) -> QueueStats:
             expired=await _expired(rt, name),
             shared=shared,
         )
-    return QueueStats(address, 0, 0, 0, 0)
+    subject = (
+        rt.subjects.durable_type(addr.type)
+        if addr.key in (None, "*")
+        else rt.subjects.durable(addr)
+    )
+    info = await rt.js.stream_info(stream, subjects_filter=subject)
+    waiting = sum((info.state.subjects or {}).values())
+    return QueueStats(address, waiting, 0, 0, 0, reading=False)
 
 
 async def _expired(rt: Runtime, consumer: str) -> int:

@@ -43,12 +43,19 @@ class CliError(Exception):
 # breaks them at the terminal width; colour is dropped automatically on pipes.
 
 
+def _console(*, to_stderr: bool) -> Console:
+    """Rich output; piped (not a terminal), as wide as it needs, so tables and
+    ids are never cut at 80 columns for the program reading them."""
+    wide = None if Console(stderr=to_stderr).is_terminal else 100_000
+    return Console(stderr=to_stderr, soft_wrap=True, highlight=False, emoji=False, width=wide)
+
+
 def stdout() -> Console:
-    return Console(soft_wrap=True, highlight=False, emoji=False)
+    return _console(to_stderr=False)
 
 
 def stderr() -> Console:
-    return Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
+    return _console(to_stderr=True)
 
 
 def setup_logging(verbosity: int) -> None:

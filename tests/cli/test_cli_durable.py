@@ -90,7 +90,17 @@ def test_history_and_rerun_commands(nats_server: Any, ns: str, capsys: Any) -> N
     stored = run_json(capsys, "history", "grumpy/h", *bus, "--json")
     assert [m["content"] for m in stored] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert main(["history", "--session", "s", *bus]) == 0
-    assert "3 stored message(s)" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "3 stored message(s)" in table
+    for m in stored:  # whole ids in the table, never cut to 80 columns when piped
+        assert m["id"] in table
+
+    # nobody ever read grumpy/h: its queue counts what waits for it in the stream
+    waiting = run_json(capsys, "queue", "grumpy/h", *bus, "--json")
+    assert waiting["pending"] == 3
+    assert waiting["reading"] is False
+    assert main(["queue", "nosuch/1", *bus]) == 1  # nothing stored, no reader: an error
+    assert "no durable queue for nosuch/1" in capsys.readouterr().err
 
     done = run_json(capsys, "history", "grumpy/h", *bus, "--rerun-to", "grumpy/v2", "--json")
     assert done == {"sent": 3, "to": "grumpy/v2"}

@@ -10,12 +10,13 @@ traceback would make a user's typo look like a bug in actorbus.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 from rich.markup import escape
 
 import actorbus
-from actorbus.cli import broker, demo, durable, registry, route, run, security, trace
+from actorbus.cli import broker, demo, durable, registry, route, run, security, services, trace
 from actorbus.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -47,13 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="more logging (-vv for debug)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (demo, broker, run, durable, registry, route, security, trace):
+    for command in (demo, broker, run, durable, registry, route, security, services, trace):
         command.add_parser(sub, common)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
+    service = services.service_of(argv if argv is not None else sys.argv[1:])
+    if service is not None:  # the service parses its own options
+        return services.serve(*service)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -95,13 +95,13 @@ def add_parser(
     registry = sub.add_parser(
         "registry",
         parents=[common],
-        help="list, show or watch what the namespace's agents offer",
+        help="list, show or watch what the namespace's agents offer; serve the registry",
         description="`ls` lists healthy agents (filter by NAME, --skill, --tag, --protocol; "
         "--all includes unhealthy ones), `show NAME` prints the records, `watch` prints the "
-        "list at every change. The registry service itself (HTTP API, health checks) runs "
-        "with `python -m actorbus.services.registry`.",
+        "list at every change. `registry serve` runs the registry service itself (HTTP API, "
+        "health checks; `actorbus registry serve --help`).",
     )
-    registry.add_argument("action", choices=("ls", "show", "watch"))
+    registry.add_argument("action", choices=("ls", "show", "watch", "serve"))
     registry.add_argument("name", nargs="?", help="an actor type or service name")
     registry.add_argument("--skill", help="only agents offering this skill")
     registry.add_argument("--tag", action="append", help="only agents with this tag (repeat)")

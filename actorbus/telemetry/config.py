@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
 )
 
+from actorbus.extras import require
 from actorbus.telemetry.state import STATE
 
 log = logging.getLogger("actorbus.telemetry")
@@ -117,9 +118,12 @@ def _add_exporters(provider: TracerProvider, exporter: str | None, record_dir: s
     if _env("ACTORBUS_SPAN_SERVICE_NAME") in ("1", "true"):
         provider.add_span_processor(ServiceNameSpanProcessor())
     if exporter == "otlp":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        exporters = require(
+            "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+            "otlp",
+            "OTEL_TRACES_EXPORTER=otlp",
+        )
+        provider.add_span_processor(BatchSpanProcessor(exporters.OTLPSpanExporter()))
     elif exporter == "console":
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
     elif exporter:
@@ -148,9 +152,12 @@ def _configure_metrics() -> None:
 
     chosen: MetricExporter
     if exporter == "otlp":
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-        chosen = OTLPMetricExporter()
+        exporters = require(
+            "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+            "otlp",
+            "OTEL_METRICS_EXPORTER=otlp",
+        )
+        chosen = exporters.OTLPMetricExporter()
     else:
         chosen = ConsoleMetricExporter()
     provider = MeterProvider(

@@ -9,9 +9,8 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import jsonschema
 import msgspec
 
 from actorbus.codecs.common import (
@@ -23,6 +22,9 @@ from actorbus.codecs.errors import (
     EncodeError,
     MessageTooLargeError,
 )
+
+if TYPE_CHECKING:
+    import jsonschema
 
 PROTOCOL = "a2acp"
 PROTOCOL_VERSION = "1.0"
@@ -123,8 +125,13 @@ def a2acp_schema() -> dict[str, Any]:
 
 @functools.cache
 def _jsonschema_validator() -> jsonschema.Draft7Validator:
-    """The reference validator: slow, used to explain a rejection and in tests."""
-    return jsonschema.Draft7Validator(a2acp_schema())
+    """The reference validator: slow, used to explain a rejection and in tests
+    (jsonschema comes with the [protocols] extra; the checks themselves do not need it)."""
+    from actorbus.extras import require
+
+    validators = require("jsonschema", "protocols", "explaining an A2ACP rejection")
+    validator: jsonschema.Draft7Validator = validators.Draft7Validator(a2acp_schema())
+    return validator
 
 
 def _is_type(value: Any, name: str) -> bool:

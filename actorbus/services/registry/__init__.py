@@ -10,21 +10,26 @@ records every ActorSystem shares to announce its actor types
 (``actorbus.bus.service_records``); the record models are ``actorbus.codecs.uap``.
 """
 
-from actorbus.services.registry.actor import (
-    DeregisterService,
-    Done,
-    GetService,
-    ListRoutes,
-    ListServices,
-    RegisterService,
-    RegistryActor,
-    RenewService,
-    RouteList,
-    ServiceList,
-    UpdateService,
-)
-from actorbus.services.registry.core import Registry
-from actorbus.services.registry.service import RegistryService, RegistrySettings
+from actorbus.extras import missing
+
+try:
+    from actorbus.services.registry.actor import (
+        DeregisterService,
+        Done,
+        GetService,
+        ListRoutes,
+        ListServices,
+        RegisterService,
+        RegistryActor,
+        RenewService,
+        RouteList,
+        ServiceList,
+        UpdateService,
+    )
+    from actorbus.services.registry.core import Registry
+    from actorbus.services.registry.service import RegistryService, RegistrySettings
+except ImportError as exc:  # aiohttp, jsonschema: the [registry] extra
+    raise missing("registry", "the registry service", exc) from exc
 
 __all__ = [
     "DeregisterService",

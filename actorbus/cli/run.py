@@ -12,6 +12,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import nats.errors
 from rich.markup import escape
@@ -25,9 +26,11 @@ from actorbus.cli.common import (
     connect,
     install_stop_signals,
     resolve_url,
+    stderr,
     stdout,
 )
 from actorbus.codecs.errors import ActorBusError
+from actorbus.extras import require
 
 # -- actorbus run ------------------------------------------------------------
 
@@ -149,6 +152,7 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
             out.print(f"  [cyan]{escape(line)}[/]")
         # Tools (and tests) wait for this line: everything above is subscribed.
         out.print(f"[bold green]ready[/]: hosting {len(specs)} actor type(s); Ctrl-C to stop")
+        watching = _watch(stop, out) if args.reload else None
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1.0):
@@ -157,17 +161,59 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
             # must say so and exit, not sit there looking healthy.
             if system.nc.is_closed:
                 raise CliError(f"lost the connection to NATS at {args.url}; giving up")
+        if watching is not None and watching.done() and not watching.cancelled():
+            args.changed = watching.result()
     finally:
+        if watching is not None:
+            watching.cancel()
         await system.close()
+    if args.changed:
+        return EXIT_OK  # cmd_run starts afresh with the new code
     out.print("[green]stopped")
     return EXIT_OK
+
+
+def _watch(stop: asyncio.Event, out: Any) -> asyncio.Task[str]:
+    """Until a Python file under the current directory changes: then ``stop``, and
+    the task's result names the file."""
+    watchfiles = require("watchfiles", "reload", "actorbus run --reload")
+
+    async def first_change() -> str:
+        async for changes in watchfiles.awatch(".", watch_filter=watchfiles.PythonFilter()):
+            changed = sorted(path for _, path in changes)[0]
+            out.print(f"[yellow]changed[/]: {escape(changed)}; reloading")
+            stop.set()
+            return str(changed)
+        return ""
+
+    return asyncio.ensure_future(first_change())
+
+
+def _restart() -> NoReturn:
+    """This command again, in this process (new code, a clean interpreter)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.replicas is not None and args.replicas < 1:
         raise CliError("--replicas must be at least 1", EXIT_USAGE)
-    specs = [ActorSpec(text, load_actor_class(text)) for text in args.actors]
-    return asyncio.run(_run(args, specs))
+    args.changed = ""
+    try:
+        specs = [ActorSpec(text, load_actor_class(text)) for text in args.actors]
+    except CliError as exc:
+        if not args.reload:
+            raise
+        # a typo while developing: say so, and start again once the file is saved
+        stderr().print(f"[bold red]actorbus: error:[/] {escape(str(exc))}; waiting for a change")
+        watchfiles = require("watchfiles", "reload", "actorbus run --reload")
+        next(iter(watchfiles.watch(".", watch_filter=watchfiles.PythonFilter())))
+        _restart()
+    code = asyncio.run(_run(args, specs))
+    if args.changed:
+        _restart()
+    return code
 
 
 def add_parser(
@@ -184,6 +230,12 @@ def add_parser(
     run.add_argument("actors", nargs="+", metavar="module:Class", help="actor classes to host")
     run.add_argument("--url", default=None, help=URL_HELP)
     run.add_argument("--key", help="spawn at this key (default: activate any key on demand)")
+    run.add_argument(
+        "--reload",
+        action="store_true",
+        help="start again when a .py file under the current directory changes (development; "
+        "needs actorbus[reload])",
+    )
     run.add_argument(
         "--replicas", type=int, help="instances sharing the address (with no --key: at key 0)"
     )

@@ -100,14 +100,16 @@ class CliProcess:
 
 
 @contextlib.asynccontextmanager
-async def cli(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[CliProcess]:
+async def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> AsyncIterator[CliProcess]:
     with tempfile.TemporaryFile() as stderr:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "actorbus.cli",
             *args,
-            cwd=REPO,
+            cwd=cwd,
             env={**cli_env(), **(env or {})},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -367,6 +369,38 @@ async def test_ask_tell_stream_and_publish_from_the_shell(
     code, out, err = await finished("ask", "nobody/1", "x", "--timeout", "1", *bus, env=env)
     assert code == 1
     assert "nobody/1" in err
+
+
+GREETER = """
+from actorbus import Actor, handler
+
+class Greeter(Actor):
+    @handler
+    async def greet(self, name: str) -> str:
+        return "{greeting} " + name
+"""
+
+
+async def test_run_reload_starts_again_with_the_changed_code(
+    make_system: Any, nats_server: EmbeddedServer, ns: str, tmp_path: Path
+) -> None:
+    module = tmp_path / "greeter_agent.py"
+    module.write_text(GREETER.format(greeting="hello"))
+    caller = await make_system()
+    args = ("run", "greeter_agent:Greeter", "--key", "1", "--reload", "--namespace", ns)
+    async with cli(*args, env={"ACTORBUS_URL": nats_server.url}, cwd=tmp_path) as host:
+        await host.wait_for_line("ready")
+        assert await caller.ask("greeter/1", "ada") == "hello ada"
+        module.write_text(GREETER.format(greeting="bonjour"))
+        await host.wait_for_line("changed")
+        await host.wait_for_line("ready")  # the same command, started again
+        assert await caller.ask("greeter/1", "ada") == "bonjour ada"
+        module.write_text("this is not python")  # a typo: it says so and waits
+        await host.wait_for_line("changed")
+        module.write_text(GREETER.format(greeting="hi"))
+        await host.wait_for_line("ready")
+        assert await caller.ask("greeter/1", "ada") == "hi ada"
+        assert await host.terminate() == 0, host.stderr
 
 
 async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ JS_STAMP := tests/js/node_modules/.installed
 # from a venv of its own in the Agora interop test.
 AGORA_STAMP := .venv-agora/.installed
 
-.PHONY: demo test lint bench up trace-ui clean
+.PHONY: demo test lint bench up trace-ui docs docs-serve clean
 
 demo: $(DEMO_STAMP)
 	$(BIN)/actorbus demo
@@ -57,6 +57,12 @@ $(AGORA_STAMP):
 	.venv-agora/bin/python -m pip install --quiet agora-protocol==0.2.0
 	@touch $@
 
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	$(BIN)/mkdocs serve
+
 trace-ui: $(TRACE_STAMP)
 	$(BIN)/python -m actorbus.services.trace_ui
 
@@ -74,4 +80,4 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	@touch $@
 
 clean:
-	rm -rf $(VENV) .venv-trace .venv-agora tests/js/node_modules .pytest_cache .mypy_cache .ruff_cache bench/results
+	rm -rf $(VENV) .venv-trace .venv-agora tests/js/node_modules site .pytest_cache .mypy_cache .ruff_cache bench/results

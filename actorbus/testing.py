@@ -65,6 +65,26 @@ async def running_system(**connect: Any) -> AsyncIterator[ActorSystem]:
             await asyncio.wait_for(system.close(timeout=2.0), 10.0)
 
 
+@contextlib.asynccontextmanager
+async def systems_on(server_url: str, namespace: str) -> AsyncIterator[SystemFactory]:
+    """A factory of systems connected to ``server_url`` in ``namespace`` (unless a
+    call gives ``url``/``namespace`` of its own); every one is closed on exit, bounded."""
+    made: list[ActorSystem] = []
+
+    async def make(url: str | None = None, **connect: Any) -> ActorSystem:
+        connect.setdefault("namespace", namespace)
+        system = await ActorSystem.connect(url or server_url, **connect)
+        made.append(system)
+        return system
+
+    try:
+        yield make
+    finally:
+        for system in reversed(made):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(system.close(timeout=2.0), 10.0)
+
+
 @pytest.fixture(scope="session")
 def actorbus_server() -> Iterator[EmbeddedServer]:
     """A real nats-server for the whole test session (JetStream, temp store)."""
@@ -76,21 +96,8 @@ def actorbus_server() -> Iterator[EmbeddedServer]:
 async def actorbus_systems(actorbus_server: EmbeddedServer) -> AsyncIterator[SystemFactory]:
     """Make systems on the session's server, all in this test's own namespace
     (unless ``namespace=`` says otherwise); every one is closed after the test."""
-    namespace = fresh_namespace()
-    made: list[ActorSystem] = []
-
-    async def make(**connect: Any) -> ActorSystem:
-        connect.setdefault("namespace", namespace)
-        system = await ActorSystem.connect(actorbus_server.url, **connect)
-        made.append(system)
-        return system
-
-    try:
+    async with systems_on(actorbus_server.url, fresh_namespace()) as make:
         yield make
-    finally:
-        for system in reversed(made):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(system.close(timeout=2.0), 10.0)
 
 
 @pytest_asyncio.fixture
@@ -106,4 +113,5 @@ __all__ = [
     "actorbus_systems",
     "fresh_namespace",
     "running_system",
+    "systems_on",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _util import run_to_end
 
 JS = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -26,24 +26,11 @@ def needs_js(package: str) -> list[pytest.MarkDecorator]:
     ]
 
 
-async def run_node(*args: str, **env: str) -> tuple[int | None, str, str]:
+async def run_node(*args: str, **env: str) -> tuple[int, str, str]:
     """Run Node (or a tool of tests/js) to its end, bounded, with ``env`` added to
     the environment: exit code, stdout, stderr."""
     assert NODE is not None
-    proc = await asyncio.create_subprocess_exec(
-        *args,
-        env={**os.environ, **env},
-        cwd=JS,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 40)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode, out.decode(), err.decode()
+    return await run_to_end(*args, cwd=JS, env={**os.environ, **env}, timeout=40)
 
 
 async def run_js(script: str, *args: str, **env: str) -> Any:

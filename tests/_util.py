@@ -52,6 +52,32 @@ async def terminate(proc: asyncio.subprocess.Process, timeout: float = 5.0) -> N
         await proc.wait()
 
 
+async def run_to_end(
+    *argv: str,
+    cwd: Path | str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+    merge: bool = False,
+) -> tuple[int, str, str]:
+    """Run a command to its end, bounded (killed at ``timeout``): its exit code,
+    stdout and stderr (with ``merge``, stderr goes into stdout)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT if merge else asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), (err or b"").decode()
+
+
 class HostProcess:
     """An actor host running ``tests/_host.py`` in its own OS process."""
 

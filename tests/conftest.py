@@ -8,8 +8,6 @@ server each; tests that kill or restart a server start their own.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
+from actorbus.testing import systems_on
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -50,21 +49,10 @@ MakeSystem = Callable[..., Awaitable[ActorSystem]]
 
 @pytest.fixture
 async def make_system(nats_server: EmbeddedServer, ns: str) -> AsyncIterator[MakeSystem]:
-    """Factory for extra systems on the session server (same namespace unless given)."""
-    made: list[ActorSystem] = []
-
-    async def make(url: str | None = None, **kwargs: Any) -> ActorSystem:
-        kwargs.setdefault("namespace", ns)
-        system = await ActorSystem.connect(url or nats_server.url, **kwargs)
-        made.append(system)
-        return system
-
-    try:
+    """Factory for extra systems on the session server (same namespace unless given;
+    ``make(url)`` for another server): the fixtures users get, on this suite's server."""
+    async with systems_on(nats_server.url, ns) as make:
         yield make
-    finally:
-        for system in reversed(made):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(system.close(timeout=2.0), 10.0)
 
 
 @pytest.fixture

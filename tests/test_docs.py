@@ -8,12 +8,12 @@ import contextlib
 import os
 import re
 import shlex
-import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from _util import run_to_end, terminate
 
 REPO = Path(__file__).resolve().parents[1]
 GETTING_STARTED = REPO / "docs" / "getting-started.md"
@@ -42,17 +42,9 @@ def commands() -> list[list[str]]:
     return [shlex.split(line) for code in blocks("sh") for line in code.splitlines() if line]
 
 
-async def finished(*argv: str, cwd: Path, env: dict[str, str]) -> tuple[int | None, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 120)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode, out.decode()
+async def finished(*argv: str, cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    code, out, _ = await run_to_end(*argv, cwd=cwd, env=env, timeout=120, merge=True)
+    return code, out
 
 
 @contextlib.asynccontextmanager
@@ -70,13 +62,7 @@ async def running(*argv: str, cwd: Path, env: dict[str, str], ready: str) -> Asy
                 assert line, f"{argv} ended:\n{seen}"
         yield
     finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await terminate(proc, 15)
 
 
 async def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from _util import run_to_end
 
 from actorbus.bus.server import EmbeddedServer, find_nats_server
 
@@ -50,23 +51,12 @@ BLOCKER = textwrap.dedent(
 
 
 async def python(code: str, *, env: dict[str, str] | None = None) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        BLOCKER + code,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+    """``code`` in a new interpreter where no extra's package can be imported."""
+    argv = (sys.executable, "-c", BLOCKER + code)
+    status, out, _ = await run_to_end(
+        *argv, cwd=REPO, env={**os.environ, **(env or {})}, merge=True
     )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode()
+    return status, out
 
 
 async def test_the_runtime_needs_no_extra() -> None:

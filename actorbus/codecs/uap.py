@@ -23,21 +23,22 @@ for an ActorSystem that announces its actor types.
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
-import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError as PydanticValidationError
 
-from actorbus.codecs.errors import ActorBusError, ValidationFailedError
-
-if TYPE_CHECKING:  # jsonschema comes with the [registry] extra: imported when validating
-    import jsonschema
-    import jsonschema.exceptions
+from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.uap_schema import (
+    RequestDefinition as RequestDefinition,
+    UapValidationError as UapValidationError,
+    json_path as json_path,
+    json_type,
+    uap_schema as uap_schema,
+    validate_request as validate_request,
+)
 
 HEALTHY = "healthy"
 UNHEALTHY = "unhealthy"
@@ -46,29 +47,11 @@ CHECK_METHODS = ("GET", "HEAD", "OPTIONS")
 # The registry keeps renewal state this long, so no ephemeral timeout may be longer.
 MAX_RENEWAL_TIMEOUT = 24 * 3600.0
 
-RequestDefinition = Literal[
-    "CreateServiceRequest", "UpdateServiceRequest", "CreateRouteRequest", "UpdateRouteRequest"
-]
-
 # Fields only the registry writes; a client sending them is ignored, not refused.
 _REGISTRY_OWNED = ("created_at", "updated_at", "index", "health_output", "agent_info_error")
 
 
 # -- errors -------------------------------------------------------------------
-
-
-class UapValidationError(ValidationFailedError):
-    """A request that does not match the UAP schema (or a rule beside it).
-
-    ``path`` is a JSON path into the request body (``$`` is the body itself),
-    ``reason`` says what is wrong there. Remote callers get a
-    ``ValidationFailedError`` with the same message.
-    """
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 class UapNotFoundError(ActorBusError, LookupError):
@@ -251,92 +234,6 @@ class RouteResponse(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-# -- the schema -----------------------------------------------------------------
-
-
-@functools.cache
-def uap_schema() -> dict[str, Any]:
-    """The spec's JSON schema (draft-07), as shipped in ``actorbus/codecs/schemas``."""
-    text = (
-        importlib.resources.files("actorbus.codecs")
-        .joinpath("schemas/uap-schema.json")
-        .read_text(encoding="utf-8")
-    )
-    schema: dict[str, Any] = json.loads(text)
-    return schema
-
-
-@functools.cache
-def _validator(definition: str) -> jsonschema.Draft7Validator:
-    from actorbus.extras import require
-
-    validators = require("jsonschema", "registry", "validating UAP requests")
-    root = uap_schema()
-    if definition not in root["definitions"]:
-        raise KeyError(f"the UAP schema has no definition {definition!r}")
-    wrapper = {"definitions": root["definitions"], "$ref": f"#/definitions/{definition}"}
-    validator: jsonschema.Draft7Validator = validators.Draft7Validator(wrapper)
-    return validator
-
-
-_JSON_TYPES: tuple[tuple[type, str], ...] = (
-    (bool, "boolean"),
-    (int, "integer"),
-    (float, "number"),
-    (str, "string"),
-    (list, "array"),
-    (dict, "object"),
-    (type(None), "null"),
-)
-
-
-def _json_type(value: Any) -> str:
-    for py, name in _JSON_TYPES:
-        if isinstance(value, py):
-            return name
-    return type(value).__name__
-
-
-def json_path(parts: Iterable[str | int]) -> str:
-    out = "$"
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
-
-
-def _explain(err: jsonschema.exceptions.ValidationError) -> UapValidationError:
-    where = list(err.absolute_path)
-    if err.validator == "required" and isinstance(err.instance, dict):
-        required = err.validator_value if isinstance(err.validator_value, list) else []
-        missing = [p for p in required if p not in err.instance]
-        if missing:
-            return UapValidationError(json_path([*where, missing[0]]), "is required")
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
-        extra = sorted(k for k in err.instance if k not in allowed)
-        if extra:
-            return UapValidationError(
-                json_path([*where, extra[0]]),
-                f"is not a field of this object (allowed: {', '.join(allowed)})",
-            )
-    if err.validator == "type":
-        return UapValidationError(
-            json_path(where), f"must be {err.validator_value}, not {_json_type(err.instance)}"
-        )
-    return UapValidationError(json_path(where), err.message)
-
-
-def validate_request(definition: RequestDefinition, body: Any) -> dict[str, Any]:
-    """``body`` checked against a request definition of the UAP schema; the first
-    problem (by position in the body) raised as :class:`UapValidationError`."""
-    errors = list(_validator(definition).iter_errors(body))
-    if errors:
-        errors.sort(key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
-        raise _explain(errors[0])
-    assert isinstance(body, dict)
-    return dict(body)
-
-
 # -- services -------------------------------------------------------------------
 
 
@@ -436,7 +333,7 @@ def new_service(body: Any, *, now_ms: int) -> ServiceResponse:
     data = _client_fields(validate_request("CreateServiceRequest", body))
     sid = data.pop("id", None)
     if sid is not None and not isinstance(sid, str):
-        raise UapValidationError("$.id", f"must be string, not {_json_type(sid)}")
+        raise UapValidationError("$.id", f"must be string, not {json_type(sid)}")
     data.setdefault("ephemeral", True)
     if data["ephemeral"] and data.get("ephemeral_check") is None:
         data["ephemeral_check"] = {}

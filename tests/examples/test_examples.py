@@ -4,13 +4,13 @@ a user's own test file run by pytest in a process of its own."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _util import run_to_end
 
 from actorbus import ActorSystem
 from actorbus.testing import SystemFactory, running_system
@@ -96,24 +96,7 @@ async def test_a_users_own_tests_get_the_fixtures(tmp_path: Path, mode: str) -> 
         else "import pytest\npytestmark = pytest.mark.asyncio\n" + USER_TESTS
     )
     (tmp_path / "pytest.ini").write_text(f"[pytest]\nasyncio_mode = {mode}\n")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        str(tmp_path),
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    text = out.decode()
-    assert proc.returncode == 0, text
+    pytest_argv = ("-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path))
+    code, text, _ = await run_to_end(sys.executable, *pytest_argv, cwd=tmp_path, merge=True)
+    assert code == 0, text
     assert "2 passed" in text, text

@@ -42,7 +42,7 @@ from actorbus.actors.topic_guard import TopicKeys
 from actorbus.actors.trust import Trust
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.inbound import Inbound
-from actorbus.security.credentials import Authority
+from actorbus.security.credentials import Authority, Credential
 from actorbus.security.identity import Identity, PublicIdentity
 from actorbus.security.issued import (
     SYSTEM,
@@ -278,10 +278,13 @@ class Guard:
             )
         return identity
 
-    async def session_for(self, src: str, dst: str) -> OutboundSession | None:
+    async def session_for(
+        self, src: str, dst: str, *, provision: bool = False
+    ) -> OutboundSession | None:
         """The session from ``src``'s identity to ``dst``'s type (opened when there
         is none or it is due for rotation); None when no key is known for the
-        type (the message goes unauthenticated; the receiver's policy decides)."""
+        type (the message goes unauthenticated; the receiver's policy decides).
+        ``provision``: for a message queued for a type nobody hosted yet."""
         kind = dst.partition("/")[0]
         signer = self.signer(src)
         now = _now_ms()
@@ -289,11 +292,26 @@ class Guard:
         if cached is not None and cached.fresh(now):
             return cached
         recipient = self.trust.recipient(kind) or await self.trust.fetch_recipient(kind)
+        if recipient is None and provision:
+            recipient = await self._provision(kind)
         if recipient is None:
             return None
         session = OutboundSession(signer, recipient.subject, now)
         self._outbound[(signer.kid, kind)] = session
         return session
+
+    async def _provision(self, kind: str) -> Credential | None:
+        """A type nobody hosted yet has no published key, so a message queued for
+        it (a durable send to an actor that starts later) could not be sealed,
+        and its receiver would refuse it. With the namespace's authority at hand
+        (development), this system makes the type's identity in the shared home,
+        as its first host would, and publishes its credential; deployments issued
+        offline publish theirs when a host starts."""
+        if self._authority is None:
+            return None
+        identity = Identity.load(self.home / "types" / f"{kind}.key")
+        token = self._authority.issue(identity.public, [kind])
+        return await self.trust.publish(token, types=[kind])
 
     async def topic_sender(self, src: str, topic: str) -> TopicSender:
         """The sender key ``src``'s identity seals ``topic`` with (``TopicKeys.sender``)."""

@@ -8,6 +8,7 @@ keeps them (``DurableSettings(keep_topics=True)``), in a stream of their own.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -102,5 +103,6 @@ async def _read(
                     yield env
                 if meta.sequence.stream >= last or meta.num_pending == 0:
                     return
-    finally:
-        await psub.unsubscribe()
+    finally:  # also when a reader stops early and the connection is gone by then
+        with contextlib.suppress(Exception):
+            await psub.unsubscribe()

@@ -25,7 +25,7 @@ from actorbus.actors.options import SystemOptions
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.probe import server_info, wants_security
 from actorbus.bus.server import ServerConfig
-from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.errors import ActorBusError, ConnectionLostError
 from actorbus.security.broker import BrokerAuth, DevCertificates
 from actorbus.security.issued import BROKER_CA, BROKER_CREDS, BROKER_INFO
 
@@ -113,6 +113,17 @@ async def join_options(
         "connect_options": broker.connect_options(namespace, name, hosts=hosts),
         "security": security,
     }
+
+
+async def first_join(urls: Sequence[str], namespace: str, name: str) -> JoinOptions:
+    """:func:`join_options` for the first of ``urls`` that answers (nothing when
+    none does: connecting then says that no server answered)."""
+    for url in urls:
+        try:
+            return await join_options(url, namespace, name)
+        except ConnectionLostError:
+            continue
+    return {}
 
 
 def secure_start(config: ServerConfig, options: SystemOptions) -> ServerConfig:

@@ -99,14 +99,16 @@ class Sender:
             topic_key=topic_key,
         )
 
-    async def session(self, dst: str) -> OutboundSession | None:
+    async def session(self, dst: str, *, queued: bool = False) -> OutboundSession | None:
         """The security session to ``dst`` (None: the system has no guard, or no
-        key for ``dst`` is known)."""
+        key for ``dst`` is known). ``queued``: the message waits in JetStream for
+        a host that may not have started yet (``Guard.session_for``)."""
         guard = self.rt.guard
         if guard is None:
             return None
         inc = current_incoming.get()
-        return await guard.session_for(inc.address if inc else self.rt.client_address, dst)
+        src = inc.address if inc else self.rt.client_address
+        return await guard.session_for(src, dst, provision=queued)
 
     async def topic_key(self, topic: str) -> TopicSender | None:
         """The sender key to seal a publish to ``topic`` with (None: no guard)."""
@@ -148,7 +150,7 @@ class Sender:
         timeout: float | None,
     ) -> None:
         subject, wait = await self._durable_target(address, timeout)
-        session = await self.session(address)
+        session = await self.session(address, queued=True)
         out = self.encode(address, message, opts, durable=True, session=session)
         await store(self.rt, subject, out, address, wait)
 
@@ -311,7 +313,7 @@ class ObservedSender(Sender):
         timeout: float | None,
     ) -> None:
         subject, wait = await self._durable_target(address, timeout)
-        session = await self.session(address)
+        session = await self.session(address, queued=True)
 
         async def send(span: Span | None) -> None:
             out = self.encode(address, message, opts, durable=True, span=span, session=session)

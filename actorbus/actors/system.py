@@ -42,7 +42,7 @@ from actorbus.actors.pipeline import (
 )
 from actorbus.actors.ref import ActorRef
 from actorbus.actors.runtime import Runtime, StreamSettings
-from actorbus.actors.secure_broker import secure_start
+from actorbus.actors.secure_broker import first_join, secure_start
 from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
 from actorbus.actors.subscriber import subscribe
@@ -160,9 +160,23 @@ class ActorSystem:
         servers: str | list[str] = "nats://127.0.0.1:4222",
         **options: Unpack[SystemOptions],
     ) -> _Opening:
-        """Connect to an existing NATS server or cluster."""
+        """Connect to an existing NATS server or cluster.
+
+        Without ``connect_options``, a secured server (its INFO line says so) is
+        joined as ``actorbus up``'s commands join it: as a member with this
+        machine's ``ACTORBUS_HOME`` credentials and TLS, with end-to-end security
+        on; so a second process on a development machine needs nothing but the
+        URL. Production deployments give ``connect_options`` (their credentials)."""
         urls = [servers] if isinstance(servers, str) else list(servers)
-        return _Opening(cls._open(urls, None, options))
+
+        async def open_() -> ActorSystem:
+            joined = options
+            if "connect_options" not in options:
+                ns, name = options.get("namespace", "ab"), options.get("name", "actorbus")
+                joined = {**await first_join(urls, ns, name), **options}
+            return await cls._open(urls, None, joined)
+
+        return _Opening(open_())
 
     @classmethod
     async def _open(

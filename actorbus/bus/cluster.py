@@ -21,7 +21,7 @@ from typing import Any
 import nats
 
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
-from actorbus.bus.startstop import SyncStartStop
+from actorbus.bus.startstop import AsyncStartStop, SyncStartStop
 
 
 def _free_ports(n: int) -> list[int]:
@@ -37,7 +37,7 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-class EmbeddedCluster(SyncStartStop):
+class EmbeddedCluster(AsyncStartStop, SyncStartStop):
     """``size`` nodes; ``extra`` config for each (authentication, TLS), and the
     ``client`` options (nats-py's) a connection needs to check it is up."""
 
@@ -105,6 +105,9 @@ class EmbeddedCluster(SyncStartStop):
 
     def restart(self, index: int, timeout: float = 30.0) -> None:
         self.nodes[index].start_sync(timeout)
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self.stop_sync)
 
     def stop_sync(self) -> None:
         for node in self.nodes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -85,6 +86,7 @@ class BusConnection:
         self.on_slow_consumer: list[Callable[[SlowConsumerError], Awaitable[None]]] = []
         self.loop_watch = LoopWatch()
         self._loop_task: asyncio.Task[None] | None = None
+        self._refused: asyncio.Future[Exception] | None = None  # while first connecting
 
     @classmethod
     async def connect(cls, options: ConnectOptions) -> BusConnection:
@@ -99,8 +101,33 @@ class BusConnection:
         credentials = o.nats_credentials()
         if credentials:
             kwargs["user_credentials"] = credentials
+        # nats-py reports a refused TLS handshake or an authorization violation
+        # to error_cb and then keeps its first connect() waiting for good; an
+        # error that no retry can cure ends the first connect at once instead.
+        self._refused = asyncio.get_running_loop().create_future()
         try:
-            await self.nc.connect(
+            async with asyncio.timeout(o.connect_timeout * o.connect_attempts * len(o.servers) + 5):
+                await self._first_connect(kwargs)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await self.nc.close()
+            if not isinstance(exc, Exception):
+                raise
+            cause = "no answer in time" if isinstance(exc, TimeoutError) else str(exc)
+            cause = cause or type(exc).__name__
+            raise ConnectionLostError(
+                f"cannot connect to NATS at {', '.join(o.servers)}: {cause}{_advice(exc)}"
+            ) from exc
+        self._refused = None
+        self.nc.options["max_reconnect_attempts"] = -1
+        self._loop_task = supervise("event loop watch", self.loop_watch.run, logger=log)
+
+    async def _first_connect(self, kwargs: dict[str, Any]) -> None:
+        o = self.options
+        refused = self._refused
+        assert refused is not None
+        connecting = asyncio.ensure_future(
+            self.nc.connect(
                 servers=o.servers,
                 name=o.name,
                 connect_timeout=max(1, round(o.connect_timeout)),
@@ -125,14 +152,18 @@ class BusConnection:
                 reconnected_cb=self._on_reconnected,
                 **kwargs,
             )
-        except Exception as exc:
-            with contextlib.suppress(Exception):
-                await self.nc.close()
-            raise ConnectionLostError(
-                f"cannot connect to NATS at {', '.join(o.servers)}: {exc or type(exc).__name__}"
-            ) from exc
-        self.nc.options["max_reconnect_attempts"] = -1
-        self._loop_task = supervise("event loop watch", self.loop_watch.run, logger=log)
+        )
+        try:
+            waiting: set[asyncio.Future[Any]] = {connecting, refused}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not connecting.done():
+                connecting.cancel()
+                with contextlib.suppress(BaseException):
+                    await connecting
+        if refused.done():
+            raise refused.result()
+        connecting.result()
 
     def _pick_server(
         self, servers: list[Server], info: dict[str, Any]
@@ -144,6 +175,15 @@ class BusConnection:
         return server, delay
 
     async def _on_error(self, exc: Exception) -> None:
+        refused = self._refused
+        if (
+            refused is not None
+            and not refused.done()
+            and not self.nc.is_connected
+            and (_incurable(exc))
+        ):
+            refused.set_result(exc)  # the first connect: no retry will do better
+            return
         if isinstance(exc, SlowConsumerError):  # one subscription full: its owner's business
             for cb in self.on_slow_consumer:
                 await cb(exc)
@@ -263,3 +303,24 @@ class BusConnection:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(max(0.5, deadline - time.monotonic())):
                     await self.nc.close()
+
+
+def _incurable(exc: Exception) -> bool:
+    """A refusal that retrying the same server with the same options repeats."""
+    return isinstance(exc, ssl.SSLError) or "authorization violation" in str(exc).lower()
+
+
+def _advice(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            " (the server's certificate is not trusted: give ConnectOptions(tls=...) an "
+            "SSL context with its CA)"
+        )
+    if isinstance(exc, ssl.SSLError):
+        return " (TLS was refused: does the URL's scheme match the server, tls:// or nats://?)"
+    if "authorization violation" in str(exc).lower():
+        return (
+            " (the server takes only authenticated members: give ConnectOptions "
+            "credentials it trusts, e.g. credentials_file=...)"
+        )
+    return ""

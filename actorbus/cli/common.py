@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -65,8 +66,16 @@ def setup_logging(verbosity: int) -> None:
     if root.handlers:
         return
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
-    handler = RichHandler(console=stderr(), show_path=False, show_time=verbosity > 1)
-    logging.basicConfig(level=level, format="%(name)s: %(message)s", handlers=[handler])
+    console = stderr()
+    handler: logging.Handler
+    if console.is_terminal:
+        handler = RichHandler(console=console, show_path=False, show_time=verbosity > 1)
+        fmt = "%(name)s: %(message)s"
+    else:  # piped: plain lines (rich would pad each to the console's width)
+        handler = logging.StreamHandler(sys.stderr)
+        fmt = "%(asctime)s " if verbosity > 1 else ""
+        fmt += "%(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=level, format=fmt, handlers=[handler])
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_core import to_jsonable_python
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -127,7 +128,7 @@ async def _history(system: ActorSystem, args: argparse.Namespace) -> None:
     if args.rerun_to:
         await _rerun(system, found, args.rerun_to, args.json)
         return
-    rows = [env.model_dump(mode="json") async for env in found]
+    rows = [_jsonable(env) async for env in found]
     if args.json:
         stdout().print_json(data=rows)
         return
@@ -145,6 +146,15 @@ async def _history(system: ActorSystem, args: argparse.Namespace) -> None:
             escape(str(row["context"].get("session_id") or "")),
         )
     stdout().print(table)
+
+
+def _jsonable(env: Envelope) -> dict[str, Any]:
+    """An envelope as JSON: content still sealed (this process holds no key for
+    its recipient) is shown by its size, other bytes in base64."""
+    if isinstance(env.content, bytes) and env.meta.cipher:
+        env = env.model_copy(update={"content": f"<sealed: {len(env.content)} bytes>"})
+    row: dict[str, Any] = to_jsonable_python(env, bytes_mode="base64")
+    return row
 
 
 async def _rerun(

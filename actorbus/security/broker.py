@@ -80,12 +80,23 @@ def member_permissions(
     another type's, so it cannot take a share of that type's messages): topics,
     events, control and host forwarding stay open to it."""
     ns = namespace
-    subs: tuple[str, ...] = (f"{ns}.>",)
+    # The Synadia Agent Protocol's subjects (services.synadia): each namespace
+    # is an account of its own, so they are the namespace's too. Any member may
+    # call its agents; serving them is for members not limited to some types.
+    synadia = ("$SRV.>", "agents.>")
+    subs: tuple[str, ...] = (f"{ns}.>", *synadia)
     if types is not None:
         per_type = [s for t in types for s in (f"{ns}.a.{t}.>", f"{ns}.any.{t}")]
         subs = (*per_type, f"{ns}.t.>", f"{ns}.sys.>", f"{ns}.ctl.>", f"{ns}.h.>")
     return Grant(
-        pub_allow=(f"{namespace}.>", "$JS.API.>", "$KV.>", "$JS.ACK.>", f"{INBOX_ROOT}.>"),
+        pub_allow=(
+            f"{namespace}.>",
+            "$JS.API.>",
+            "$KV.>",
+            "$JS.ACK.>",
+            f"{INBOX_ROOT}.>",
+            *synadia,
+        ),
         pub_deny=(
             "$JS.API.STREAM.DELETE.>",
             "$JS.API.STREAM.PURGE.>",

@@ -174,8 +174,9 @@ class Identity:
             if not create:
                 raise
             identity = cls.generate()
-            identity.save(path)
-            return identity
+            if identity.save(path, exclusive=True):
+                return identity
+            data = path.read_bytes()  # another process made it first: theirs it is
         return cls._parse(data, path)
 
     @classmethod
@@ -195,8 +196,9 @@ class Identity:
             )
         return cls(signing[0], agreement[0])
 
-    def save(self, path: str | Path) -> None:
-        """Write both private keys (PEM, PKCS#8) to ``path``, 0600, atomically."""
+    def save(self, path: str | Path, *, exclusive: bool = False) -> bool:
+        """Write both private keys (PEM, PKCS#8) to ``path``, 0600, atomically;
+        with ``exclusive``, not over a file already there (then False)."""
         path = Path(path)
         pem = b"".join(
             key.private_bytes(
@@ -206,8 +208,10 @@ class Identity:
             )
             for key in (self._signing, self._agreement)
         )
-        write_private(path, pem)
+        if not write_private(path, pem, exclusive=exclusive):
+            return False
         log.info("identity %s saved to %s", self.did, path)
+        return True
 
 
 def _pem_blocks(data: bytes) -> list[bytes]:

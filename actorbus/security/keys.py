@@ -40,14 +40,25 @@ def load_key(path: Path) -> ed25519.Ed25519PrivateKey:
     return key
 
 
-def write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes, *, exclusive: bool = False) -> bool:
     """Write a secret to ``path``: 0600 from its first byte, atomically, in a
-    0700 directory made if missing."""
+    0700 directory made if missing. With ``exclusive``, a file already there
+    wins (False is returned): two processes making the same key at once end up
+    holding the same one."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-    tmp.replace(path)
+    if not exclusive:
+        tmp.replace(path)
+        return True
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+    return True

@@ -108,3 +108,28 @@ def test_history_and_rerun_commands(nats_server: Any, ns: str, capsys: Any) -> N
     assert [m["content"] for m in again] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert main(["history", *bus]) == 1  # no address, session or topic
     assert "exactly one of" in capsys.readouterr().err
+
+
+def test_history_shows_content_it_cannot_open_by_its_size(
+    actorbus_home: Any, ns: str, capsys: Any
+) -> None:
+    """On a secured bus a message to vault/1 is sealed to vault's key, which the
+    shell does not hold: history lists it (it used to crash on the bytes)."""
+    from actorbus.actors.secure_broker import SecureBroker
+    from actorbus.bus.server import EmbeddedServer, ServerConfig
+
+    extra = SecureBroker().server_config([ns])
+    with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+
+        async def store() -> None:
+            async with ActorSystem.connect(server.url, namespace=ns) as system:
+                await system.tell("vault/1", Job(n=1), durable=True)
+
+        asyncio.run(store())
+        bus = ("--url", server.url, "--namespace", ns)
+        stored = run_json(capsys, "history", "vault/1", *bus, "--json")
+        assert len(stored) == 1
+        assert stored[0]["meta"]["cipher"] == "A256GCM"
+        assert stored[0]["content"].startswith("<sealed: ")
+        assert main(["history", "vault/1", *bus]) == 0
+        assert "1 stored message(s)" in capsys.readouterr().out

@@ -18,7 +18,7 @@ import pytest
 from _util import WAIT
 from pydantic import BaseModel
 
-from actorbus import Actor, ActorSystem, ConnectOptions, handler
+from actorbus import Actor, ActorSystem, ConnectOptions, ConnectionLostError, handler
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.security.broker import BrokerAuth, DevCertificates
 
@@ -263,3 +263,71 @@ async def test_a_member_that_names_its_types_takes_no_other_types_messages(
         finally:
             await client.close(timeout=2.0)
             await host.close(timeout=2.0)
+
+
+async def test_connect_joins_a_secured_server_given_only_its_url(actorbus_home: Path) -> None:
+    """A second process of a development machine needs nothing but the URL: it
+    joins as the commands do, with end-to-end security on."""
+    async with ActorSystem.start(registry=False) as host:
+        await host.spawn(Keeper, "joined")
+        async with ActorSystem.connect(host.url, registry=False) as other:
+            assert other.runtime.guard is not None
+            assert await other.ask("keeper/joined", "hi", timeout=WAIT) == "hi"
+
+
+async def test_a_refused_first_connect_fails_at_once_saying_why(secured: Secured) -> None:
+    """nats-py keeps its first connect waiting after a refused TLS handshake or an
+    authorization violation; actorbus ends it with the cause and what to give."""
+    untrusted = ConnectOptions(servers=[secured.server.url], connect_timeout=2)
+    no_creds = ConnectOptions(connect_timeout=2, tls=secured.tls.client_context())
+    cases = [
+        (untrusted, "certificate is not trusted"),
+        (no_creds, "takes only authenticated members"),
+    ]
+    for options, advice in cases:
+        async with asyncio.timeout(WAIT):
+            with pytest.raises(ConnectionLostError, match=advice):
+                await ActorSystem.connect(
+                    secured.server.url, namespace=secured.ns, connect_options=options
+                )
+
+
+class Ledger(Actor):
+    durable = True
+    got: asyncio.Queue[int] = asyncio.Queue()
+
+    @handler
+    async def keep(self, item: Item) -> None:
+        await Ledger.got.put(item.n)
+
+
+async def test_a_queue_for_a_type_nobody_hosted_yet_is_sealed_and_kept(
+    actorbus_home: Path,
+) -> None:
+    """A durable send to an actor that starts later: the sender makes the type's
+    identity (as its first host would), so the message is sealed and the host,
+    when it starts, takes it instead of refusing it as unauthenticated."""
+    ns = f"q{uuid.uuid4().hex[:8]}"
+    async with ActorSystem.start(namespace=ns, registry=False) as sender:
+        for n in range(3):
+            await sender.tell("ledger/1", Item(n=n), durable=True)
+        async with ActorSystem.connect(sender.url, namespace=ns, registry=False) as host:
+            await host.spawn(Ledger, "1")
+            async with asyncio.timeout(WAIT):
+                assert [await Ledger.got.get() for _ in range(3)] == [0, 1, 2]
+            assert await host.dead_letters("ledger/1") == []
+
+
+async def test_the_synadia_agent_protocol_works_on_the_secured_broker(
+    actorbus_home: Path,
+) -> None:
+    """Its subjects ($SRV.*, agents.*) are outside the namespace's prefix; each
+    namespace is an account of its own, so members may use them."""
+    from actorbus.services.synadia import SynadiaAgent, SynadiaBridge
+
+    async with ActorSystem.start(registry=False) as system:
+        await system.spawn(Keeper, "synadia")
+        async with SynadiaBridge(system, [Keeper], owner="acme"):
+            agent = SynadiaAgent(system.nc, "keeper", owner="acme")
+            async with asyncio.timeout(WAIT):
+                assert await agent.ask("over the protocol") == "over the protocol"

@@ -21,6 +21,7 @@ from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
 
 from actorbus.actors.actor import Actor, ActorContext
+from actorbus.actors.context import default_url
 from actorbus.actors.dead_letters import (
     DeadLetter,
     QueueStats,
@@ -157,16 +158,20 @@ class ActorSystem:
     @classmethod
     def connect(
         cls,
-        servers: str | list[str] = "nats://127.0.0.1:4222",
+        servers: str | list[str] | None = None,
         **options: Unpack[SystemOptions],
     ) -> _Opening:
-        """Connect to an existing NATS server or cluster.
+        """Connect to an existing NATS server or cluster: ``servers``, else
+        ``$ACTORBUS_URL``, ``$NATS_URL``, the server ``actorbus up`` runs on this
+        machine, or ``nats://127.0.0.1:4222``.
 
         Without ``connect_options``, a secured server (its INFO line says so) is
         joined as ``actorbus up``'s commands join it: as a member with this
         machine's ``ACTORBUS_HOME`` credentials and TLS, with end-to-end security
         on; so a second process on a development machine needs nothing but the
         URL. Production deployments give ``connect_options`` (their credentials)."""
+        if servers is None:
+            servers = default_url().split(",")
         urls = [servers] if isinstance(servers, str) else list(servers)
 
         async def open_() -> ActorSystem:

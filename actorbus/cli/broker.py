@@ -11,10 +11,10 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from actorbus.actors import context
 from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
-from actorbus.cli import context
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_signals, stdout
 
 # -- actorbus up -------------------------------------------------------------

@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from actorbus.actors import ActorSystem
+from actorbus.actors.context import env_url, recorded_url
 from actorbus.actors.secure_broker import join_options
 from actorbus.bus.jetstream import DurableSettings
-from actorbus.cli.context import env_url, recorded_url
 from actorbus.codecs.errors import ActorBusError, ConnectionLostError
 
 # Exit codes: 2 for input the user must fix (argparse uses 2 too), 1 for failures
@@ -154,7 +154,7 @@ async def connect(
 
 def resolve_url(given: str | None) -> str:
     """``--url``, else ``$ACTORBUS_URL``/``$NATS_URL``, else the running ``actorbus up``
-    (see :mod:`actorbus.cli.context`)."""
+    (see :mod:`actorbus.actors.context`)."""
     found = given or env_url() or recorded_url()
     if found:
         return found

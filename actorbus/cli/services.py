@@ -12,8 +12,8 @@ import argparse
 import importlib
 from collections.abc import Sequence
 
+from actorbus.actors.context import env_url, recorded_url
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE
-from actorbus.cli.context import env_url, recorded_url
 
 SERVICES: dict[tuple[str, ...], str] = {
     ("gateway",): "actorbus.services.gateway.__main__",

@@ -18,7 +18,7 @@ import pytest
 from _util import WAIT
 from pydantic import BaseModel
 
-from actorbus import Actor, ActorSystem, ConnectOptions, ConnectionLostError, handler
+from actorbus import Actor, ActorSystem, ConnectionLostError, ConnectOptions, handler
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.security.broker import BrokerAuth, DevCertificates
 

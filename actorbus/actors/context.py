@@ -1,5 +1,5 @@
-"""Which NATS server a command talks to when it is not told: the one ``actorbus up``
-runs on this machine.
+"""Which NATS server a command, or ``ActorSystem.connect()`` without a URL, talks
+to when it is not told: the one ``actorbus up`` runs on this machine.
 
 ``actorbus up`` records the URL it serves (and its pid) in
 ``$ACTORBUS_HOME/context.json`` and removes it when it stops; a command without
@@ -72,3 +72,12 @@ def recorded_url() -> str | None:
     if isinstance(url, str) and url and _alive(data.get("pid")):
         return url
     return None
+
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+def default_url() -> str:
+    """``$ACTORBUS_URL``, ``$NATS_URL``, the running ``actorbus up``'s URL, else
+    NATS's own default (``nats://127.0.0.1:4222``)."""
+    return env_url() or recorded_url() or DEFAULT_URL

@@ -69,6 +69,18 @@ def commands(text: str) -> list[str]:
     return [c for c in found if c]
 
 
+def written_out(page: Path, directory: Path) -> dict[str, Path]:
+    """The page's Python blocks that name their file in a first-line comment."""
+    written = {}
+    for code in blocks(page, "python"):
+        first = code.splitlines()[0]
+        if first.startswith("# ") and first.endswith(".py"):
+            path = directory / first[2:]
+            path.write_text(code)
+            written[path.name] = path
+    return written
+
+
 def reader_env(home: Path) -> dict[str, str]:
     """A reader's shell: the venv's commands on PATH, a home of their own, and no
     server named, so the commands find the one `actorbus up` runs."""

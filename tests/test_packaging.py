@@ -11,11 +11,11 @@ import subprocess
 import sys
 import tarfile
 import textwrap
-import uuid
 import zipfile
 from pathlib import Path
 
 import pytest
+from _docs import README, reader_env, terminal, written_out
 from _util import run_to_end
 
 from actorbus.bus.server import EmbeddedServer, find_nats_server
@@ -151,58 +151,24 @@ def clean_venv_with(dist: Path, venv: Path) -> Path:
 
 
 async def test_the_wheel_installs_into_a_clean_venv_and_runs_two_processes(
-    dist: Path, tmp_path: Path, nats_server: EmbeddedServer
+    dist: Path, tmp_path: Path
 ) -> None:
-    """`pip install actorbus` (the wheel, no extras) in a venv of its own; then an
-    actor host (`actorbus run`) and a client (`actorbus ask`), two processes on
-    the session's server, as the docs' multi-process walkthrough does."""
+    """`pip install actorbus` (the wheel, no extras) in a venv of its own runs the
+    README's two-process example as written: `actorbus run first_agent:Echo` in
+    one process, `python client.py` in another (on a server of the test's, as
+    the runtime alone has no nats-server binary)."""
     venv = await asyncio.to_thread(clean_venv_with, dist, tmp_path / "venv")
-    actorbus = str(venv / "bin" / "actorbus")
-    ns = f"t{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "ACTORBUS_URL": nats_server.url, "PYTHONUNBUFFERED": "1"}
-    env.pop("VIRTUAL_ENV", None)
-    host = await asyncio.create_subprocess_exec(
-        actorbus,
-        "run",
-        "examples.echo:Echo",
-        "--key",
-        "1",
-        "--namespace",
-        ns,
-        cwd=REPO,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        assert host.stdout is not None
-        seen = b""
-        async with asyncio.timeout(60):
-            while b"echo/1" not in (line := await host.stdout.readline()):
-                seen += line
-                assert line, f"actorbus run ended before hosting echo/1:\n{seen.decode()}"
-        client = await asyncio.create_subprocess_exec(
-            actorbus,
-            "ask",
-            "echo/1",
-            '{"text": "from a clean venv"}',
-            "--intent",
-            "Ping",
-            "--namespace",
-            ns,
-            cwd=REPO,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        out, _ = await asyncio.wait_for(client.communicate(), 60)
-        assert client.returncode == 0, out.decode()
-        assert '"text": "from a clean venv"' in out.decode()
-    finally:
-        if host.returncode is None:
-            host.terminate()
-            try:
-                await asyncio.wait_for(host.wait(), 15)
-            except TimeoutError:
-                host.kill()
-                await host.wait()
+    work = tmp_path / "project"
+    work.mkdir()
+    assert set(written_out(README, work)) == {"first_agent.py", "client.py"}
+    async with EmbeddedServer() as server:
+        env = {**reader_env(tmp_path / "home"), "ACTORBUS_URL": server.url}
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"
+        env.pop("VIRTUAL_ENV", None)
+        run = "actorbus run first_agent:Echo --key 1"
+        async with terminal(run, work, env, ready="ready"):
+            code, out, err = await run_to_end(
+                str(venv / "bin" / "python"), "client.py", cwd=work, env=env, timeout=60
+            )
+    assert code == 0, out + err
+    assert out.strip() == "text='HELLO FROM ANOTHER PROCESS'"

@@ -11,28 +11,16 @@ from _docs import (
     DOCS,
     EXAMPLES,
     README,
-    blocks,
     commands,
     finished,
     promised_outputs,
     reader_env,
     terminal,
+    written_out,
 )
 
 GETTING_STARTED = DOCS / "getting-started.md"
 WALKTHROUGH = DOCS / "walkthrough.md"
-
-
-def written_out(page: Path, tmp_path: Path) -> dict[str, Path]:
-    """The page's Python blocks that name their file in a first-line comment."""
-    written = {}
-    for code in blocks(page, "python"):
-        first = code.splitlines()[0]
-        if first.startswith("# ") and first.endswith(".py"):
-            path = tmp_path / first[2:]
-            path.write_text(code)
-            written[path.name] = path
-    return written
 
 
 async def test_getting_started_runs_as_written(tmp_path: Path) -> None:

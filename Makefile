@@ -16,13 +16,19 @@ JS_STAMP := tests/js/node_modules/.installed
 # The agora-protocol SDK pins an older `packaging` and langchain: its sender runs
 # from a venv of its own in the Agora interop test.
 AGORA_STAMP := .venv-agora/.installed
+# Debian packages the system tests use, installed where make runs as root with
+# apt-get (elsewhere those tests skip, saying what to install): the container
+# engine and Compose for the compose test, debootstrap for its offline base
+# image, Chromium for the tracing UI's screenshot.
+SYSTEM_STAMP := $(VENV)/.installed-system
+SYSTEM_PACKAGES := docker.io docker-compose debootstrap chromium
 
 .PHONY: demo test lint bench up trace-ui docs docs-serve clean
 
 demo: $(DEMO_STAMP)
 	$(BIN)/actorbus demo
 
-test: $(STAMP) $(TRACE_STAMP) $(JS_STAMP) $(AGORA_STAMP)
+test: $(STAMP) $(TRACE_STAMP) $(JS_STAMP) $(AGORA_STAMP) $(SYSTEM_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -55,6 +61,14 @@ $(AGORA_STAMP):
 	@echo "installing agora-protocol 0.2.0 into .venv-agora (the Agora SDK's sender; once)"
 	$(PYTHON) -m venv .venv-agora
 	.venv-agora/bin/python -m pip install --quiet agora-protocol==0.2.0
+	@touch $@
+
+$(SYSTEM_STAMP): | $(VENV)/bin/python
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing $(SYSTEM_PACKAGES) from Debian (once)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null \
+			|| echo "could not install them: the tests that need them will skip"; \
+	else echo "not root with apt-get: tests needing $(SYSTEM_PACKAGES) may skip"; fi
 	@touch $@
 
 docs: $(STAMP)

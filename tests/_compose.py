@@ -60,7 +60,7 @@ COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
 # so that a clean clone validates without network or a Docker installation.
 SCHEMA_FILE = COMPOSE_DIR / "compose-spec.json"
 DOCKERFILE = COMPOSE_DIR / "Dockerfile"
-DOCKERIGNORE = COMPOSE_DIR / "Dockerfile.dockerignore"
+DOCKERIGNORE = COMPOSE_DIR.parent / ".dockerignore"
 
 LOOPBACK = "127.0.0.1"
 OWN_HOSTS = ("0.0.0.0", "127.0.0.1", "localhost")

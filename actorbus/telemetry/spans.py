@@ -37,6 +37,11 @@ _tracer = trace.get_tracer("actorbus")
 current_delivery: ContextVar[tuple[str, int] | None] = ContextVar("actorbus_delivery", default=None)
 
 
+# The span kind LLM-tracing UIs (Arize Phoenix, OpenInference) show beside each
+# span; without it every span reads "unknown" there. A handler's run is the
+# agent at work; a message on its way is a step of the chain.
+OPENINFERENCE_KIND = "openinference.span.kind"
+
 # Links the next sends in this task get (a replay links to the original message).
 replay_of: ContextVar[str | None] = ContextVar("actorbus_replay_of", default=None)
 
@@ -54,6 +59,7 @@ def start_send(operation: str, destination: str, subject: str, *, expects_reply:
         f"{operation} {destination}",
         kind=SpanKind.CLIENT if expects_reply else SpanKind.PRODUCER,
         attributes={
+            OPENINFERENCE_KIND: "CHAIN",
             "messaging.system": "nats",
             "messaging.operation.type": "send",
             "messaging.operation.name": operation,
@@ -145,7 +151,7 @@ def processing(
         context=parent,
         kind=SpanKind.CONSUMER,
         start_time=arrived_ns or None,
-        attributes={**attrs, "messaging.operation.type": "receive"},
+        attributes={**attrs, OPENINFERENCE_KIND: "CHAIN", "messaging.operation.type": "receive"},
         links=links,
     )
     receive.end()
@@ -153,7 +159,7 @@ def processing(
         f"process {address}",
         context=trace.set_span_in_context(receive),
         kind=SpanKind.SERVER if expects_reply else SpanKind.CONSUMER,
-        attributes={**attrs, "messaging.operation.type": "process"},
+        attributes={**attrs, OPENINFERENCE_KIND: "AGENT", "messaging.operation.type": "process"},
     )
     if STATE.preview and not _sealed(env):
         process.set_attribute(

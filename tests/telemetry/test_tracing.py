@@ -98,6 +98,9 @@ async def test_an_ask_is_one_trace_of_send_receive_and_process(make_system, span
     assert attrs["messaging.message.conversation_id"] == "s-1"
     assert attrs["actorbus.intent"] == "Question"
     assert attrs["actorbus.source"] == caller.client_address
+    # the kind Phoenix shows beside a span (it reads "unknown" without one)
+    assert attrs["openinference.span.kind"] == "AGENT"
+    assert dict(send.attributes or {})["openinference.span.kind"] == "CHAIN"
     assert attrs["actorbus.destination"] == "echo/1"
     assert attrs["actorbus.delivery"] == "core"
     sent = dict(send.attributes or {})

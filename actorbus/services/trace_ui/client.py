@@ -38,6 +38,8 @@ class TraceSpan:
     project: str
     start_time: str
     attributes: dict[str, Any]
+    kind: str = "UNKNOWN"
+    """The span kind Phoenix shows (from ``openinference.span.kind``)."""
 
 
 def _lookup(attributes: Mapping[str, Any], dotted: str) -> Any:
@@ -112,6 +114,7 @@ class PhoenixClient:
                             project=name,
                             start_time=str(item.get("start_time", "")),
                             attributes=attributes,
+                            kind=str(item.get("span_kind") or "UNKNOWN").upper(),
                         )
                     )
                 cursor = body.get("next_cursor")

@@ -1,0 +1,154 @@
+"""A real container engine for the compose test: the running one, or a dockerd
+this test session starts (as root, where Debian's docker.io is installed) and
+stops; and a compose project on it that is taken down with everything it made."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = REPO / "compose" / "docker-compose.yml"
+BASE_IMAGE = "actorbus-base:bookworm"
+
+
+class EngineMissing(Exception):
+    """No engine runs here and none can be started: the reason says why."""
+
+
+def _answers() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    done = subprocess.run([docker, "info"], capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
+@contextlib.contextmanager
+def engine(log: Path) -> Iterator[None]:
+    """A Docker engine that answers, for the duration."""
+    if _answers():
+        yield
+        return
+    dockerd = shutil.which("dockerd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    if dockerd is None:
+        raise EngineMissing("no Docker engine (apt-get install docker.io docker-compose)")
+    if os.geteuid() != 0:
+        raise EngineMissing("dockerd is installed but starting it needs root")
+    with log.open("wb") as out:
+        proc = subprocess.Popen([dockerd], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise EngineMissing(f"dockerd did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def compose_command() -> list[str]:
+    """Compose 1.29 (Debian's docker-compose) runs the file as written; the v2
+    plugin, where installed, does too."""
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    plugin = subprocess.run(["docker", "compose", "version"], capture_output=True)
+    if plugin.returncode == 0:
+        return ["docker", "compose"]
+    raise EngineMissing("no Compose (apt-get install docker-compose)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Project:
+    """One compose project of compose/docker-compose.yml, under test names."""
+
+    PORTS = (
+        "NATS_1_PORT",
+        "NATS_2_PORT",
+        "NATS_3_PORT",
+        "NATS_MONITOR_PORT",
+        "REGISTRY_PORT",
+        "GATEWAY_PORT",
+        "ROUTER_PORT",
+    )
+
+    def __init__(self) -> None:
+        self.name = f"abtest{uuid.uuid4().hex[:8]}"
+        self.image = f"actorbus:{self.name}"  # a test tag: removed by down()
+        self.ports = {var: free_port() for var in self.PORTS}
+        self.env = {
+            **os.environ,
+            **{var: str(port) for var, port in self.ports.items()},
+            "PYTHON_IMAGE": BASE_IMAGE,
+            "ACTORBUS_IMAGE": self.image,
+            "NATS_IMAGE": self.image,  # the offline profile: nats-server of the image
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "",
+        }
+        self.base = [*compose_command(), "-p", self.name, "-f", str(COMPOSE_FILE)]
+
+    def run(self, *args: str, timeout: float = 300) -> str:
+        done = subprocess.run(
+            [*self.base, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+        )
+        assert done.returncode == 0, f"compose {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def container(self, service: str, index: int = 1) -> str:
+        return f"{self.name}_{service}_{index}"
+
+    def inspect(self, container: str, fmt: str) -> str:
+        done = subprocess.run(
+            ["docker", "inspect", container, "--format", fmt], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def leftovers(self) -> list[str]:
+        """Containers, networks, volumes and images of this project still there."""
+        found = []
+        named = f"name={self.name}"
+        for kind, args in (
+            ("container", ["ps", "-a", "--filter", named, "--format", "{{.Names}}"]),
+            ("network", ["network", "ls", "--filter", named, "--format", "{{.Name}}"]),
+            ("volume", ["volume", "ls", "--filter", named, "--format", "{{.Name}}"]),
+            ("image", ["images", "--filter", f"reference={self.image}", "--format", "{{.ID}}"]),
+        ):
+            out = subprocess.run(["docker", *args], capture_output=True, text=True).stdout
+            found += [f"{kind} {line}" for line in out.split() if line]
+        return found
+
+
+def prepare_offline_build() -> None:
+    """The base image from Debian's packages and the wheels (compose/offline.py)."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "compose" / "offline.py"), "--base", BASE_IMAGE],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise EngineMissing(f"offline build preparation failed: {done.stderr[-2000:]}")

@@ -2,9 +2,15 @@
 
     python compose/healthcheck.py http URL
     python compose/healthcheck.py ask ADDRESS --url NATS_URL [--namespace NS]
+    python compose/healthcheck.py file PATH [--max-age SECONDS]
 
 ``http``: a GET of URL answers 2xx. The image is python:slim, which has neither
 curl nor wget, so the check is made with the standard library.
+
+``file``: the ``actorbus run`` process of this container touched PATH (its
+``--health-file``) within ``--max-age`` seconds: it runs, its event loop turns
+and it is connected to NATS. This checks the container's own process, where
+``ask`` is answered by whichever replica of the address NATS picks.
 
 ``ask``: an actor serves ADDRESS. It sends a message with an intent no actor
 handles; the actor's own answer (a reply, or the typed error it sends back:
@@ -23,6 +29,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -69,6 +76,15 @@ async def check_ask(address: str, url: str, namespace: str, timeout: float) -> s
     return None
 
 
+def check_file(path: str, max_age: float) -> str | None:
+    """None when ``actorbus run --health-file`` touched ``path`` lately, else why not."""
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    return None if age <= max_age else f"{path}: not touched for {age:.0f}s"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="healthcheck.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--timeout", type=float, default=3.0, help="seconds for the whole check")
@@ -79,9 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("address")
     ask.add_argument("--url", required=True, help="NATS URL (a comma list for a cluster)")
     ask.add_argument("--namespace", default="ab")
+    own = sub.add_parser("file", help="this process touched PATH lately (--health-file)")
+    own.add_argument("path")
+    own.add_argument("--max-age", type=float, default=10.0, help="seconds (default: 10)")
     args = p.parse_args(argv)
     if args.check == "http":
         problem = check_http(args.url, args.timeout)
+    elif args.check == "file":
+        problem = check_file(args.path, args.max_age)
     else:
         problem = asyncio.run(check_ask(args.address, args.url, args.namespace, args.timeout))
     if problem is not None:

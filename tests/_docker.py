@@ -17,6 +17,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "compose" / "docker-compose.yml"
+# The tracing backend's stand-in where Jaeger cannot be pulled (see the file).
+SINK = REPO / "tests" / "fixtures" / "compose"
 BASE_IMAGE = "actorbus-base:bookworm"
 
 
@@ -89,6 +91,9 @@ class Project:
         "REGISTRY_PORT",
         "GATEWAY_PORT",
         "ROUTER_PORT",
+        "JAEGER_UI_PORT",
+        "OTLP_GRPC_PORT",
+        "OTLP_HTTP_PORT",
     )
 
     def __init__(self) -> None:
@@ -101,9 +106,12 @@ class Project:
             "PYTHON_IMAGE": BASE_IMAGE,
             "ACTORBUS_IMAGE": self.image,
             "NATS_IMAGE": self.image,  # the offline profile: nats-server of the image
-            "OTEL_EXPORTER_OTLP_ENDPOINT": "",
+            "OTLP_SINK_DIR": str(SINK),
         }
-        self.base = [*compose_command(), "-p", self.name, "-f", str(COMPOSE_FILE)]
+        for inherited in ("OTEL_EXPORTER_OTLP_ENDPOINT", "COMPOSE_PROJECT_NAME", "COMPOSE_FILE"):
+            self.env.pop(inherited, None)
+        files = ["-f", str(COMPOSE_FILE), "-f", str(SINK / "otlp-sink.yml")]
+        self.base = [*compose_command(), "-p", self.name, *files]
 
     def run(self, *args: str, timeout: float = 300) -> str:
         done = subprocess.run(
@@ -116,6 +124,9 @@ class Project:
         )
         assert done.returncode == 0, f"compose {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
         return done.stdout
+
+    def url(self, port: str, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.ports[port]}{path}"
 
     def container(self, service: str, index: int = 1) -> str:
         return f"{self.name}_{service}_{index}"

@@ -1,42 +1,27 @@
-"""compose/: the Dockerfile and docker-compose.yml, tested without a Docker engine.
+"""compose/: the Dockerfile and docker-compose.yml, read without a container engine.
 
-CI machines run no Docker engine, so a broken compose file would otherwise only
-show when someone runs ``docker compose up``. These tests check what a container
-run depends on, in two ways:
+What a container run depends on, checked statically: the compose file is valid
+under the Compose specification's JSON schema (before and after variable
+interpolation), every variable has a default, every service has a restart
+policy and (but Jaeger) a healthcheck, the NATS nodes form a JetStream cluster
+with file storage on named volumes, the actorbus services send spans to Jaeger,
+the Dockerfile builds a slim non-root image from exactly what the
+``.dockerignore`` lets in; and the healthcheck script fails where it should.
 
-- statically: the compose file is valid under the Compose specification's JSON
-  schema (before and after variable interpolation), every variable has a
-  default, every service has a restart policy and (but Jaeger) a healthcheck,
-  the NATS nodes form a JetStream cluster with file storage on named volumes,
-  the actorbus services send spans to Jaeger, the Dockerfile builds a slim
-  non-root image from exactly what its ``.dockerignore`` lets in;
-- live: every service whose command this machine can run is started as a local
-  process with the compose file's own arguments, environment and NATS config
-  file, changed only where a container and loopback must differ (addresses,
-  ports, mount paths; see ``tests/_compose.py``), in ``depends_on`` order, each
-  wave once its healthchecks (the compose file's, run here) pass. Then an
-  ActorSystem on the three-node cluster asks the example agents, the
-  registry's HTTP API lists them, and JetStream places a 3-replica stream.
-
-Jaeger all-in-one cannot run without Docker: its block is checked statically,
-and in the live run a small OTLP/HTTP receiver stands in at its address, which
-also shows that the services' tracing variables reach it.
+The stack itself runs on a real engine in ``test_compose_engine.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import os
 import re
 import sys
 import time
-import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 from _compose import (
     COMPOSE_DIR,
@@ -45,20 +30,13 @@ from _compose import (
     DOCKERIGNORE,
     REPO,
     SCHEMA_FILE,
-    LocalDeployment,
-    Loopback,
     Service,
     load,
     load_raw,
     references,
-    run_locally,
     schema_errors,
     services,
 )
-from aiohttp import web
-from nats.js.api import StorageType, StreamConfig
-
-from actorbus import ActorSystem
 
 NATS_NODES = ("nats-1", "nats-2", "nats-3")
 ACTORBUS_ROLES = ("registry", "gateway", "router", "echo", "typist")
@@ -270,222 +248,10 @@ def test_dockerfile_is_slim_non_root_and_sees_only_what_it_copies() -> None:
     assert allowed == set(copied)
 
 
-# -- the live run ------------------------------------------------------------------
+# -- the healthcheck script (the real run of the stack: test_compose_engine.py) ---
 
 
-class OtlpReceiver:
-    """Stands in for Jaeger's OTLP/HTTP port: keeps the service names of the
-    resources in every trace export it receives."""
-
-    def __init__(self) -> None:
-        self.service_names: set[str] = set()
-
-    async def handle(self, request: web.Request) -> web.Response:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        body = await request.read()
-        export = ExportTraceServiceRequest()
-        export.ParseFromString(body)
-        for spans in export.resource_spans:
-            for attr in spans.resource.attributes:
-                if attr.key == "service.name":
-                    self.service_names.add(attr.value.string_value)
-        return web.Response(body=b"", content_type="application/x-protobuf")
-
-
-@contextlib.asynccontextmanager
-async def otlp_receiver(port: int) -> AsyncIterator[OtlpReceiver]:
-    receiver = OtlpReceiver()
-    app = web.Application()
-    app.router.add_post("/v1/traces", receiver.handle)
-    app.router.add_post("/v1/metrics", _accepted)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
-    try:
-        yield receiver
-    finally:
-        await runner.cleanup()
-
-
-async def _accepted(_request: web.Request) -> web.Response:
-    return web.Response(body=b"", content_type="application/x-protobuf")
-
-
-def _get_json(url: str) -> tuple[Any, dict[str, str]]:
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        return json.loads(resp.read()), dict(resp.headers)
-
-
-async def registered(registry: str, want: dict[str, int], timeout: float) -> dict[str, int]:
-    """Follow the registry's blocking queries until each name in ``want`` has at
-    least that many healthy instances (or the time is up); returns the counts."""
-    index = "0"
-    deadline = time.monotonic() + timeout
-    counts: dict[str, int] = {}
-    while True:
-        url = f"{registry}/services?index={index}&wait=2s"
-        body, headers = await asyncio.to_thread(_get_json, url)
-        counts = {}
-        for record in body:
-            if record.get("health_status", "healthy") == "healthy":
-                counts[record["name"]] = counts.get(record["name"], 0) + 1
-        if all(counts.get(n, 0) >= k for n, k in want.items()) or time.monotonic() > deadline:
-            return counts
-        index = headers.get("X-Registry-Index", index)
-
-
-def _delivered_per_connection(monitor_urls: list[str], subject: str) -> list[int]:
-    """For each client connection (over every node) subscribed to ``subject``:
-    how many messages its subscriptions to it were given."""
-    out = []
-    for url in monitor_urls:
-        body, _ = _get_json(f"{url}/connz?subs=detail&limit=1024")
-        for conn in body.get("connections") or []:
-            subs = conn.get("subscriptions_list_detail") or []
-            mine = [s for s in subs if s.get("subject") == subject]
-            if mine:
-                out.append(sum(int(s.get("msgs", 0)) for s in mine))
-    return out
-
-
-async def test_compose_services_run_as_local_processes(tmp_path: Path) -> None:
-    """The compose file's commands, run here, make a working deployment.
-
-    Started in depends_on order, each as compose has it, changed only for
-    loopback: three nats-servers with compose/nats-cluster.conf (the compose
-    environment with loopback addresses and a temp store), the registry, the
-    example agents with their replicas. Readiness is the ``ready`` line of the
-    actorbus processes and each service's own healthcheck, run here. Jaeger is
-    skipped (it needs Docker); an OTLP/HTTP receiver listens at its port.
-    Then, over the cluster: (a) the agents answer, the echo address served by
-    both replicas; (b) the registry's HTTP API lists them; (c) JetStream is a
-    3-node cluster that places a 3-replica stream, and the registry's bucket
-    has the replicas the compose file asks for. Finally every process stops
-    cleanly on SIGTERM, and the agents' spans reached the Jaeger address under
-    their OTEL_SERVICE_NAME.
-    """
-    lb = Loopback(load(), tmp_path)
-    svcs = lb.services
-    ns = svcs["echo"].command[svcs["echo"].command.index("--namespace") + 1]
-    echo_replicas = svcs["echo"].replicas
-    async with otlp_receiver(lb.port(JAEGER, 4318)) as otlp:
-        async with run_locally(lb) as dep:
-            await _check_deployment(dep, ns, echo_replicas)
-        # SIGTERM, which `docker compose stop` sends, stops every process cleanly
-        # (exit 0, not the SIGKILL that follows 5 s later)
-        codes = {p.label: p.proc.returncode for p in dep.processes}
-        assert codes == dict.fromkeys(codes, 0), codes
-        # spans are flushed when the processes exit, which they now did
-        assert {"echo", "typist"} <= otlp.service_names, otlp.service_names
-
-
-async def _check_deployment(dep: LocalDeployment, ns: str, echo_replicas: int) -> None:
-    lb = dep.loopback
-    assert dep.skipped.keys() == {JAEGER}, dep.skipped
-    assert dep.waves[0] == list(NATS_NODES)
-    assert dep.waves[1] == ["registry"]
-    assert len(dep.of("echo")) == echo_replicas
-    # every service's healthcheck passed here, for every replica
-    expected = {(p.service, p.replica) for p in dep.processes}
-    assert set(dep.healthy) == expected
-    # the nats nodes really run the compose config file
-    conf = str(COMPOSE_DIR / "nats-cluster.conf")
-    for node in NATS_NODES:
-        assert dep.of(node)[0].argv[1:] == ["--config", conf]
-
-    urls = [lb.url(node, 4222, "nats") for node in NATS_NODES]
-    monitors = [lb.url(node, 8222, "http") for node in NATS_NODES]
-    # the agents' healthcheck can fail too: nobody serves nobody/1
-    assert await _healthcheck_exit(["ask", "nobody/1", "--url", urls[0], "--namespace", ns]) == 1
-    system = await ActorSystem.connect(urls, namespace=ns, registry=False)
-    try:
-        # (a) the example agents answer; echo/1 is served by every echo replica
-        # (one queue group: 40 asks all landing on one of two replicas would be
-        # a 1 in 2^39 chance)
-        for i in range(40):
-            reply = await system.ask(
-                "echo/1", {"text": f"hi {i}"}, intent="Ping", timeout=5, returns=dict
-            )  # (plain data: examples.echo's models may be known in this process)
-            assert reply == {"text": f"hi {i}", "by": "echo/1"}
-        words = [
-            w["text"]
-            async for w in system.stream(
-                "typist/1",
-                {"text": "one two three", "delay_s": 0},
-                intent="Dictate",
-                timeout=5,
-                returns=dict,
-            )
-        ]
-        assert words == ["one", "two", "three"]
-        delivered = await asyncio.to_thread(_delivered_per_connection, monitors, f"{ns}.a.echo.1")
-        assert len(delivered) == echo_replicas, delivered  # one connection per process
-        assert all(n > 0 for n in delivered), delivered  # each replica handled asks
-
-        # (b) the registry's HTTP API lists the agents (announced by each process)
-        registry = lb.url("registry", 8470, "http")
-        want = {"echo": echo_replicas, "typist": 1}
-        counts = await registered(registry, want, timeout=10)
-        assert {n: counts.get(n, 0) for n in want} == want, counts
-
-        # (d) the gateway serves the agents to outside A2A clients
-        gateway = lb.url("gateway", 8080, "http")
-        card, _ = await asyncio.to_thread(
-            _get_json, f"{gateway}/a2a/typist/.well-known/agent-card.json"
-        )
-        assert card["name"] == "typist"
-        reply = await asyncio.to_thread(_a2a_send, f"{gateway}/a2a/echo", "hello")
-        assert reply["result"]["status"]["state"] == "completed", reply
-
-        # (e) the router picks among the echo agents the registry lists, over HTTP
-        router = lb.url("router", 8490, "http")
-        decision = await asyncio.to_thread(
-            _post_json, f"{router}/route", {"skill": "Ping", "policy": "first-match"}
-        )
-        assert decision["destination"] == "echo", decision  # the type: NATS picks a replica
-        pong = await system.ask(decision["destination"], {"text": "routed"}, intent="Ping")
-        assert getattr(pong, "text", None) == "routed" or pong["text"] == "routed"
-
-        # (c) JetStream is one 3-node cluster and places replicated streams
-        for url in monitors:
-            jsz, _ = await asyncio.to_thread(_get_json, f"{url}/jsz")
-            assert jsz["meta_cluster"]["cluster_size"] == 3
-        await _check_replicated_stream(urls, ns)
-    finally:
-        await system.close(timeout=2.0)
-
-
-def _a2a_send(url: str, text: str) -> Any:
-    """One A2A 0.3 message/send (no A2A-Version header), answered in full."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "messageId": "m-1",
-                "role": "user",
-                "parts": [{"kind": "text", "text": text}],
-            }
-        },
-    }
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        return json.loads(resp.read())
-
-
-def _post_json(url: str, body: Any) -> Any:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        return json.loads(resp.read())
-
-
-async def _healthcheck_exit(args: list[str]) -> int:
+async def _healthcheck_exit(*args: str) -> int:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(COMPOSE_DIR / "healthcheck.py"),
@@ -498,30 +264,17 @@ async def _healthcheck_exit(args: list[str]) -> int:
     return await asyncio.wait_for(proc.wait(), 15)
 
 
-async def _check_replicated_stream(urls: list[str], ns: str) -> None:
-    nc = await nats.connect(servers=urls, connect_timeout=2, allow_reconnect=False)
-    try:
-        js = nc.jetstream()
-        bucket = await js.stream_info(f"KV_actorbus-{ns}-registry")
-        assert bucket.config.num_replicas == 3  # --replicas ${ACTORBUS_JS_REPLICAS:-3}
-        info = await js.add_stream(
-            StreamConfig(
-                name="COMPOSE_R3",
-                subjects=["compose.r3"],
-                num_replicas=3,
-                storage=StorageType.FILE,
-            )
-        )
-        try:
-            assert info.cluster is not None
-            assert info.cluster.leader
-            assert len(info.cluster.replicas or []) == 2
-            ack = await js.publish("compose.r3", b"stored on three nodes")
-            assert ack.seq == 1
-        finally:
-            await js.delete_stream("COMPOSE_R3")
-    finally:
-        await nc.close()
+async def test_the_healthcheck_fails_where_it_should(nats_server: Any, tmp_path: Path) -> None:
+    """Nobody serves nobody/1; a health file touched lately passes, a stale or
+    missing one fails (a wedged `actorbus run` stops touching it)."""
+    assert await _healthcheck_exit("ask", "nobody/1", "--url", nats_server.url) == 1
+    fresh = tmp_path / "health"
+    fresh.touch()
+    assert await _healthcheck_exit("file", str(fresh)) == 0
+    old = time.time() - 60
+    os.utime(fresh, (old, old))
+    assert await _healthcheck_exit("file", str(fresh), "--max-age", "10") == 1
+    assert await _healthcheck_exit("file", str(tmp_path / "missing")) == 1
 
 
 def test_compose_path_is_the_documented_one() -> None:

@@ -12,6 +12,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import nats.errors
@@ -154,6 +155,8 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
         out.print(f"[bold green]ready[/]: hosting {len(specs)} actor type(s); Ctrl-C to stop")
         watching = _watch(stop, out) if args.reload else None
         while not stop.is_set():
+            if args.health_file and system.nc.is_connected:
+                _alive(args.health_file)  # this process, its loop and its connection are live
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1.0):
                     await stop.wait()
@@ -166,11 +169,21 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
     finally:
         if watching is not None:
             watching.cancel()
+        if args.health_file:
+            _alive(args.health_file, no_longer=True)
         await system.close()
     if args.changed:
         return EXIT_OK  # cmd_run starts afresh with the new code
     out.print("[green]stopped")
     return EXIT_OK
+
+
+def _alive(path: str, *, no_longer: bool = False) -> None:
+    """Touch (or remove) the health file: a local file, as quick as a clock read."""
+    if no_longer:
+        Path(path).unlink(missing_ok=True)
+    else:
+        Path(path).touch()
 
 
 def _watch(stop: asyncio.Event, out: Any) -> asyncio.Task[str]:
@@ -253,5 +266,12 @@ def add_parser(
         default=5.0,
         metavar="SECONDS",
         help="give up if the server cannot be reached (default: 5)",
+    )
+    run.add_argument(
+        "--health-file",
+        metavar="PATH",
+        help="touch PATH every second while connected, for a healthcheck of this very "
+        "process (compose/healthcheck.py file PATH): a replica checks itself, not the "
+        "address its siblings answer too",
     )
     run.set_defaults(func=cmd_run)

@@ -346,15 +346,17 @@ class ObservedSender(Sender):
         if STATE.tracing:  # the span of the request; items are children of the producer's
             span = spans.start_send("stream", address, subject, expects_reply=True)
         if self.rt.guard is not None:  # the request goes out once its session is found
-            if span is not None:
-                span.end()
-            return self._sealed_stream(address, subject, message, opts, timeout, returns, span)
-        try:
-            out = self.encode(address, message, opts, True, False, span)
-        finally:
-            if span is not None:
-                span.end()
-        return consume_stream(self.rt, address, subject, out, timeout, returns)
+            items = self._sealed_stream(address, subject, message, opts, timeout, returns, span)
+        else:
+            try:
+                out = self.encode(address, message, opts, True, False, span)
+            except BaseException as exc:
+                if span is not None:
+                    spans.failed(span, exc)
+                    span.end()
+                raise
+            items = consume_stream(self.rt, address, subject, out, timeout, returns)
+        return items if span is None else _lasting(span, items)
 
     async def _spanned(
         self,
@@ -397,3 +399,21 @@ class ObservedSender(Sender):
             raise
         finally:
             meters.request_duration.record(time.perf_counter() - started, labels)
+
+
+async def _lasting(span: Span, items: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """``items``, with ``span`` ended when the stream is (its last item, an error,
+    or the caller leaving early): a stream's span lasts as long as the stream."""
+    try:
+        async for item in items:
+            yield item
+    except Exception as exc:
+        spans.failed(span, exc)
+        raise
+    finally:
+        try:
+            close = getattr(items, "aclose", None)  # leaving early closes the stream
+            if close is not None:
+                await close()
+        finally:
+            span.end()

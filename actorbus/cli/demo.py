@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
+import subprocess
 import sys
 
 from rich.console import Console
@@ -40,33 +42,63 @@ def _demo_in_phoenix(question: str, as_json: bool) -> int:
     from actorbus.services import trace_ui
 
     err = stderr()
+    # SIGTERM ends in `with server:` like Ctrl-C: Phoenix runs in a session of its
+    # own, so a plain exit would leave it running, orphaned.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    python = trace_ui.find_phoenix()
+    if python is None:  # a fresh checkout: make the tracing UI's venv, once
+        where = trace_ui.default_venv()
+        err.print(f"installing Arize Phoenix into {where} (once; 1-3 min, about 830 MB)...")
+        try:
+            python = trace_ui.ensure_phoenix_venv(quiet=False)
+        except (OSError, subprocess.CalledProcessError, trace_ui.TraceUIError) as exc:
+            raise CliError(
+                f"could not install Arize Phoenix into {where} ({exc}); "
+                "`python -m actorbus.services.trace_ui --install` tries again"
+            ) from None
     err.print("[dim]starting Arize Phoenix (10-30 s)...[/]")
     try:
-        server = trace_ui.start_phoenix()
+        server = trace_ui.start_phoenix(python=python)
     except trace_ui.TraceUIError as exc:
         raise CliError(str(exc)) from None
-    with server:
+    with server, contextlib.suppress(KeyboardInterrupt):
         # Before the first ActorSystem: tracing is configured once per process.
         os.environ.update(server.otel_env(service_name="actorbus-demo"))
-        trace_id = asyncio.run(_demo_traced(question, as_json))
-        spans = server.client().wait_for_spans(trace_id, 1, timeout=15)
+        trace_id, sent = asyncio.run(_demo_traced(question, as_json))
+        # Phoenix takes the batches in as they come: print the tree once it holds
+        # every span this process sent, not just the first batch.
+        spans = server.client().wait_for_spans(trace_id, sent, timeout=30)
         err.print(escape(trace_ui.format_tree(spans)))
         err.print(f"trace:   [bold]{server.trace_url(trace_id)}[/]")
         err.print(f"phoenix: {server.ui_url}  [dim](Ctrl-C stops it)[/]")
-        with contextlib.suppress(KeyboardInterrupt):
-            server.wait()
+        server.wait()
     return EXIT_OK
 
 
-async def _demo_traced(question: str, as_json: bool) -> str:
-    """Run the demo under one root span, so the whole flow is one trace."""
+async def _demo_traced(question: str, as_json: bool) -> tuple[str, int]:
+    """Run the demo under one root span, so the whole flow is one trace; its id
+    and how many spans of it were sent."""
     from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+
+    class Ended(SpanProcessor):
+        def __init__(self) -> None:
+            self.count = 0
+
+        def on_end(self, span: ReadableSpan) -> None:
+            if span.context is not None and span.context.trace_id == root_id:
+                self.count += 1
 
     configure()  # from the environment just set: the root span must be a real one
+    ended = Ended()
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.add_span_processor(ended)
     with trace.get_tracer("actorbus.cli").start_as_current_span("actorbus demo") as root:
+        root_id = root.get_span_context().trace_id
         await _demo(question, as_json)
     flush()
-    return format(root.get_span_context().trace_id, "032x")
+    return format(root_id, "032x"), max(ended.count, 1)
 
 
 def add_parser(
@@ -85,6 +117,6 @@ def add_parser(
         "--trace",
         action="store_true",
         help="send the demo's spans to a local Arize Phoenix and keep it open "
-        "(install it with `python -m actorbus.services.trace_ui --install`)",
+        "(the first time, Phoenix is installed into .venv-trace: 1-3 min)",
     )
     demo.set_defaults(func=cmd_demo)

@@ -241,3 +241,56 @@ def test_missing_phoenix_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(trace_ui_server, "find_phoenix", lambda extra=(): None)
     with pytest.raises(TraceUIError, match="pip install arize-phoenix"):
         start_phoenix()
+
+
+@needs_phoenix
+@pytest.mark.timeout(240)
+async def test_demo_trace_prints_the_whole_flow_and_sigterm_stops_phoenix(
+    tmp_path: Path,
+) -> None:
+    """`actorbus demo --trace` prints every span Phoenix holds of the flow (it
+    printed the first batch: 26 of 31), and SIGTERM stops Phoenix with it
+    (which was left running, orphaned)."""
+    import asyncio
+    import signal
+
+    from actorbus.services.trace_ui import PhoenixClient
+
+    env = {**os.environ, "ACTORBUS_HOME": str(tmp_path / "home")}
+    env["ACTORBUS_PHOENIX_PYTHON"] = str(PHOENIX_PYTHON)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "actorbus",
+        "demo",
+        "--trace",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(180):
+            while not (lines and lines[-1].startswith("phoenix: ")):
+                line = (await proc.stdout.readline()).decode()
+                assert line, "demo --trace ended:\n" + "".join(lines)
+                lines.append(line.rstrip("\n"))
+        root = next(i for i, line in enumerate(lines) if line.startswith("actorbus demo"))
+        end = next(i for i, line in enumerate(lines) if line.startswith("trace: "))
+        printed = lines[root:end]
+        trace_id = lines[end].rsplit("/", 1)[1].strip()
+        base = lines[-1].split()[1]
+        held = PhoenixClient(base).spans(trace_id)
+        assert len(printed) == len(held), (printed, [s.name for s in held])
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):
+            await proc.wait()
+        port = int(base.rsplit(":", 1)[1].strip("/"))
+        with pytest.raises(ConnectionRefusedError):  # nothing listens there any more
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

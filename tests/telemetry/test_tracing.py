@@ -5,7 +5,9 @@ redeliveries, and nothing at all when tracing is off."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -258,3 +260,33 @@ async def test_a_replay_is_linked_to_the_original_send(make_system, spans: Any) 
     [link] = replay.links
     assert link.context.span_id == ids(original)[1]
     assert dict(link.attributes or {})["actorbus.link"] == "replay"
+
+
+class Slow(Actor):
+    @handler
+    async def count(self, n: dict[str, int]) -> AsyncIterator[dict[str, int]]:
+        for i in range(n["upto"]):
+            await asyncio.sleep(0.05)
+            yield {"i": i}
+
+
+async def test_a_stream_span_lasts_as_long_as_the_stream(make_system, spans: Any) -> None:
+    """The caller's `stream` span ends with the stream (it ended at once, 0 ms,
+    while the stream ran on), also when the caller leaves early."""
+    host = await make_system()
+    await host.spawn(Slow, "1")
+    caller = await make_system()
+    started = time.monotonic()
+    items = [x async for x in caller.stream("slow/1", {"upto": 4})]
+    took = time.monotonic() - started
+    assert len(items) == 4
+    span = by_name(spans)["stream slow/1"]
+    assert span.end_time is not None
+    assert span.start_time is not None
+    lasted = (span.end_time - span.start_time) / 1e9
+    assert 0.15 <= lasted <= took + 0.01, (lasted, took)
+    spans.clear()
+    async with contextlib.aclosing(caller.stream("slow/1", {"upto": 4})) as stream:
+        async for _ in stream:
+            break  # leaving early (the stream closed) ends the span too
+    assert "stream slow/1" in by_name(spans)

@@ -80,26 +80,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+SINGLE_FILE = REPO / "compose" / "single.yml"
+CLUSTER_PORTS = (
+    "NATS_1_PORT",
+    "NATS_2_PORT",
+    "NATS_3_PORT",
+    "NATS_MONITOR_PORT",
+    "REGISTRY_PORT",
+    "GATEWAY_PORT",
+    "ROUTER_PORT",
+    "JAEGER_UI_PORT",
+    "OTLP_GRPC_PORT",
+    "OTLP_HTTP_PORT",
+)
+SINGLE_PORTS = ("NATS_PORT", "REGISTRY_PORT", "GATEWAY_PORT")
+
+
 class Project:
-    """One compose project of compose/docker-compose.yml, under test names."""
+    """One compose project under test names: ``files`` (docker-compose.yml with
+    the tracing backend's stand-in by default), its published ports free ones."""
 
-    PORTS = (
-        "NATS_1_PORT",
-        "NATS_2_PORT",
-        "NATS_3_PORT",
-        "NATS_MONITOR_PORT",
-        "REGISTRY_PORT",
-        "GATEWAY_PORT",
-        "ROUTER_PORT",
-        "JAEGER_UI_PORT",
-        "OTLP_GRPC_PORT",
-        "OTLP_HTTP_PORT",
-    )
-
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        files: tuple[Path, ...] = (COMPOSE_FILE, SINK / "otlp-sink.yml"),
+        ports: tuple[str, ...] = CLUSTER_PORTS,
+        **env: str,
+    ) -> None:
         self.name = f"abtest{uuid.uuid4().hex[:8]}"
         self.image = f"actorbus:{self.name}"  # a test tag: removed by down()
-        self.ports = {var: free_port() for var in self.PORTS}
+        self.ports = {var: free_port() for var in ports}
         self.env = {
             **os.environ,
             **{var: str(port) for var, port in self.ports.items()},
@@ -107,11 +116,12 @@ class Project:
             "ACTORBUS_IMAGE": self.image,
             "NATS_IMAGE": self.image,  # the offline profile: nats-server of the image
             "OTLP_SINK_DIR": str(SINK),
+            **env,
         }
         for inherited in ("OTEL_EXPORTER_OTLP_ENDPOINT", "COMPOSE_PROJECT_NAME", "COMPOSE_FILE"):
             self.env.pop(inherited, None)
-        files = ["-f", str(COMPOSE_FILE), "-f", str(SINK / "otlp-sink.yml")]
-        self.base = [*compose_command(), "-p", self.name, *files]
+        named = [arg for f in files for arg in ("-f", str(f))]
+        self.base = [*compose_command(), "-p", self.name, *named]
 
     def run(self, *args: str, timeout: float = 300) -> str:
         done = subprocess.run(

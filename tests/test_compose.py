@@ -280,3 +280,16 @@ async def test_the_healthcheck_fails_where_it_should(nats_server: Any, tmp_path:
 def test_compose_path_is_the_documented_one() -> None:
     """The README and the issue say ``docker compose -f compose/docker-compose.yml up``."""
     assert COMPOSE_FILE.relative_to(REPO).as_posix() == "compose/docker-compose.yml"
+
+
+def test_the_laptop_stack_is_valid_and_needs_no_variables() -> None:
+    """compose/single.yml: valid under the Compose specification, every variable
+    with a default, four services, the agents checking their own process."""
+    single = COMPOSE_DIR / "single.yml"
+    assert schema_errors(load_raw(single)) == []
+    assert schema_errors(load(path=single)) == []
+    missing = sorted({r.name for r in references(load_raw(single)) if r.default is None})
+    assert missing == [], f"variables without a default: {missing}"
+    svcs = services(load(path=single))
+    assert sorted(svcs) == ["agents", "gateway", "nats", "registry"]
+    assert "--health-file" in " ".join(svcs["agents"].command)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -36,10 +37,11 @@ import urllib.request
 INTENT = "actorbus.healthcheck"
 
 
-def check_http(url: str, timeout: float) -> str | None:
-    """None when healthy, else why not."""
+def check_http(url: str, timeout: float, cafile: str | None = None) -> str | None:
+    """None when healthy, else why not (HTTPS trusting ``cafile``)."""
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             status = int(resp.status)
     except urllib.error.HTTPError as exc:
         status = exc.code
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="check", required=True)
     http = sub.add_parser("http", help="GET answers 2xx")
     http.add_argument("url")
+    http.add_argument("--cafile", help="the CA an HTTPS URL's certificate is from")
     ask = sub.add_parser("ask", help="an actor answers at ADDRESS")
     ask.add_argument("address")
     ask.add_argument("--url", required=True, help="NATS URL (a comma list for a cluster)")
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     own.add_argument("--max-age", type=float, default=10.0, help="seconds (default: 10)")
     args = p.parse_args(argv)
     if args.check == "http":
-        problem = check_http(args.url, args.timeout)
+        problem = check_http(args.url, args.timeout, args.cafile)
     elif args.check == "file":
         problem = check_file(args.path, args.max_age)
     else:

@@ -120,6 +120,7 @@ class Project:
         }
         for inherited in ("OTEL_EXPORTER_OTLP_ENDPOINT", "COMPOSE_PROJECT_NAME", "COMPOSE_FILE"):
             self.env.pop(inherited, None)
+        self.secrets = Path()  # where a test copied the `secrets` service's output
         named = [arg for f in files for arg in ("-f", str(f))]
         self.base = [*compose_command(), "-p", self.name, *named]
 
@@ -135,8 +136,8 @@ class Project:
         assert done.returncode == 0, f"compose {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
-    def url(self, port: str, path: str = "") -> str:
-        return f"http://127.0.0.1:{self.ports[port]}{path}"
+    def url(self, port: str, path: str = "", scheme: str = "http") -> str:
+        return f"{scheme}://127.0.0.1:{self.ports[port]}{path}"
 
     def container(self, service: str, index: int = 1) -> str:
         return f"{self.name}_{service}_{index}"
@@ -147,6 +148,14 @@ class Project:
         )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
+
+    def copy_out(self, container: str, path: str, dest: Path) -> Path:
+        """``docker cp`` of ``path`` in ``container`` to ``dest`` (returned)."""
+        done = subprocess.run(
+            ["docker", "cp", f"{container}:{path}", str(dest)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return dest
 
     def leftovers(self) -> list[str]:
         """Containers, networks, volumes and images of this project still there."""

@@ -41,6 +41,7 @@ from _compose import (
 NATS_NODES = ("nats-1", "nats-2", "nats-3")
 ACTORBUS_ROLES = ("registry", "gateway", "router", "echo", "typist")
 JAEGER = "jaeger"
+SECRETS = "secrets"  # the one-shot init service: the deployment's credentials
 
 
 def actorbus_roles(svcs: dict[str, Service]) -> list[str]:
@@ -112,11 +113,14 @@ def test_variables_configure_the_services() -> None:
 
 
 def test_services_restart_and_check_their_health(svcs: dict[str, Service]) -> None:
-    """Every service restarts by itself; every one but Jaeger (no HTTP client in
-    its image, nothing waits for it) has a healthcheck; every service_healthy
-    dependency has one to wait for."""
-    assert set(svcs) >= {*NATS_NODES, *ACTORBUS_ROLES, JAEGER}
+    """Every service restarts by itself but the one-shot `secrets`; every one but
+    Jaeger (no HTTP client in its image, nothing waits for it) and `secrets` has
+    a healthcheck; every service_healthy dependency has one to wait for."""
+    assert set(svcs) >= {*NATS_NODES, *ACTORBUS_ROLES, JAEGER, SECRETS}
     for name, svc in svcs.items():
+        if name == SECRETS:
+            assert svc.spec.get("restart") == "no"
+            continue
         assert svc.spec.get("restart") in ("unless-stopped", "always"), name
         if name != JAEGER:
             assert svc.healthcheck is not None, name
@@ -140,9 +144,14 @@ def test_ports_are_declared_and_replicas_publish_none(svcs: dict[str, Service]) 
 
 
 def test_nats_nodes_form_a_jetstream_cluster(svcs: dict[str, Service]) -> None:
-    """Three nodes, one config file, each with its own name and named volume at
-    the JetStream store, routes to all three, fsync on every write."""
+    """Three nodes, one config file (secured by default: it includes the
+    shared settings and what the `secrets` service made), each with its own
+    name and named volume at the JetStream store, routes to all three, fsync on
+    every write."""
     conf = COMPOSE_DIR / "nats-cluster.conf"
+    secured = (COMPOSE_DIR / "nats-secured.conf").read_text()
+    assert "include ./nats-cluster.conf" in secured
+    assert "include ../../secrets/nats.conf" in secured  # /etc/nats/../../secrets
     text = conf.read_text()
     assert re.search(r"^\s*sync_interval:\s*always\s*$", text, re.M)
     assert re.search(r"^\s*store_dir:\s*\$NATS_STORE_DIR\b", text, re.M)
@@ -154,7 +163,9 @@ def test_nats_nodes_form_a_jetstream_cluster(svcs: dict[str, Service]) -> None:
         mounts = {m.target: m for m in svc.mounts}
         conf_mount = mounts["/etc/nats/actorbus.conf"]
         assert (conf_mount.kind, conf_mount.read_only) == ("bind", True)
-        assert (COMPOSE_DIR / conf_mount.source).resolve() == conf
+        assert (COMPOSE_DIR / conf_mount.source).resolve() == COMPOSE_DIR / "nats-secured.conf"
+        assert (COMPOSE_DIR / mounts["/etc/nats/nats-cluster.conf"].source).resolve() == conf
+        assert (mounts["/secrets"].source, mounts["/secrets"].read_only) == (SECRETS, True)
         store = mounts[env["NATS_STORE_DIR"]]
         assert store.kind == "volume"
         names.add(env["NATS_SERVER_NAME"])
@@ -187,11 +198,18 @@ def test_actorbus_services_share_one_image_and_send_spans_to_jaeger(
         assert svc.builds_actorbus_image, role
         assert svc.spec["build"]["context"] == ".."
         assert svc.spec["image"] == svcs["registry"].spec["image"]
+        cmd = svc.command
+        namespaces.add(cmd[cmd.index("--namespace") + 1])
+        if role == SECRETS:  # makes the deployment; runs nothing that traces
+            continue
         env = svc.environment
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318", role
         assert env["OTEL_SERVICE_NAME"] == role
-        cmd = svc.command
-        namespaces.add(cmd[cmd.index("--namespace") + 1])
+        # its own home, from the secrets volume, read-only
+        assert env["ACTORBUS_HOME"] == f"/secrets/homes/{role}"
+        mounts = {m.target: m for m in svc.mounts}
+        assert (mounts["/secrets"].source, mounts["/secrets"].read_only) == (SECRETS, True)
+        assert svc.depends_on.get(SECRETS) is None  # after the nodes, which wait for it
     assert namespaces == {"ab"}
     assert svcs["registry"].depends_on == dict.fromkeys(NATS_NODES, "service_healthy")
     for agent in ("gateway", "router", "echo", "typist"):

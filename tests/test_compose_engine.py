@@ -1,10 +1,12 @@
 """compose/docker-compose.yml on a real container engine: the images built from a
 local base (no registry is reachable here), `up`, health, and from the host: the
-3-node JetStream cluster, the agents in the registry, over the bus, through the
-gateway (A2A) and the router, their spans at the tracing backend's OTLP port; a
-durable flow that loses nothing when a NATS node container is killed; agent
-containers that check their own process, and come back after a crash; a
-graceful stop; then `down -v` leaves nothing of the project behind.
+broker secured by default (TLS and JWT users from the `secrets` service; an
+outsider is refused), the 3-node JetStream cluster, the agents in the registry,
+over the bus, through the gateway (HTTPS, a capability token) and the router,
+their spans at the tracing backend's OTLP port; a durable flow that loses
+nothing when a NATS node container is killed; agent containers that check their
+own process, and come back after a crash; a graceful stop; then `down -v`
+leaves nothing of the project behind.
 
 Skipped, with the reason, where no engine runs and none can be started.
 """
@@ -12,14 +14,18 @@ Skipped, with the reason, where no engine runs and none can be started.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
+import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -27,10 +33,21 @@ import pytest
 from _docker import EngineMissing, Project, engine, prepare_offline_build
 from pydantic import BaseModel
 
-from actorbus import Actor, ActorSystem, AskTimeoutError, DurableSettings, handler
+from actorbus import (
+    Actor,
+    ActorSystem,
+    AskTimeoutError,
+    ConnectionLostError,
+    ConnectOptions,
+    DurableSettings,
+    handler,
+)
+from actorbus.actors.secure_broker import issued_connect_options
+from actorbus.cli import main as cli
 
 AGENTS = ("registry", "gateway", "router", "echo", "typist")
-SERVICES = ("nats-1", "nats-2", "nats-3", *AGENTS, "jaeger")
+SERVICES = ("secrets", "nats-1", "nats-2", "nats-3", *AGENTS, "jaeger")
+RUNNING = [s for s in SERVICES if s != "secrets"]  # it ran once and exited
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +60,15 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
             try:
                 p.run("build", "--force-rm")
                 p.run("up", "-d", *SERVICES)
-                yield p
+                # What an operator copies out to reach the secured broker from the
+                # host: the deployment's CA, the `client` member's home, the
+                # gateway's token clients, and the authority to issue more.
+                p.secrets = p.copy_out(
+                    p.container("secrets"), "/secrets", tmp_path_factory.mktemp("s") / "secrets"
+                )
+                with pytest.MonkeyPatch.context() as env:
+                    env.setenv("ACTORBUS_HOME", str(p.secrets / "homes" / "client"))
+                    yield p
             finally:
                 p.run("down", "-v", "--rmi", "all", "--remove-orphans")
                 assert p.leftovers() == [], "down -v left these behind"
@@ -66,20 +91,40 @@ def wait_health(
 
 
 def all_containers(p: Project) -> list[str]:
-    return [*(p.container(s) for s in SERVICES), p.container("echo", 2)]
+    return [*(p.container(s) for s in RUNNING), p.container("echo", 2)]
 
 
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
+def get_json(url: str, p: Project | None = None) -> Any:
+    context = ssl.create_default_context(cafile=str(p.secrets / "ca.pem")) if p else None
+    with urllib.request.urlopen(url, timeout=10, context=context) as response:
         return json.load(response)
 
 
-def post_json(url: str, body: Any) -> Any:
+def post_json(url: str, body: Any, p: Project | None = None, **headers: str) -> Any:
+    """POST JSON (over HTTPS trusting the deployment's CA when ``p`` is given)."""
     request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **headers},
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
+    context = ssl.create_default_context(cafile=str(p.secrets / "ca.pem")) if p else None
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:
         return json.load(response)
+
+
+def bearer_token(p: Project, agent: str) -> str:
+    """A capability token from the gateway's POST /auth/token, as the operator
+    (the token client the `secrets` service made a secret for)."""
+    secret = json.loads((p.secrets / "token-clients.json").read_text())["operator"]
+    basic = base64.b64encode(f"operator:{secret}".encode()).decode()
+    ask = {"agent_id": "operator", "target_agent_id": agent, "requested_capabilities": ["*"]}
+    answer = post_json(
+        p.url("GATEWAY_PORT", "/auth/token", "https"),
+        ask,
+        p,
+        Authorization=f"Basic {basic}",
+    )
+    return str(answer["token"])
 
 
 def urls(p: Project) -> list[str]:
@@ -101,7 +146,17 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
     wait_health(p, all_containers(p))
 
     async def over_the_bus() -> None:
-        nc = await nats.connect(servers=urls(p), connect_timeout=5)
+        with pytest.raises(ConnectionLostError):  # no credentials, no CA: refused at once
+            await ActorSystem.connect(urls(p), connect_options=ConnectOptions(servers=urls(p)))
+        member = issued_connect_options(p.secrets / "homes" / "client" / "ab", "test")
+        assert member is not None
+        nc = await nats.connect(
+            servers=urls(p),
+            connect_timeout=5,
+            user_credentials=member.credentials_file,
+            tls=member.tls,
+            inbox_prefix=member.inbox_prefix,
+        )
         try:  # one cluster of three, and the registry's bucket is on every node
             info = await nc.jetstream().stream_info("KV_actorbus-ab-registry")
             assert info.config.num_replicas == 3
@@ -126,7 +181,8 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
 
     eventually("the registry lists both echo replicas and the typist", listed)
 
-    card = get_json(p.url("GATEWAY_PORT", "/a2a/typist/.well-known/agent-card.json"))
+    gateway = p.url("GATEWAY_PORT", scheme="https")  # secured: HTTPS
+    card = get_json(f"{gateway}/a2a/typist/.well-known/agent-card.json", p)
     assert card["name"] == "typist"
     message = {
         "kind": "message",
@@ -135,7 +191,13 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
         "parts": [{"kind": "text", "text": "through the gateway"}],
     }
     send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
-    task = post_json(p.url("GATEWAY_PORT", "/a2a/echo"), send)["result"]
+    with pytest.raises(urllib.error.HTTPError) as no_token:  # refused without a token
+        post_json(f"{gateway}/a2a/echo", send, p)
+    assert no_token.value.code == 401
+    assert json.load(no_token.value)["error"]["data"]["actorbusCode"] == "E_AUTH"
+    send["params"]["message"]["messageId"] = uuid.uuid4().hex
+    token = bearer_token(p, "echo")
+    task = post_json(f"{gateway}/a2a/echo", send, p, Authorization=f"Bearer {token}")["result"]
     assert task["status"]["state"] == "completed", task
     assert "through the gateway" in json.dumps(task["artifacts"])
 
@@ -167,24 +229,32 @@ class Ledger(Actor):
 
 @pytest.mark.timeout(300)
 def test_a_durable_flow_loses_nothing_when_a_nats_node_container_is_killed(
-    project: Project,
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     p = project
-    ns = f"d{uuid.uuid4().hex[:8]}"
+    key = uuid.uuid4().hex[:8]
+    home = tmp_path / "ledger-home"
+    issue = [
+        *("security", "issue", "--authority", str(p.secrets / "authority")),
+        *("--out", str(home / "ab"), "--type", "ledger"),
+        *("--broker", str(p.secrets / "broker")),
+    ]
+    assert cli(issue) == 0  # an operator adds a deployment hosting `ledger`
+    monkeypatch.setenv("ACTORBUS_HOME", str(home))
 
     async def flow() -> None:
         Ledger.seen.clear()
         async with ActorSystem.connect(
-            urls(p), namespace=ns, durable=DurableSettings(replicas=3), registry=False
+            urls(p), durable=DurableSettings(replicas=3), registry=False
         ) as system:
-            await system.spawn(Ledger, "1")
+            await system.spawn(Ledger, key)
             for n in range(30):
-                await system.tell("ledger/1", Entry(n=n), durable=True)
+                await system.tell(f"ledger/{key}", Entry(n=n), durable=True)
             kill = ["docker", "kill", p.container("nats-2")]
             killed = await asyncio.to_thread(subprocess.run, kill, capture_output=True)
             assert killed.returncode == 0, killed.stderr
             for n in range(30, 60):  # sends go on while the cluster elects new leaders
-                await system.tell("ledger/1", Entry(n=n), durable=True, timeout=30)
+                await system.tell(f"ledger/{key}", Entry(n=n), durable=True, timeout=30)
             async with asyncio.timeout(60):
                 while len(Ledger.seen) < 60:
                     Ledger.changed.clear()

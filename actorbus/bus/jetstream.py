@@ -198,7 +198,17 @@ async def _create_or_update(js: JetStreamContext, config: StreamConfig) -> None:
     except nats.js.errors.BadRequestError as exc:
         if exc.err_code != _STREAM_EXISTS_OTHERWISE:
             raise
-        await js.update_stream(config)
+        try:
+            await js.update_stream(config)
+        except nats.js.errors.BadRequestError as refused:
+            name = config.name or ""
+            have = await js.stream_info(name)
+            raise ActorBusError(
+                f"stream {name} exists with {have.config.num_replicas} replica(s) and "
+                f"other settings, and the server refused to change it to "
+                f"{config.num_replicas} ({refused.description}): give every process of the "
+                "namespace the same DurableSettings (--js-replicas)"
+            ) from None
 
 
 _STREAM_EXISTS_OTHERWISE = 10058  # "stream name already in use with a different configuration"

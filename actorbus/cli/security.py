@@ -16,8 +16,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from actorbus.cli.common import EXIT_OK, CliError, stdout
+from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, stdout
 from actorbus.codecs.errors import DecodeError
+from actorbus.security import deployment
 from actorbus.security.broker import BrokerAuth
 from actorbus.security.credentials import Authority
 from actorbus.security.identity import Identity
@@ -70,6 +71,32 @@ def cmd_issue(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_deploy(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out)
+    out = stdout()
+    if args.if_missing and deployment.ready(out_dir):
+        out.print(f"deployment in {escape(str(out_dir))} exists: kept")
+        return EXIT_OK
+    try:
+        members = [deployment.Member.parse(spec) for spec in args.member or []]
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    written = deployment.deploy(
+        out_dir,
+        args.namespace,
+        members,
+        nats_hosts=args.nats_host or [],
+        mounted_at=Path(args.mounted_at) if args.mounted_at else None,
+        token_clients=args.token_client or [],
+        ttl=args.ttl_days * 86400.0,
+    )
+    out.print(f"wrote {len(written)} files into {escape(str(out_dir))}")
+    for member in members:
+        home = out_dir / "homes" / member.name
+        out.print(f"  {member.name:<10} ACTORBUS_HOME={escape(str(home))}")
+    return EXIT_OK
+
+
 def add_parser(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
@@ -96,3 +123,31 @@ def add_parser(
         help="the broker's ACTORBUS_HOME: also write a NATS user limited to these types",
     )
     iss.set_defaults(func=cmd_issue)
+    dep = actions.add_parser(
+        "deploy",
+        help="everything a deployment needs on the secured broker, at once",
+        description="An authority, the broker's operator, accounts and TLS "
+        "(nats.conf to include), and one ACTORBUS_HOME per member: for a compose "
+        "file's init service, or an operator shipping the files to machines.",
+    )
+    dep.add_argument("--out", required=True, help="the directory to write")
+    dep.add_argument("--namespace", default="ab", help="the namespace (ab)")
+    dep.add_argument(
+        "--member",
+        action="append",
+        metavar="NAME[=TYPE,...][+issuer][@HOST,...]",
+        help="a process role: the actor types it hosts, +issuer for the token issuer's "
+        "key (gateway, registry), @hosts for an HTTPS certificate (repeatable)",
+    )
+    dep.add_argument(
+        "--nats-host", action="append", help="a NATS node's host name for its certificate"
+    )
+    dep.add_argument("--mounted-at", help="where --out is mounted in the nodes (nats.conf paths)")
+    dep.add_argument(
+        "--token-client", action="append", help="a POST /auth/token client to make a secret for"
+    )
+    dep.add_argument("--ttl-days", type=float, default=30.0, help="validity in days (30)")
+    dep.add_argument(
+        "--if-missing", action="store_true", help="keep a complete deployment already there"
+    )
+    dep.set_defaults(func=cmd_deploy)

@@ -207,10 +207,12 @@ class BrokerAuth:
 
 
 class DevCertificates:
-    """A development CA and a server certificate for 127.0.0.1, ::1 and
-    localhost, in ``<home>/tls`` (made on first use, reused after)."""
+    """A development CA and a server certificate for 127.0.0.1, ::1, localhost
+    and ``hosts`` (a compose file's node names), in ``<home>/tls`` (made on
+    first use, reused after)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, hosts: Sequence[str] = ()) -> None:
+        self.hosts = tuple(hosts)
         self.dir = home / "tls"
         self.ca_file = self.dir / "ca.pem"
         self.cert_file = self.dir / "server.pem"
@@ -239,16 +241,36 @@ class DevCertificates:
             )
             .sign(ca_key, hashes.SHA256())
         )
+        pem = serialization.Encoding.PEM
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.ca_file.write_bytes(ca.public_bytes(pem))
+        write_private(  # to sign more certificates for this machine (compose, tests)
+            self.ca_key_file,
+            ca_key.private_bytes(
+                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+        )
+        self.server_certificate(self.hosts, self.cert_file, self.key_file)
+
+    def server_certificate(self, hosts: Sequence[str], cert_file: Path, key_file: Path) -> None:
+        """A server certificate from this CA for localhost, 127.0.0.1, ::1 and
+        ``hosts`` (another service's, the gateway's HTTPS, say)."""
+        pem = serialization.Encoding.PEM
+        ca = x509.load_pem_x509_certificate(self.ca_file.read_bytes())
+        ca_key = serialization.load_pem_private_key(self.ca_key_file.read_bytes(), None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        now = dt.datetime.now(dt.UTC)
         key = ec.generate_private_key(ec.SECP256R1())
-        names = [
+        names: list[x509.GeneralName] = [
             x509.DNSName("localhost"),
             x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
             x509.IPAddress(ipaddress.ip_address("::1")),
+            *(x509.DNSName(h) for h in hosts),
         ]
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-            .issuer_name(ca_name)
+            .issuer_name(ca.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))
@@ -259,18 +281,10 @@ class DevCertificates:
             )
             .sign(ca_key, hashes.SHA256())
         )
-        pem = serialization.Encoding.PEM
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.ca_file.write_bytes(ca.public_bytes(pem))
-        write_private(  # to sign more certificates for this machine (compose, tests)
-            self.ca_key_file,
-            ca_key.private_bytes(
-                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            ),
-        )
-        self.cert_file.write_bytes(cert.public_bytes(pem))
+        cert_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        cert_file.write_bytes(cert.public_bytes(pem))
         write_private(
-            self.key_file,
+            key_file,
             key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
         )
 

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from actorbus.actors.secure_broker import join_options
 from actorbus.actors.system import ActorSystem
+from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.startstop import AsyncStartStop
 
 
@@ -36,15 +37,23 @@ class HostedService(AsyncStartStop):
         self.http_url: str | None = None
         self._runner: web.AppRunner | None = None
 
-    async def open_system(self, name: str, hosts: Sequence[str] | None = None) -> ActorSystem:
+    async def open_system(
+        self, name: str, hosts: Sequence[str] | None = None, *, js_replicas: int = 1
+    ) -> ActorSystem:
         """The system to run on: the one given, or a new connection called ``name``
-        (on a secured broker, limited to the actor types ``hosts`` when given)."""
+        (on a secured broker, limited to the actor types ``hosts`` when given),
+        creating the namespace's durable streams with ``js_replicas`` (3 on a
+        cluster: every process of a namespace must ask for the same)."""
         if self.system is None:
             assert self._nats_url is not None
             urls = [self._nats_url] if isinstance(self._nats_url, str) else self._nats_url
             joining = await join_options(urls[0], self.namespace, name, hosts=hosts)
             self.system = await ActorSystem.connect(
-                urls, namespace=self.namespace, name=name, **joining
+                urls,
+                namespace=self.namespace,
+                name=name,
+                durable=DurableSettings(replicas=js_replicas),
+                **joining,
             )
         return self.system
 

@@ -80,6 +80,21 @@ def parser() -> argparse.ArgumentParser:
         "or any URL (a trusted network; logged)",
     )
     p.add_argument("--no-push", action="store_true", help="serve no A2A push notifications")
+    p.add_argument(
+        "--js-replicas",
+        type=int,
+        default=1,
+        choices=(1, 3, 5),
+        help="replicas of the durable streams it creates (3 on a cluster, as its agents)",
+    )
+    p.add_argument(
+        "--tls",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="HTTPS: auto (when the bus is secured), on, or off (plain HTTP; logged)",
+    )
+    p.add_argument("--tls-cert", type=Path, help="HTTPS certificate (PEM; default: the dev one)")
+    p.add_argument("--tls-key", type=Path, help="its private key (PEM)")
     return p
 
 
@@ -114,6 +129,10 @@ async def run(args: argparse.Namespace) -> None:
         request_ids=args.request_ids,
         push_notifications=not args.no_push,
         push_urls=args.push_urls,
+        tls=args.tls,
+        js_replicas=args.js_replicas,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
     stop = runner.stop_on_signals()
     urls = runner.nats_urls(args.nats)

@@ -94,7 +94,9 @@ class GatewayService(HostedService):
             # it asks actors and hosts none but its own (open tasks' listeners, the
             # push notification worker): on a secured broker it takes no other's messages
             hosts = (TASKS_TYPE, PUSH_TYPE) if s.push_notifications else (TASKS_TYPE,)
-            system = await self.open_system(f"gateway-{new_id()}", hosts=hosts)
+            system = await self.open_system(
+                f"gateway-{new_id()}", hosts=hosts, js_replicas=s.js_replicas
+            )
             self.store = await TaskStore.open(self.db_path)
             self._core = GatewayCore(
                 system,

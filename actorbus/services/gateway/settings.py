@@ -52,6 +52,7 @@ class GatewaySettings:
     # A2A push notifications (services/gateway/push.py): delivered from a durable
     # queue, retried after each delay of push_backoff, then dead-lettered. Webhook
     # URLs must be https on public addresses unless push_urls="any" (logged).
+    js_replicas: int = 1  # replicas of the durable streams it creates (3 on a cluster)
     push_notifications: bool = True
     push_urls: Literal["public", "any"] = "public"
     push_backoff: tuple[float, ...] = (1.0, 5.0, 30.0, 120.0, 600.0)

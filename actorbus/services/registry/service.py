@@ -126,7 +126,9 @@ class RegistryService(HostedService):
     async def start(self) -> None:
         s = self.settings
         try:
-            system = await self.open_system(self.instance_id, hosts=[RegistryActor.type_name])
+            system = await self.open_system(
+                self.instance_id, hosts=[RegistryActor.type_name], js_replicas=s.replicas
+            )
             js = system.js
             self._store = await RegistryStore.open(js, self.namespace, replicas=s.replicas)
             self._registry = Registry(self._store, self._fetcher, max_wait=s.max_wait)

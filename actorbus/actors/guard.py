@@ -302,11 +302,9 @@ class Guard:
 
     async def _provision(self, kind: str) -> Credential | None:
         """A type nobody hosted yet has no published key, so a message queued for
-        it (a durable send to an actor that starts later) could not be sealed,
-        and its receiver would refuse it. With the namespace's authority at hand
-        (development), this system makes the type's identity in the shared home,
-        as its first host would, and publishes its credential; deployments issued
-        offline publish theirs when a host starts."""
+        it could not be sealed and its receiver would refuse it. With the
+        namespace's authority at hand (development), make the type's identity
+        in the shared home, as its first host would, and publish its credential."""
         if self._authority is None:
             return None
         identity = Identity.load(self.home / "types" / f"{kind}.key")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -167,11 +168,15 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
             await nc.close()
         async with ActorSystem.connect(urls(p), registry=False) as system:
             for i in range(10):
-                pong = await system.ask("echo/1", {"text": f"hi {i}"}, intent="Ping", timeout=10)
+                ping = {"text": f"hi {i}"}  # plain data back: the examples' models may
+                pong = await system.ask(  # be known in this process (imported by others)
+                    "echo/1", ping, intent="Ping", timeout=10, returns=dict
+                )
                 assert pong == {"text": f"hi {i}", "by": "echo/1"}
             dictate = {"text": "one two three", "delay_s": 0}
-            items = system.stream("typist/1", dictate, intent="Dictate", timeout=10)
-            assert [w["text"] async for w in items] == ["one", "two", "three"]
+            items = system.stream("typist/1", dictate, intent="Dictate", timeout=10, returns=dict)
+            async with contextlib.aclosing(items):
+                assert [w["text"] async for w in items] == ["one", "two", "three"]
 
     asyncio.run(over_the_bus())
 
@@ -301,7 +306,9 @@ def test_a_crashed_agent_container_is_restarted_by_its_policy(project: Project) 
             async with asyncio.timeout(30):
                 while True:
                     try:
-                        reply = await system.ask("echo/1", {"text": "?"}, intent="Ping", timeout=3)
+                        reply = await system.ask(
+                            "echo/1", {"text": "?"}, intent="Ping", timeout=3, returns=dict
+                        )
                         break
                     except AskTimeoutError:
                         continue

@@ -113,17 +113,16 @@ def test_variables_configure_the_services() -> None:
 
 
 def test_services_restart_and_check_their_health(svcs: dict[str, Service]) -> None:
-    """Every service restarts by itself but the one-shot `secrets`; every one but
-    Jaeger (no HTTP client in its image, nothing waits for it) and `secrets` has
-    a healthcheck; every service_healthy dependency has one to wait for."""
+    """Every service restarts by itself but the one-shot `secrets`; every one
+    but `secrets` has a healthcheck; every service_healthy dependency has one to
+    wait for."""
     assert set(svcs) >= {*NATS_NODES, *ACTORBUS_ROLES, JAEGER, SECRETS}
     for name, svc in svcs.items():
         if name == SECRETS:
             assert svc.spec.get("restart") == "no"
             continue
         assert svc.spec.get("restart") in ("unless-stopped", "always"), name
-        if name != JAEGER:
-            assert svc.healthcheck is not None, name
+        assert svc.healthcheck is not None, name
         for dep, condition in svc.depends_on.items():
             assert dep in svcs, (name, dep)
             if condition == "service_healthy":
@@ -218,12 +217,12 @@ def test_actorbus_services_share_one_image_and_send_spans_to_jaeger(
 
 
 def test_jaeger_receives_otlp_and_serves_its_ui(svcs: dict[str, Service]) -> None:
-    """Not run by the live test (no Docker): its block is checked here."""
+    """Jaeger v2 (v1 reached its end of life), OTLP in, its UI and healthcheck."""
     jaeger = svcs[JAEGER]
-    assert str(jaeger.spec["image"]).startswith("jaegertracing/all-in-one:")
-    assert jaeger.environment["COLLECTOR_OTLP_ENABLED"] == "true"
+    assert str(jaeger.spec["image"]).startswith("jaegertracing/jaeger:2.")
     assert {p for _, p in jaeger.published} == {16686, 4317, 4318}
     assert {host.rsplit(":", 1)[1] for host, _ in jaeger.published} == {"16686", "4317", "4318"}
+    assert "http://127.0.0.1:13133/status" in (jaeger.healthcheck or [])
 
 
 def test_dockerfile_is_slim_non_root_and_sees_only_what_it_copies() -> None:

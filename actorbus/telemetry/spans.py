@@ -88,7 +88,11 @@ def sent(
     durable: bool,
     content: Any = None,
 ) -> None:
-    """Attributes known once the message is encoded."""
+    """Attributes known once the message is encoded; the intent joins the name,
+    so a trace's tree shows what was asked of whom at a glance."""
+    name = _name_of(span)
+    if span.is_recording() and not name.endswith(f" ({intent})"):  # once, if encoded again
+        span.update_name(f"{name} ({intent})")
     span.set_attributes(
         {
             "messaging.message.id": message_id,
@@ -156,7 +160,7 @@ def processing(
     )
     receive.end()
     process = _tracer.start_span(
-        f"process {address}",
+        f"process {address} ({env.intent})",
         context=trace.set_span_in_context(receive),
         kind=SpanKind.SERVER if expects_reply else SpanKind.CONSUMER,
         attributes={**attrs, OPENINFERENCE_KIND: "AGENT", "messaging.operation.type": "process"},
@@ -171,6 +175,11 @@ def processing(
     finally:
         otel_context.detach(token)
         process.end()
+
+
+def _name_of(span: Span) -> str:
+    name = getattr(span, "name", "")  # the SDK's span has it; the API's interface does not
+    return str(name)
 
 
 def _protocol(env: Any) -> str:

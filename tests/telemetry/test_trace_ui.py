@@ -55,12 +55,12 @@ needs_chromium = pytest.mark.skipif(
 SERVICES = ("caller", "forwarder", "whoami")
 SPAN_NAMES = (
     "flow",
-    "ask forward/f",
+    "ask forward/f (WhoAsk)",
     "receive forward/f",
-    "process forward/f",
-    "ask whoami/w",
+    "process forward/f (WhoAsk)",
+    "ask whoami/w (WhoAsk)",
     "receive whoami/w",
-    "process whoami/w",
+    "process whoami/w (WhoAsk)",
 )
 
 
@@ -154,11 +154,11 @@ def test_spans_from_three_processes_form_one_tree(phoenix: PhoenixServer, flow_t
     ]
     assert {span.trace_id for span in spans} == {flow_trace}
     assert {span.project for span in spans} == {DEFAULT_PROJECT}
-    assert by_name["process whoami/w"].attributes["messaging.system"] == "nats"
+    assert by_name["process whoami/w (WhoAsk)"].attributes["messaging.system"] == "nats"
     hops = [span for span in spans if span.name.split()[0] in ("ask", "receive", "process")]
     kinds = {span.name.split()[0]: span.kind for span in hops}  # no "unknown" in the UI
     assert kinds == {"ask": "CHAIN", "receive": "CHAIN", "process": "AGENT"}
-    assert format_tree(spans).splitlines()[-1].strip() == "process whoami/w [whoami]"
+    assert format_tree(spans).splitlines()[-1].strip() == "process whoami/w (WhoAsk) [whoami]"
     assert phoenix.client().latest_trace_id() == flow_trace
 
 

@@ -67,8 +67,15 @@ class Front(Actor):
         return answer
 
 
+def hop(name: str) -> str:
+    """A span's name without the intent: ``process echo/1 (Question)`` is the hop
+    ``process echo/1``."""
+    return name.split(" (")[0]
+
+
 def by_name(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
-    return {s.name: s for s in exporter.get_finished_spans()}
+    """The finished spans by hop (see :func:`hop`)."""
+    return {hop(s.name): s for s in exporter.get_finished_spans()}
 
 
 def ids(span: ReadableSpan) -> tuple[int, int]:
@@ -84,6 +91,9 @@ async def test_an_ask_is_one_trace_of_send_receive_and_process(make_system, span
     answer = await caller.ask("echo/1", Question(text="hi"), session_id="s-1")
     got = by_name(spans)
     send, receive, process = got["ask echo/1"], got["receive echo/1"], got["process echo/1"]
+    # the intent in the names of the send and the handler's run: the tree says what
+    assert (send.name, receive.name) == ("ask echo/1 (Question)", "receive echo/1")
+    assert process.name == "process echo/1 (Question)"
     trace_id, send_id = ids(send)
     assert answer["trace"] == format(trace_id, "032x")  # the envelope carries the same id
     assert receive.parent is not None
@@ -170,7 +180,7 @@ async def test_a_redelivery_is_linked_to_the_original_send(make_system, spans: A
     await host.tell("flaky/1", Question(text="x"))
 
     def received() -> list[ReadableSpan]:
-        return [s for s in spans.get_finished_spans() if s.name == "process flaky/1"]
+        return [s for s in spans.get_finished_spans() if hop(s.name) == "process flaky/1"]
 
     async def two() -> None:
         while True:
@@ -179,7 +189,7 @@ async def test_a_redelivery_is_linked_to_the_original_send(make_system, spans: A
             await asyncio.sleep(0.02)  # a bounded poll of the exporter
 
     await asyncio.wait_for(two(), 5)
-    receives = [s for s in spans.get_finished_spans() if s.name == "receive flaky/1"]
+    receives = [s for s in spans.get_finished_spans() if hop(s.name) == "receive flaky/1"]
     send = by_name(spans)["tell flaky/1"]
     assert [dict(s.attributes or {})["actorbus.attempt"] for s in receives] == [1, 2]
     assert all(dict(s.attributes or {})["actorbus.delivery"] == "durable" for s in receives)
@@ -234,7 +244,7 @@ async def test_a_flow_across_three_processes_is_one_recorded_trace(
     assert root.record["service"] == "caller"
 
     def shape(node: Any) -> list[Any]:
-        return [node.record["name"], [shape(c) for c in node.children]]
+        return [hop(node.record["name"]), [shape(c) for c in node.children]]
 
     hops = ["ask forward/f", "receive forward/f", "process forward/f"]
     hops += ["ask whoami/w", "receive whoami/w", "process whoami/w"]

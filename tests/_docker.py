@@ -5,15 +5,19 @@ stops; and a compose project on it that is taken down with everything it made.""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "compose" / "docker-compose.yml"
@@ -121,6 +125,7 @@ class Project:
         for inherited in ("OTEL_EXPORTER_OTLP_ENDPOINT", "COMPOSE_PROJECT_NAME", "COMPOSE_FILE"):
             self.env.pop(inherited, None)
         self.secrets = Path()  # where a test copied the `secrets` service's output
+        self.ca: Path | None = None  # the deployment's CA, once copied out
         named = [arg for f in files for arg in ("-f", str(f))]
         self.base = [*compose_command(), "-p", self.name, *named]
 
@@ -182,3 +187,50 @@ def prepare_offline_build() -> None:
     )
     if done.returncode != 0:
         raise EngineMissing(f"offline build preparation failed: {done.stderr[-2000:]}")
+
+
+# -- what the compose tests ask of a running project ---------------------------------
+
+
+def health(p: Project, container: str) -> str:
+    return p.inspect(container, "{{.State.Health.Status}}")
+
+
+def wait_health(
+    p: Project, containers: list[str], want: str = "healthy", timeout: float = 120
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(health(p, c) == want for c in containers):
+        states = {c: health(p, c) for c in containers}
+        assert time.monotonic() < deadline, f"not all {want} in {timeout}s: {states}"
+        time.sleep(1)
+
+
+def get_json(url: str, cafile: Path | None = None) -> Any:
+    """GET JSON (over HTTPS trusting ``cafile`` when given)."""
+    context = ssl.create_default_context(cafile=str(cafile)) if cafile else None
+    with urllib.request.urlopen(url, timeout=10, context=context) as response:
+        return json.load(response)
+
+
+def post_json(url: str, body: Any, cafile: Path | None = None, **headers: str) -> Any:
+    """POST JSON (over HTTPS trusting ``cafile`` when given)."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **headers},
+    )
+    context = ssl.create_default_context(cafile=str(cafile)) if cafile else None
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:
+        return json.load(response)
+
+
+def a2a_send(text: str) -> dict[str, Any]:
+    """An A2A 0.3 ``message/send`` of one text part, as any A2A client sends it."""
+    message = {
+        "kind": "message",
+        "messageId": uuid.uuid4().hex,
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import signal
-import ssl
 import subprocess
 import time
 import urllib.error
@@ -31,7 +30,17 @@ from typing import Any
 
 import nats
 import pytest
-from _docker import EngineMissing, Project, engine, prepare_offline_build
+from _docker import (
+    EngineMissing,
+    Project,
+    a2a_send,
+    engine,
+    get_json,
+    health,
+    post_json,
+    prepare_offline_build,
+    wait_health,
+)
 from pydantic import BaseModel
 
 from actorbus import (
@@ -67,6 +76,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
                 p.secrets = p.copy_out(
                     p.container("secrets"), "/secrets", tmp_path_factory.mktemp("s") / "secrets"
                 )
+                p.ca = p.secrets / "ca.pem"
                 with pytest.MonkeyPatch.context() as env:
                     env.setenv("ACTORBUS_HOME", str(p.secrets / "homes" / "client"))
                     yield p
@@ -77,40 +87,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
         pytest.skip(str(exc))
 
 
-def health(p: Project, container: str) -> str:
-    return p.inspect(container, "{{.State.Health.Status}}")
-
-
-def wait_health(
-    p: Project, containers: list[str], want: str = "healthy", timeout: float = 120
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not all(health(p, c) == want for c in containers):
-        states = {c: health(p, c) for c in containers}
-        assert time.monotonic() < deadline, f"not all {want} in {timeout}s: {states}"
-        time.sleep(1)
-
-
 def all_containers(p: Project) -> list[str]:
     return [*(p.container(s) for s in RUNNING), p.container("echo", 2)]
-
-
-def get_json(url: str, p: Project | None = None) -> Any:
-    context = ssl.create_default_context(cafile=str(p.secrets / "ca.pem")) if p else None
-    with urllib.request.urlopen(url, timeout=10, context=context) as response:
-        return json.load(response)
-
-
-def post_json(url: str, body: Any, p: Project | None = None, **headers: str) -> Any:
-    """POST JSON (over HTTPS trusting the deployment's CA when ``p`` is given)."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", **headers},
-    )
-    context = ssl.create_default_context(cafile=str(p.secrets / "ca.pem")) if p else None
-    with urllib.request.urlopen(request, timeout=30, context=context) as response:
-        return json.load(response)
 
 
 def bearer_token(p: Project, agent: str) -> str:
@@ -122,7 +100,7 @@ def bearer_token(p: Project, agent: str) -> str:
     answer = post_json(
         p.url("GATEWAY_PORT", "/auth/token", "https"),
         ask,
-        p,
+        p.ca,
         Authorization=f"Basic {basic}",
     )
     return str(answer["token"])
@@ -187,22 +165,15 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
     eventually("the registry lists both echo replicas and the typist", listed)
 
     gateway = p.url("GATEWAY_PORT", scheme="https")  # secured: HTTPS
-    card = get_json(f"{gateway}/a2a/typist/.well-known/agent-card.json", p)
+    card = get_json(f"{gateway}/a2a/typist/.well-known/agent-card.json", p.ca)
     assert card["name"] == "typist"
-    message = {
-        "kind": "message",
-        "messageId": uuid.uuid4().hex,
-        "role": "user",
-        "parts": [{"kind": "text", "text": "through the gateway"}],
-    }
-    send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
     with pytest.raises(urllib.error.HTTPError) as no_token:  # refused without a token
-        post_json(f"{gateway}/a2a/echo", send, p)
+        post_json(f"{gateway}/a2a/echo", a2a_send("through the gateway"), p.ca)
     assert no_token.value.code == 401
     assert json.load(no_token.value)["error"]["data"]["actorbusCode"] == "E_AUTH"
-    send["params"]["message"]["messageId"] = uuid.uuid4().hex
     token = bearer_token(p, "echo")
-    task = post_json(f"{gateway}/a2a/echo", send, p, Authorization=f"Bearer {token}")["result"]
+    send = a2a_send("through the gateway")
+    task = post_json(f"{gateway}/a2a/echo", send, p.ca, Authorization=f"Bearer {token}")["result"]
     assert task["status"]["state"] == "completed", task
     assert "through the gateway" in json.dumps(task["artifacts"])
 

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-import urllib.request
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -21,8 +18,11 @@ from _docker import (
     SINK,
     EngineMissing,
     Project,
+    a2a_send,
     engine,
+    post_json,
     prepare_offline_build,
+    wait_health,
 )
 
 from actorbus import ActorSystem
@@ -56,11 +56,7 @@ def laptop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
 @pytest.mark.timeout(300)
 def test_your_own_agents_on_a_single_node(laptop: Project) -> None:
     p = laptop
-    names = ["nats", "registry", "gateway", "agents"]
-    deadline = time.monotonic() + 120
-    while any(p.inspect(p.container(n), "{{.State.Health.Status}}") != "healthy" for n in names):
-        assert time.monotonic() < deadline, "not healthy in 120 s"
-        time.sleep(1)
+    wait_health(p, [p.container(n) for n in ("nats", "registry", "gateway", "agents")])
 
     async def ask() -> str:
         url = f"nats://127.0.0.1:{p.ports['NATS_PORT']}"
@@ -69,19 +65,6 @@ def test_your_own_agents_on_a_single_node(laptop: Project) -> None:
             return reply
 
     assert asyncio.run(ask()) == "hello laptop, from a container"
-    message = {
-        "kind": "message",
-        "messageId": uuid.uuid4().hex,
-        "role": "user",
-        "parts": [{"kind": "text", "text": "gateway"}],
-    }
-    send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
-    request = urllib.request.Request(
-        p.url("GATEWAY_PORT", "/a2a/greeter"),
-        data=json.dumps(send).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        task = json.load(response)["result"]
+    task = post_json(p.url("GATEWAY_PORT", "/a2a/greeter"), a2a_send("gateway"))["result"]
     assert task["status"]["state"] == "completed", task
     assert "hello gateway, from a container" in json.dumps(task["artifacts"])

@@ -96,14 +96,15 @@ async def join_options(
     *,
     hosts: Sequence[str] | None = None,
 ) -> JoinOptions:
-    """How a process on this machine joins the server at ``url``: nothing special
-    for an open server; for a secured one (its INFO line says so), a member's
+    """How a process on this machine joins the server at ``url``: plain connect
+    options for an open server; for a secured one (its INFO line says so), a member's
     credentials and TLS from this machine's ``ACTORBUS_HOME``, and end-to-end
     security on. With ``hosts``, the process hosts those actor types and no
     other: its user may subscribe to their subjects only. ConnectionLostError
     when no server answers."""
     if not wants_security(await server_info(url, timeout)):
-        return {}
+        # said outright, so ActorSystem.connect() does not ask the server again
+        return {"connect_options": ConnectOptions(name=name)}
     security = SecuritySettings(hosts=None if hosts is None else tuple(hosts))
     issued = issued_connect_options(default_home(namespace), name)
     if issued is not None:  # a deployment with its own user, issued offline

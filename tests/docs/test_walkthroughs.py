@@ -23,12 +23,18 @@ GETTING_STARTED = DOCS / "getting-started.md"
 WALKTHROUGH = DOCS / "walkthrough.md"
 
 
-async def test_getting_started_runs_as_written(tmp_path: Path) -> None:
-    written = written_out(GETTING_STARTED, tmp_path)
-    assert set(written) == {"first_agent.py", "test_first_agent.py"}
-    env = reader_env(tmp_path / "home")
-    out = await finished("python first_agent.py", tmp_path, env)
+async def first_agent_runs(page: Path, directory: Path, also: set[str]) -> dict[str, str]:
+    """Write out the page's files (first_agent.py and ``also``) and run its first
+    agent as the reader would; the reader's environment, for what follows."""
+    assert set(written_out(page, directory)) == {"first_agent.py", *also}
+    env = reader_env(directory / "home")
+    out = await finished("python first_agent.py", directory, env)
     assert out.strip().splitlines()[-1] == "text='HI'"
+    return env
+
+
+async def test_getting_started_runs_as_written(tmp_path: Path) -> None:
+    env = await first_agent_runs(GETTING_STARTED, tmp_path, {"test_first_agent.py"})
 
     cmds = commands(GETTING_STARTED.read_text())
     assert "pytest --asyncio-mode=auto" in cmds
@@ -80,11 +86,7 @@ async def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
 async def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     """Its first agent, imported by `actorbus run` without running, and its
     two-process example."""
-    written = written_out(README, tmp_path)
-    assert set(written) == {"first_agent.py", "client.py"}
-    env = reader_env(tmp_path / "home")
-    out = await finished("python first_agent.py", tmp_path, env)
-    assert out.strip().splitlines()[-1] == "text='HI'"
+    env = await first_agent_runs(README, tmp_path, {"client.py"})
 
     cmds = commands(README.read_text())
     up, run = "actorbus up", "actorbus run first_agent:Echo --key 1"

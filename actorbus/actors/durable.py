@@ -39,6 +39,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from actorbus.actors.dead_letters import dead_letter_record
+from actorbus.actors.handled_keys import HandledKeys
 from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release
 from actorbus.bus.jetstream import (
     consumer_config,
@@ -96,6 +97,7 @@ class DurableReader:
         self._task: asyncio.Task[None] | None = None
         self._gauge: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
+        self._handled_keys: HandledKeys | None = None
 
     async def _subscribe(self, subject: str, config: ConsumerConfig) -> None:
         rt = self.rt
@@ -223,7 +225,7 @@ class DurableReader:
             return None
         entry = self._idempotency_entry(address, env)
         if entry is not None:
-            handled = await self._handled_before(entry)
+            handled = await self._handled.get(entry)
             if handled is not None:
                 # A crash may have come between recording and sending: send again
                 # (the stream drops what it has by id), then settle.
@@ -257,16 +259,22 @@ class DurableReader:
         if entry is None:
             await release(self.rt, box.held)  # at least once: nothing to record
         else:
-            handled = self.rt.handled
-            assert handled is not None
             record = box.record(env.id)
             if record is None:  # too large to keep with the key: sent first
                 await release(self.rt, box.held)
-                await handled.put(entry, pack({"id": env.id, "out": []}))
+                await self._handled.put(entry, pack({"id": env.id, "out": []}))
             else:
-                await handled.put(entry, record)
+                await self._handled.put(entry, record)
                 await release(self.rt, box.held)
         await msg.ack()
+
+    @property
+    def _handled(self) -> HandledKeys:
+        if self._handled_keys is None:
+            assert self.rt.handled is not None  # made with the durable stores
+            patience = self.rt.durable_settings.start_timeout
+            self._handled_keys = HandledKeys(self.rt.handled, patience, self.what)
+        return self._handled_keys
 
     @property
     def _backoff(self) -> tuple[float, ...]:
@@ -288,15 +296,6 @@ class DurableReader:
         if not (spec.idempotent if spec is not None else self.cls.idempotent):
             return None
         return idempotency_entry(Address.parse(address), key)
-
-    async def _handled_before(self, entry: str) -> bytes | None:
-        """The key's record if it was handled already, else None."""
-        assert self.rt.handled is not None
-        try:
-            found = await self.rt.handled.get(entry)
-        except nats.js.errors.KeyNotFoundError:
-            return None
-        return found.value or b""
 
     async def _count_expired(self, err: ExpiredError, address: str) -> None:
         """Count in the namespace's stats bucket, so every process sees the total."""

@@ -219,12 +219,14 @@ _NOT_ENABLED = (10039, 10076)  # JetStream not enabled (for the account)
 def transient(exc: BaseException) -> bool:
     """A JetStream answer that a cluster settling (a leader election, a node
     rejoining) gives for a few seconds, and that a retry soon gets past."""
-    if isinstance(exc, nats.errors.TimeoutError):
-        return True
+    if isinstance(exc, (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError)):
+        return True  # the latter: a stream's write found no leader (it is being elected)
+    # Some of nats-py's APIErrors (KeyNotFoundError) are made without an err_code.
+    code = getattr(exc, "err_code", None)
     if isinstance(exc, nats.js.errors.ServiceUnavailableError):
         # No code: nobody answered the API (JetStream is off); no retry will help.
-        return exc.err_code is not None and exc.err_code not in _NOT_ENABLED
-    return isinstance(exc, nats.js.errors.APIError) and exc.err_code == _NO_PEERS
+        return code is not None and code not in _NOT_ENABLED
+    return isinstance(exc, nats.js.errors.APIError) and code == _NO_PEERS
 
 
 async def patiently(call: Callable[[], Awaitable[T]], timeout: float, what: str = "") -> T:

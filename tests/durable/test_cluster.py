@@ -7,12 +7,12 @@ import time
 from typing import Any
 
 import pytest
-from test_durable import Entry, spawn_ledger
+from test_durable import Entry, OnceLedger, spawn_ledger
 
 from actorbus import ActorBusError, ActorSystem, AskTimeoutError, StoreUnavailableError
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.connection import ConnectOptions
-from actorbus.bus.jetstream import DurableSettings, stream_name
+from actorbus.bus.jetstream import DurableSettings, idempotency_bucket, stream_name
 
 R3 = DurableSettings(replicas=3, backoff=(0.05, 0.1), ack_wait=5.0)
 
@@ -56,12 +56,13 @@ async def test_a_node_killed_mid_run_loses_nothing(cluster: EmbeddedCluster, ns:
         cluster.restart(0)
 
 
-async def stream_leader(system: ActorSystem, ns: str) -> str:
-    """The server leading the durable stream (asked until a node that knows answers)."""
+async def stream_leader(system: ActorSystem, ns: str, stream: str = "") -> str:
+    """The server leading the durable stream, or ``stream`` (asked until a node
+    that knows answers)."""
     deadline = time.monotonic() + 30
     while True:
         try:
-            info = await system.js.stream_info(stream_name(ns))
+            info = await system.js.stream_info(stream or stream_name(ns))
             if info.cluster is not None and info.cluster.leader:
                 return info.cluster.leader
         except Exception:
@@ -122,3 +123,42 @@ async def test_a_store_that_never_answers_is_a_store_unavailable_error(
         assert 1.4 < time.monotonic() - started < 5
     finally:
         await system.close(timeout=2)
+
+
+async def test_an_idempotent_reader_handles_each_key_once_through_its_buckets_failover(
+    cluster: EmbeddedCluster, ns: str
+) -> None:
+    """The handled-keys bucket's leader is SIGKILLed while an idempotent reader
+    works: its reads and writes of handled keys ride through the election, and an
+    ack lost with the node brings back a message the bucket already knows, so no
+    key is handled twice and none is lost."""
+    system = await ActorSystem.connect(
+        cluster.urls,
+        namespace=ns,
+        durable=R3,
+        connect_options=ConnectOptions(reconnect_deadline=30.0),
+    )
+    killed = None
+    try:
+        await system.durable_ready()
+        progress = await spawn_ledger(system, "kv", cls=OnceLedger)
+        bucket = f"KV_{idempotency_bucket(ns)}"
+        leader = await stream_leader(system, ns, bucket)
+        total = 200
+        for n in range(total):
+            if n == 100:
+                await progress.reached(60)  # the reader is busy when the leader dies
+                killed = next(
+                    i for i, node in enumerate(cluster.nodes) if node.config.server_name == leader
+                )
+                cluster.kill(killed)
+            await system.tell(
+                "once-ledger/kv", Entry(n=n), durable=True, idempotency_key=f"entry-{n}"
+            )
+        await progress.reached(total)
+        assert sorted(progress.seen) == list(range(total)), "lost or handled twice"
+        assert await stream_leader(system, ns, bucket) != leader
+    finally:
+        await system.close(timeout=2)
+        if killed is not None:
+            cluster.restart(killed)

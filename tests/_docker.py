@@ -4,6 +4,7 @@ stops; and a compose project on it that is taken down with everything it made.""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -19,11 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "compose" / "docker-compose.yml"
-# The tracing backend's stand-in where Jaeger cannot be pulled (see the file).
-SINK = REPO / "tests" / "fixtures" / "compose"
+OFFLINE_FILE = REPO / "compose" / "offline.yml"  # no registry here: the offline profile
+FIXTURES = REPO / "tests" / "fixtures" / "compose"
 BASE_IMAGE = "actorbus-base:bookworm"
+PHOENIX_IMAGE = "actorbus-phoenix:local"  # kept, like the base image: built once
+BUILT_FOR = "org.actorbus.built-for"  # the label on an image build's leftover stage
 
 
 class EngineMissing(Exception):
@@ -93,20 +98,18 @@ CLUSTER_PORTS = (
     "REGISTRY_PORT",
     "GATEWAY_PORT",
     "ROUTER_PORT",
-    "JAEGER_UI_PORT",
-    "OTLP_GRPC_PORT",
-    "OTLP_HTTP_PORT",
+    "PHOENIX_PORT",
 )
 SINGLE_PORTS = ("NATS_PORT", "REGISTRY_PORT", "GATEWAY_PORT")
 
 
 class Project:
-    """One compose project under test names: ``files`` (docker-compose.yml with
-    the tracing backend's stand-in by default), its published ports free ones."""
+    """One compose project under test names: ``files`` (docker-compose.yml in
+    the offline profile by default), its published ports free ones."""
 
     def __init__(
         self,
-        files: tuple[Path, ...] = (COMPOSE_FILE, SINK / "otlp-sink.yml"),
+        files: tuple[Path, ...] = (COMPOSE_FILE, OFFLINE_FILE),
         ports: tuple[str, ...] = CLUSTER_PORTS,
         **env: str,
     ) -> None:
@@ -118,8 +121,8 @@ class Project:
             **{var: str(port) for var, port in self.ports.items()},
             "PYTHON_IMAGE": BASE_IMAGE,
             "ACTORBUS_IMAGE": self.image,
-            "NATS_IMAGE": self.image,  # the offline profile: nats-server of the image
-            "OTLP_SINK_DIR": str(SINK),
+            "NATS_IMAGE": self.image,  # single.yml's offline way: nats-server of the image
+            "PHOENIX_IMAGE": PHOENIX_IMAGE,
             **env,
         }
         for inherited in ("OTEL_EXPORTER_OTLP_ENDPOINT", "COMPOSE_PROJECT_NAME", "COMPOSE_FILE"):
@@ -162,25 +165,46 @@ class Project:
         assert done.returncode == 0, done.stderr
         return dest
 
+    def down(self) -> None:
+        """``down -v --rmi all``, then the untagged stage the image's build left
+        (the classic builder keeps it; compose/Dockerfile labels it)."""
+        self.run("down", "-v", "--rmi", "all", "--remove-orphans")
+        stage = f"label={BUILT_FOR}={self.image}"
+        subprocess.run(["docker", "image", "prune", "--force", "--filter", stage], check=True)
+
+    @contextlib.contextmanager
+    def as_client(self, into: Path) -> Iterator[None]:
+        """As an operator would: the `secrets` service's output copied out to
+        ``into``, its CA trusted, the `client` member's home as ACTORBUS_HOME."""
+        self.secrets = self.copy_out(self.container("secrets"), "/secrets", into)
+        self.ca = self.secrets / "ca.pem"
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("ACTORBUS_HOME", str(self.secrets / "homes" / "client"))
+            yield
+
     def leftovers(self) -> list[str]:
         """Containers, networks, volumes and images of this project still there."""
         found = []
         named = f"name={self.name}"
+        stage = f"label={BUILT_FOR}={self.image}"
         for kind, args in (
             ("container", ["ps", "-a", "--filter", named, "--format", "{{.Names}}"]),
             ("network", ["network", "ls", "--filter", named, "--format", "{{.Name}}"]),
             ("volume", ["volume", "ls", "--filter", named, "--format", "{{.Name}}"]),
             ("image", ["images", "--filter", f"reference={self.image}", "--format", "{{.ID}}"]),
+            ("build stage", ["images", "-a", "--filter", stage, "--format", "{{.ID}}"]),
         ):
             out = subprocess.run(["docker", *args], capture_output=True, text=True).stdout
             found += [f"{kind} {line}" for line in out.split() if line]
         return found
 
 
-def prepare_offline_build() -> None:
-    """The base image from Debian's packages and the wheels (compose/offline.py)."""
+def prepare_offline_build(phoenix: bool = True) -> None:
+    """The base image from Debian's packages, the wheels and (``phoenix``) the
+    tracing UI's image (compose/offline.py)."""
+    options = ["--phoenix", PHOENIX_IMAGE] if phoenix else ["--no-phoenix"]
     done = subprocess.run(
-        [sys.executable, str(REPO / "compose" / "offline.py"), "--base", BASE_IMAGE],
+        [sys.executable, str(REPO / "compose" / "offline.py"), "--base", BASE_IMAGE, *options],
         capture_output=True,
         text=True,
         timeout=600,
@@ -223,6 +247,21 @@ def post_json(url: str, body: Any, cafile: Path | None = None, **headers: str) -
     context = ssl.create_default_context(cafile=str(cafile)) if cafile else None
     with urllib.request.urlopen(request, timeout=30, context=context) as response:
         return json.load(response)
+
+
+def bearer_token(p: Project, agent: str) -> str:
+    """A capability token from the gateway's POST /auth/token, as the operator
+    (the token client the `secrets` service made a secret for)."""
+    secret = json.loads((p.secrets / "token-clients.json").read_text())["operator"]
+    basic = base64.b64encode(f"operator:{secret}".encode()).decode()
+    ask = {"agent_id": "operator", "target_agent_id": agent, "requested_capabilities": ["*"]}
+    answer = post_json(
+        p.url("GATEWAY_PORT", "/auth/token", "https"),
+        ask,
+        p.ca,
+        Authorization=f"Basic {basic}",
+    )
+    return str(answer["token"])
 
 
 def a2a_send(text: str) -> dict[str, Any]:

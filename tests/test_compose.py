@@ -14,6 +14,7 @@ The stack itself runs on a real engine in ``test_compose_engine.py``.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import re
@@ -37,6 +38,8 @@ from _compose import (
     schema_errors,
     services,
 )
+
+from actorbus.services.trace_ui import PHOENIX_REQUIREMENT
 
 NATS_NODES = ("nats-1", "nats-2", "nats-3")
 ACTORBUS_ROLES = ("registry", "gateway", "router", "echo", "typist")
@@ -301,12 +304,49 @@ def test_compose_path_is_the_documented_one() -> None:
 
 def test_the_laptop_stack_is_valid_and_needs_no_variables() -> None:
     """compose/single.yml: valid under the Compose specification, every variable
-    with a default, four services, the agents checking their own process."""
+    with a default, four services and the one-shot `secrets`, secured by default,
+    the agents checking their own process."""
     single = COMPOSE_DIR / "single.yml"
     assert schema_errors(load_raw(single)) == []
     assert schema_errors(load(path=single)) == []
     missing = sorted({r.name for r in references(load_raw(single)) if r.default is None})
     assert missing == [], f"variables without a default: {missing}"
     svcs = services(load(path=single))
-    assert sorted(svcs) == ["agents", "gateway", "nats", "registry"]
+    assert sorted(svcs) == ["agents", "gateway", "nats", "registry", "secrets"]
+    # secured by default, as docker-compose.yml is: every role has its own home
+    for role in ("agents", "gateway", "registry"):
+        assert svcs[role].environment["ACTORBUS_HOME"] == f"/secrets/homes/{role}"
+    assert "--token-clients" in svcs["gateway"].command
+    assert any("nats-single-secured.conf" in m.source for m in svcs["nats"].mounts)
     assert "--health-file" in " ".join(svcs["agents"].command)
+
+
+def test_the_offline_profile_is_valid_and_holds_the_phoenix_the_ui_expects() -> None:
+    """compose/offline.yml: valid, every variable with a default; every role that
+    sends spans sends them to Phoenix (not to the Jaeger it switches off), and
+    compose/offline.py builds the Phoenix that actorbus's trace UI installs."""
+    offline = COMPOSE_DIR / "offline.yml"
+    raw = load_raw(offline)
+    assert schema_errors(raw) == []
+    missing = sorted({r.name for r in references(raw) if r.default is None})
+    assert missing == [], f"variables without a default: {missing}"
+    base = services(load())
+    senders = {name for name, s in base.items() if "OTEL_EXPORTER_OTLP_ENDPOINT" in s.environment}
+    overrides = raw["services"]
+    redirected = {
+        name
+        for name, s in overrides.items()
+        if s.get("environment", {}).get("OTEL_EXPORTER_OTLP_ENDPOINT") == "http://phoenix:6006"
+    }
+    assert senders
+    assert redirected == senders
+    assert overrides["jaeger"]["profiles"] == ["jaeger"]
+    assert "6006" in overrides["phoenix"]["expose"]
+    nodes = [name for name in base if name.startswith("nats-")]
+    assert all(overrides[n]["image"] == "${ACTORBUS_IMAGE:-actorbus:local}" for n in nodes)
+    spec = importlib.util.spec_from_file_location("offline", COMPOSE_DIR / "offline.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.PHOENIX_REQUIREMENT == PHOENIX_REQUIREMENT

@@ -1,9 +1,10 @@
-"""compose/docker-compose.yml on a real container engine: the images built from a
-local base (no registry is reachable here), `up`, health, and from the host: the
+"""compose/docker-compose.yml on a real container engine, in the offline profile
+(compose/offline.yml: no registry is reachable here): the images built from a
+local base, `up`, health, and from the host: the
 broker secured by default (TLS and JWT users from the `secrets` service; an
 outsider is refused), the 3-node JetStream cluster, the agents in the registry,
 over the bus, through the gateway (HTTPS, a capability token) and the router,
-their spans at the tracing backend's OTLP port; a durable flow that loses
+their spans in the tracing UI (Phoenix, the offline profile's); a durable flow that loses
 nothing when a NATS node container is killed; agent containers that check their
 own process, and come back after a crash; a graceful stop; then `down -v`
 leaves nothing of the project behind.
@@ -14,7 +15,6 @@ Skipped, with the reason, where no engine runs and none can be started.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -34,6 +34,7 @@ from _docker import (
     EngineMissing,
     Project,
     a2a_send,
+    bearer_token,
     engine,
     get_json,
     health,
@@ -54,9 +55,10 @@ from actorbus import (
 )
 from actorbus.actors.secure_broker import issued_connect_options
 from actorbus.cli import main as cli
+from actorbus.services.trace_ui import PhoenixClient
 
 AGENTS = ("registry", "gateway", "router", "echo", "typist")
-SERVICES = ("secrets", "nats-1", "nats-2", "nats-3", *AGENTS, "jaeger")
+SERVICES = ("secrets", "nats-1", "nats-2", "nats-3", *AGENTS, "phoenix")
 RUNNING = [s for s in SERVICES if s != "secrets"]  # it ran once and exited
 
 
@@ -73,15 +75,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
                 # What an operator copies out to reach the secured broker from the
                 # host: the deployment's CA, the `client` member's home, the
                 # gateway's token clients, and the authority to issue more.
-                p.secrets = p.copy_out(
-                    p.container("secrets"), "/secrets", tmp_path_factory.mktemp("s") / "secrets"
-                )
-                p.ca = p.secrets / "ca.pem"
-                with pytest.MonkeyPatch.context() as env:
-                    env.setenv("ACTORBUS_HOME", str(p.secrets / "homes" / "client"))
+                with p.as_client(tmp_path_factory.mktemp("s") / "secrets"):
                     yield p
             finally:
-                p.run("down", "-v", "--rmi", "all", "--remove-orphans")
+                p.down()
                 assert p.leftovers() == [], "down -v left these behind"
     except EngineMissing as exc:
         pytest.skip(str(exc))
@@ -89,21 +86,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
 
 def all_containers(p: Project) -> list[str]:
     return [*(p.container(s) for s in RUNNING), p.container("echo", 2)]
-
-
-def bearer_token(p: Project, agent: str) -> str:
-    """A capability token from the gateway's POST /auth/token, as the operator
-    (the token client the `secrets` service made a secret for)."""
-    secret = json.loads((p.secrets / "token-clients.json").read_text())["operator"]
-    basic = base64.b64encode(f"operator:{secret}".encode()).decode()
-    ask = {"agent_id": "operator", "target_agent_id": agent, "requested_capabilities": ["*"]}
-    answer = post_json(
-        p.url("GATEWAY_PORT", "/auth/token", "https"),
-        ask,
-        p.ca,
-        Authorization=f"Basic {basic}",
-    )
-    return str(answer["token"])
 
 
 def urls(p: Project) -> list[str]:
@@ -181,11 +163,16 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
     decision = post_json(p.url("ROUTER_PORT", "/route"), route)
     assert decision["destination"] == "echo", decision  # the type: NATS picks a replica
 
-    def flow_traced() -> bool:  # the A2A call's trace: the gateway's span and the actor's
-        traces = get_json(p.url("OTLP_HTTP_PORT", "/received"))
-        return any({"gateway", "echo"} <= set(services) for services in traces.values())
+    phoenix = PhoenixClient(p.url("PHOENIX_PORT"))
 
-    eventually("the A2A call's spans from the gateway and echo at the OTLP port", flow_traced)
+    def flow_traced() -> bool:  # the A2A call's trace: the gateway's span and the actor's
+        for trace in phoenix.trace_ids("actorbus"):
+            services = {span.service for span in phoenix.spans(trace, "actorbus")}
+            if {"gateway", "echo"} <= services:
+                return True
+        return False
+
+    eventually("the A2A call's spans from the gateway and echo in Phoenix", flow_traced)
 
 
 class Entry(BaseModel):

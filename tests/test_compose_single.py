@@ -1,6 +1,8 @@
 """compose/single.yml, the laptop stack (one NATS node, the registry, the gateway
-and the user's agents), on a real engine: a user's own agent module, mounted,
-answers over the bus and through the gateway; `down -v` leaves nothing.
+and the user's agents), on a real engine: secured as the cluster is (the host
+reaches it with the `client` member's home and the CA; the gateway wants a
+token); a user's own agent module, mounted, answers over the bus and through the
+gateway; `down -v` leaves nothing.
 
 Skipped, with the reason, where no engine runs and none can be started.
 """
@@ -9,16 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 from collections.abc import Iterator
 
 import pytest
 from _docker import (
+    FIXTURES,
     SINGLE_FILE,
     SINGLE_PORTS,
-    SINK,
     EngineMissing,
     Project,
     a2a_send,
+    bearer_token,
     engine,
     post_json,
     prepare_offline_build,
@@ -27,7 +31,7 @@ from _docker import (
 
 from actorbus import ActorSystem
 
-AGENTS = SINK / "agents"  # greeter.py: a user's own module
+AGENTS = FIXTURES / "agents"  # greeter.py: a user's own module
 
 
 @pytest.fixture(scope="module")
@@ -35,19 +39,21 @@ def laptop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
     try:
         with engine(log):
-            prepare_offline_build()
+            prepare_offline_build(phoenix=False)
             p = Project(
                 (SINGLE_FILE,),
                 SINGLE_PORTS,
                 AGENTS_DIR=str(AGENTS),
                 AGENTS="agents.greeter:Greeter",
+                AGENT_TYPES="greeter",
             )
             try:
                 p.run("build", "--force-rm")
                 p.run("up", "-d")
-                yield p
+                with p.as_client(tmp_path_factory.mktemp("s") / "secrets"):
+                    yield p
             finally:
-                p.run("down", "-v", "--rmi", "all", "--remove-orphans")
+                p.down()
                 assert p.leftovers() == [], "down -v left these behind"
     except EngineMissing as exc:
         pytest.skip(str(exc))
@@ -65,6 +71,11 @@ def test_your_own_agents_on_a_single_node(laptop: Project) -> None:
             return reply
 
     assert asyncio.run(ask()) == "hello laptop, from a container"
-    task = post_json(p.url("GATEWAY_PORT", "/a2a/greeter"), a2a_send("gateway"))["result"]
+    url = p.url("GATEWAY_PORT", "/a2a/greeter", "https")
+    with pytest.raises(urllib.error.HTTPError) as refused:  # no token: no call
+        post_json(url, a2a_send("stranger"), p.ca)
+    assert refused.value.code == 401
+    token = bearer_token(p, "greeter")
+    task = post_json(url, a2a_send("gateway"), p.ca, Authorization=f"Bearer {token}")["result"]
     assert task["status"]["state"] == "completed", task
     assert "hello gateway, from a container" in json.dumps(task["artifacts"])

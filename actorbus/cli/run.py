@@ -138,6 +138,7 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
         args.js_replicas,
         hosts=[spec.cls.type_name for spec in specs],  # its broker user takes these only
     )
+    watching: asyncio.Task[str] | None = None
     try:
         try:
             lines = await _host(system, specs, args.key, args.replicas)

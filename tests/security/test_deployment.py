@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import sys
 import uuid
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from _util import WAIT
 from actorbus import Actor, ActorSystem, AuthError, ConnectionLostError, handler
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.cli import main as cli
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Greeter(Actor):
@@ -93,3 +96,22 @@ def test_what_it_writes(deployment: Path) -> None:
     ca = (deployment / "ca.pem").read_bytes()
     assert cli(["security", "deploy", "--out", str(deployment), "--if-missing"]) == 0
     assert (deployment / "ca.pem").read_bytes() == ca
+
+
+def test_run_says_in_one_line_which_type_its_member_may_not_host(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host started with a member's home that lacks one of its types (compose:
+    AGENT_TYPES not naming a class it runs) exits with the reason and the fix,
+    having closed its connection: no traceback, no task left pending."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # undo the CLI adding the cwd
+    config = ServerConfig(host="127.0.0.1", extra=(deployment / "nats.conf").read_text())
+    with EmbeddedServer(config) as server:
+        monkeypatch.setenv("ACTORBUS_HOME", home(deployment, "greeter"))
+        assert cli(["run", "examples.echo:Echo", "--url", server.url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("actorbus: error: cannot host actors: no credential for types/echo")
+    assert "actorbus security issue" in err
+    assert "Traceback" not in err
+    assert "was destroyed but it is pending" not in err

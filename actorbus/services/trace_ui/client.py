@@ -149,17 +149,22 @@ class PhoenixClient:
 
     def latest_trace_id(self, project: str = DEFAULT_PROJECT) -> str | None:
         """The trace id of the project's most recently started trace, if any."""
+        latest = self.trace_ids(project, limit=1)
+        return latest[0] if latest else None
+
+    def trace_ids(self, project: str = DEFAULT_PROJECT, limit: int = 20) -> list[str]:
+        """The project's most recently started traces, newest first ([] when the
+        project has none yet)."""
         try:
             body = self._get(
                 f"/v1/projects/{urllib.parse.quote(project, safe='')}/traces",
-                {"sort": "start_time", "order": "desc", "limit": "1"},
+                {"sort": "start_time", "order": "desc", "limit": str(limit)},
             )
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
-                return None
+                return []
             raise
-        data = body.get("data") or []
-        return str(data[0]["trace_id"]) if data else None
+        return [str(trace["trace_id"]) for trace in body.get("data") or []]
 
 
 def format_tree(spans: Iterable[TraceSpan]) -> str:

@@ -166,9 +166,12 @@ class Project:
         return dest
 
     def down(self) -> None:
-        """``down -v --rmi all``, then the untagged stage the image's build left
-        (the classic builder keeps it; compose/Dockerfile labels it)."""
-        self.run("down", "-v", "--rmi", "all", "--remove-orphans")
+        """``down -v``, then the image built under the test tag and the untagged
+        stage its build left (the classic builder keeps it; compose/Dockerfile
+        labels it). Not ``--rmi all``: that would delete the Phoenix image too,
+        which is kept, as the base image is, for the next run."""
+        self.run("down", "-v", "--remove-orphans")
+        subprocess.run(["docker", "rmi", self.image], capture_output=True, check=False)
         stage = f"label={BUILT_FOR}={self.image}"
         subprocess.run(["docker", "image", "prune", "--force", "--filter", stage], check=True)
 

@@ -5,7 +5,7 @@ subpackages (``actorbus.bus``, ``actorbus.codecs`` ...).
 """
 
 from actorbus.actors import Actor, ActorRef, ActorSystem, Crash, handler
-from actorbus.actors.guard import SecuritySettings
+from actorbus.actors.security_settings import SecuritySettings
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.envelope import Envelope

@@ -31,6 +31,7 @@ from typing import Any
 import nats
 import pytest
 from _docker import (
+    FIXTURES,
     EngineMissing,
     Project,
     a2a_send,
@@ -194,6 +195,36 @@ class Ledger(Actor):
         Ledger.seen.append(entry.n)
         Ledger.changed.set()
 
+    @classmethod
+    def reset(cls) -> None:
+        """Nothing seen; an event of the running loop (each test runs its own)."""
+        cls.seen.clear()
+        cls.changed = asyncio.Event()
+
+    @classmethod
+    async def holds(cls, count: int, timeout: float) -> None:
+        """Wait until ``count`` different entries arrived."""
+        async with asyncio.timeout(timeout):
+            while len(set(cls.seen)) < count:
+                cls.changed.clear()
+                await cls.changed.wait()
+
+    @classmethod
+    def repeated(cls) -> list[int]:
+        return sorted({n for n in cls.seen if cls.seen.count(n) > 1})
+
+
+def issue_member(p: Project, home: Path, actor_type: str) -> Path:
+    """A member hosting ``actor_type``, issued from the deployment's authority as
+    an operator adding one would (its files readable by the image's user)."""
+    issue = [
+        *("security", "issue", "--authority", str(p.secrets / "authority")),
+        *("--out", str(home / "ab"), "--type", actor_type),
+        *("--broker", str(p.secrets / "broker")),
+    ]
+    assert cli(issue) == 0
+    return home
+
 
 @pytest.mark.timeout(300)
 def test_a_durable_flow_loses_nothing_when_a_nats_node_container_is_killed(
@@ -201,17 +232,10 @@ def test_a_durable_flow_loses_nothing_when_a_nats_node_container_is_killed(
 ) -> None:
     p = project
     key = uuid.uuid4().hex[:8]
-    home = tmp_path / "ledger-home"
-    issue = [
-        *("security", "issue", "--authority", str(p.secrets / "authority")),
-        *("--out", str(home / "ab"), "--type", "ledger"),
-        *("--broker", str(p.secrets / "broker")),
-    ]
-    assert cli(issue) == 0  # an operator adds a deployment hosting `ledger`
-    monkeypatch.setenv("ACTORBUS_HOME", str(home))
+    monkeypatch.setenv("ACTORBUS_HOME", str(issue_member(p, tmp_path / "ledger-home", "ledger")))
 
     async def flow() -> None:
-        Ledger.seen.clear()
+        Ledger.reset()
         async with ActorSystem.connect(
             urls(p), durable=DurableSettings(replicas=3), registry=False
         ) as system:
@@ -231,16 +255,70 @@ def test_a_durable_flow_loses_nothing_when_a_nats_node_container_is_killed(
                     idempotency_key=f"entry-{n}",
                     timeout=30,
                 )
-            async with asyncio.timeout(60):
-                while len(set(Ledger.seen)) < 60:
-                    Ledger.changed.clear()
-                    await Ledger.changed.wait()
-        repeated = sorted({n for n in Ledger.seen if Ledger.seen.count(n) > 1})
-        assert not repeated, f"handled twice: {repeated}"
+            await Ledger.holds(60, timeout=60)
+        assert not Ledger.repeated(), f"handled twice: {Ledger.repeated()}"
 
     asyncio.run(flow())
     subprocess.run(["docker", "start", p.container("nats-2")], check=True, capture_output=True)
     wait_health(p, [p.container("nats-2")])
+
+
+@pytest.mark.timeout(300)
+def test_a_durable_agent_container_killed_mid_flow_loses_and_repeats_nothing(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A durable, idempotent agent in a container of its own (restart: unless-
+    stopped), relaying entries to a ledger on the host, is SIGKILLed in the
+    middle of 60: its restart policy brings it back, its queue hands it the
+    rest, and the ledger gets every entry once."""
+    p = project
+    key = uuid.uuid4().hex[:8]
+    relay_home = issue_member(p, tmp_path / "relay-home", "relay")
+    subprocess.run(["chown", "-R", "10001:10001", str(relay_home)], check=True)
+    monkeypatch.setenv("ACTORBUS_HOME", str(issue_member(p, tmp_path / "ledger-home", "ledger")))
+    relay = p.container("relay")  # named like the project's, so leftovers() sees it
+    nodes = ",".join(f"nats://nats-{n}:4222" for n in (1, 2, 3))
+    started = subprocess.run(
+        [
+            *("docker", "run", "-d", "--name", relay, "--network", f"{p.name}_default"),
+            *("--restart", "unless-stopped", "-e", "ACTORBUS_HOME=/relay-home"),
+            *("-v", f"{relay_home}:/relay-home:ro", "-v", f"{FIXTURES / 'agents'}:/app/agents:ro"),
+            p.image,
+            *("actorbus", "run", "agents.relay:Relay", "--url", nodes, "--key", key),
+            *("--js-replicas", "3"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert started.returncode == 0, started.stderr
+    try:
+        eventually("the relay ready", lambda: "ready" in logs(relay), timeout=60)
+
+        async def flow() -> None:
+            Ledger.reset()
+            async with ActorSystem.connect(
+                urls(p), durable=DurableSettings(replicas=3), registry=False
+            ) as system:
+                await system.spawn(Ledger, key)
+                for n in range(60):
+                    await system.tell(
+                        f"relay/{key}", Entry(n=n), durable=True, idempotency_key=f"entry-{n}"
+                    )
+                await Ledger.holds(20, timeout=60)
+                restarts = int(p.inspect(relay, "{{.RestartCount}}"))
+                os.kill(int(p.inspect(relay, "{{.State.Pid}}")), signal.SIGKILL)
+                await Ledger.holds(60, timeout=120)
+                assert int(p.inspect(relay, "{{.RestartCount}}")) > restarts, "not restarted"
+            assert not Ledger.repeated(), f"handled twice: {Ledger.repeated()}"
+
+        asyncio.run(flow())
+    finally:
+        subprocess.run(["docker", "rm", "-f", relay], capture_output=True)
+
+
+def logs(container: str) -> str:
+    done = subprocess.run(["docker", "logs", container], capture_output=True, text=True)
+    return done.stdout + done.stderr
 
 
 @pytest.mark.timeout(300)

@@ -40,7 +40,7 @@ from nats.js.api import ConsumerConfig
 
 from actorbus.actors.dead_letters import dead_letter_record
 from actorbus.actors.handled_keys import HandledKeys
-from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release
+from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release, resent
 from actorbus.bus.jetstream import (
     consumer_config,
     consumer_name,
@@ -229,7 +229,7 @@ class DurableReader:
             if handled is not None:
                 # A crash may have come between recording and sending: send again
                 # (the stream drops what it has by id), then settle.
-                await release(rt, recorded_sends(handled))
+                await release(rt, resent(rt, recorded_sends(handled)))
                 self.skipped += 1
                 log.info("%s: %s already handled (idempotency key); acked", address, env.id)
                 await msg.ack()

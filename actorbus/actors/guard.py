@@ -26,24 +26,28 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from actorbus.actors.pipeline import attach_session, check_answer, open_content
+from actorbus.actors.security_settings import (
+    POLICIES,
+    Policy,
+    SecuritySettings,
+    default_home,
+)
 from actorbus.actors.topic_guard import TopicKeys
 from actorbus.actors.trust import Trust
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.inbound import Inbound
 from actorbus.security.credentials import Authority, Credential
-from actorbus.security.identity import Identity, PublicIdentity
+from actorbus.security.identity import Identity
 from actorbus.security.issued import (
     SYSTEM,
     TRUSTED_FILE,
@@ -51,7 +55,8 @@ from actorbus.security.issued import (
     load as load_issued,
     read_trusted,
 )
-from actorbus.security.replay import DEFAULT_SKEW_MS, ReplayWindow
+from actorbus.security.replay import ReplayWindow
+from actorbus.security.resent import stamped_at
 from actorbus.security.sessions import (
     AUTH_HEADER,
     SESSION_HEADER,
@@ -70,53 +75,9 @@ from actorbus.security.topic_keys import (
 
 log = logging.getLogger("actorbus.security")
 
-Policy = Literal["require", "allow", "off"]
-POLICIES: Final = ("require", "allow", "off")
 _INBOUND_CACHE: Final = 10_000
 _NO_RESPONDERS: Final = "503"
 _TOPIC_PREFIX: Final = "topic:"
-
-
-def actorbus_home() -> Path:
-    """``$ACTORBUS_HOME``, or ``~/.actorbus``: identities, the development
-    authority, the broker's keys and certificates."""
-    return Path(os.environ.get("ACTORBUS_HOME") or Path.home() / ".actorbus")
-
-
-def default_home(namespace: str) -> Path:
-    """A namespace's directory in ``actorbus_home()``."""
-    return actorbus_home() / namespace
-
-
-@dataclass(frozen=True)
-class SecuritySettings:
-    """End-to-end security on the bus.
-
-    ``policy`` is what an actor takes that is not authenticated: ``require``
-    refuses it, ``allow`` takes it (authenticated messages are still checked),
-    ``off`` checks nothing. An actor type overrides it with ``security = ...``.
-    ``seal`` seals content to the recipient whenever its key is known (bodies in
-    msgpack; JSON systems are authenticated, not sealed). ``home`` holds the
-    identities (``$ACTORBUS_HOME/<namespace>`` by default); ``authority``
-    issues this system's credentials (by default the development authority in
-    ``home``); ``trusted`` adds authorities whose credentials are accepted.
-    ``hosts`` names the actor types the system hosts (None: any): on the
-    development broker its NATS user may then subscribe to those types'
-    subjects only, so it cannot take a share of another type's messages, and
-    hosting another type is refused.
-    """
-
-    policy: Policy = "require"
-    seal: bool = True
-    home: Path | None = None
-    authority: Authority | None = None
-    trusted: Sequence[PublicIdentity] = field(default_factory=tuple)
-    skew_ms: int = DEFAULT_SKEW_MS
-    hosts: Sequence[str] | None = None
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
 
 
 class Guard:
@@ -365,12 +326,18 @@ class Guard:
                     f"the credential of {session.sender.subject.did:.70} does not cover "
                     f"sending as {env.src}"
                 )
-            if not redelivered:
-                self.replays.check(env.id, env.ts, stored_ms)
+            if not redelivered:  # a resent one is checked by when it was resent
+                stamped = stamped_at(env.id, env.ts, headers, session.sender.subject)
+                self.replays.check(env.id, stamped, stored_ms)
         except AuthError as err:
             self._refused(address, env, str(err))
             raise
         return session
+
+    def held_key(self, kid: str) -> Identity | None:
+        """This system's identity with key id ``kid`` (one retired by a rotation too)."""
+        held = [self.system, *self.types.values(), *(old for _, old in self._retired.values())]
+        return next((identity for identity in held if identity.kid == kid), None)
 
     async def _session(
         self, header: str, address: str, stored_ms: int | None = None
@@ -427,9 +394,10 @@ class Guard:
             return
         try:
             at = env.ts if stored_ms is None else stored_ms  # its key as it stood then
-            await self.topics.admit(body, headers, env, address.partition("/")[0], at)
+            key = await self.topics.admit(body, headers, env, address.partition("/")[0], at)
             if not redelivered:  # every subscriber takes it once: the id is per address
-                self.replays.check(f"{env.id}@{address}", env.ts, stored_ms)
+                stamped = stamped_at(env.id, env.ts, headers, key.sender.subject)
+                self.replays.check(f"{env.id}@{address}", stamped, stored_ms)
         except AuthError as err:
             self._refused(address, env, str(err))
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from actorbus.actors.guard import SecuritySettings
+from actorbus.actors.security_settings import SecuritySettings
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.wire import Encoding, SizeLimits

@@ -22,9 +22,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import nats.errors
 
 from actorbus.actors.pipeline import Outgoing
-from actorbus.bus.client import EncodedHeaders
+from actorbus.bus.client import EncodedHeaders, LazyHeaders, with_header
 from actorbus.bus.jetstream import store_message
+from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.wire import pack, unpack
+from actorbus.security.resent import RESENT_HEADER, resent_stamp
+from actorbus.security.sessions import SESSION_HEADER, session_signer
+from actorbus.security.topic_keys import TOPIC_HEADER, parse_topic_header
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
@@ -91,6 +95,30 @@ def recorded_sends(value: bytes | None) -> list[Held]:
     except Exception as exc:
         log.warning("a handled key's record is unreadable (%r); nothing resent", exc)
         return []
+
+
+def resent(rt: Runtime, held: list[Held]) -> list[Held]:
+    """Recorded sends as they go out again, ``ack_wait`` or more after they were
+    sealed: each with a fresh stamp its session's (or topic's) key signs (``Ab-Resent``), so
+    the receiver's clock-skew check does not refuse it as a replay."""
+    guard = rt.replies.guard
+    if guard is None:
+        return held
+    again = []
+    for h in held:
+        headers = LazyHeaders(h.out.headers)
+        session, topic = headers.get(SESSION_HEADER), headers.get(TOPIC_HEADER)
+        if session is not None:
+            signer = guard.held_key(session_signer(session))
+        else:
+            signer = None if topic is None else guard.held_key(parse_topic_header(topic)[0])
+        if signer is not None:
+            stamp = resent_stamp(signer, h.out.id, now_ms())
+            h = h._replace(
+                out=h.out._replace(headers=with_header(h.out.headers, RESENT_HEADER, stamp))
+            )
+        again.append(h)
+    return again
 
 
 async def release(rt: Runtime, held: list[Held]) -> None:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
-from actorbus.actors.guard import SecuritySettings, actorbus_home, default_home
 from actorbus.actors.options import SystemOptions
+from actorbus.actors.security_settings import SecuritySettings, actorbus_home, default_home
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.probe import server_info, wants_security
 from actorbus.bus.server import ServerConfig

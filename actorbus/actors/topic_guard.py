@@ -98,10 +98,10 @@ class TopicKeys:
     # -- arriving ---------------------------------------------------------------------
     async def admit(
         self, body: bytes, headers: Mapping[str, str], env: Inbound, kind: str, at_ms: int
-    ) -> None:
+    ) -> TopicKey:
         """Check a topic message for a listener of type ``kind`` (its sender key as it
         stood at ``at_ms``, the signature over ``body``, the signer's right to
-        ``src``) and open its content; AuthError otherwise."""
+        ``src``) and open its content; the sender key. AuthError otherwise."""
         key = await self.key(headers[TOPIC_HEADER], kind, at_ms)
         check_signature(key, body, headers.get(SIGNATURE_HEADER))
         if env.dst != _TOPIC_PREFIX + key.topic:
@@ -117,6 +117,7 @@ class TopicKeys:
             )
         if env.sealed:
             open_content(env, key.aead)
+        return key
 
     async def key(self, header: str, kind: str, at_ms: int) -> TopicKey:
         """The sender key an ``Ab-Topic`` header names, as the type ``kind`` opens

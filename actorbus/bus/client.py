@@ -69,6 +69,12 @@ def encode_headers(headers: dict[str, str]) -> EncodedHeaders:
     return EncodedHeaders("".join(parts).encode())
 
 
+def with_header(block: bytes, name: str, value: str) -> EncodedHeaders:
+    """``block`` (an encoded header block) with one more header line."""
+    line = encode_headers({name: value})[len(b"NATS/1.0\r\n") : -2]
+    return EncodedHeaders(block[:-2] + line + b"\r\n")
+
+
 class LazyHeaders(Mapping[str, str]):
     """The headers of an actorbus envelope, parsed only when someone reads them.
 

@@ -4,11 +4,12 @@ redelivery after a crash sends them again, deduplicated, never twice."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from test_durable import FAST, Entry, Progress, spawn_ledger
 
-from actorbus import Actor, handler
+from actorbus import Actor, SecuritySettings, handler
 from actorbus.actors.outbox import Outbox
 from actorbus.actors.sending import SendOptions
 from actorbus.bus.jetstream import idempotency_entry
@@ -86,3 +87,35 @@ async def test_sends_recorded_before_a_crash_go_out_on_redelivery(make_system) -
     await progress.reached(1)
     assert progress.seen == [7]
     assert runs == []  # not run again: the key was handled
+
+
+async def test_sends_recorded_long_before_they_go_out_again_are_not_refused_as_stale(
+    make_system,
+) -> None:
+    """After a crash the recorded sends go out when the message comes back:
+    ``ack_wait`` or more after they were sealed, beyond the receiver's clock-skew
+    limit. Each carries a fresh stamp signed by its sender's key (Ab-Resent), so
+    it is taken, not refused and dead-lettered as a replay."""
+    skew = SecuritySettings(skew_ms=300)
+    system = await make_system(durable=FAST, security=skew)
+    await system.durable_ready()
+    progress: Progress = await spawn_ledger(system, "out")  # its key: the forward is sealed
+    box = Outbox()
+    session = await system.sender.session("ledger/out", queued=True)
+    assert session is not None  # sealed to the ledger, as a handler's send is
+    forward = system.sender.encode(
+        "ledger/out", Entry(n=8), SendOptions(), durable=True, session=session
+    )
+    box.hold(system.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
+    record = box.record("earlier-attempt")
+    assert record is not None
+    await system.handled.put(idempotency_entry(Address.parse("relay/r"), "k8"), record)
+    await asyncio.sleep(0.6)  # the crash's cost: the recorded send is older than the skew
+
+    await system.tell("relay/r", Entry(n=8), idempotency_key="k8", durable=True)
+    runs: list[int] = []
+    await system.spawn(Relay, "r", fail={}, runs=runs)
+    await progress.reached(1)
+    assert progress.seen == [8]
+    assert runs == []
+    assert await system.dead_letters() == []

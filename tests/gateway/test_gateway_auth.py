@@ -173,8 +173,8 @@ async def test_a_secured_gateway_serves_its_did_document_where_the_spec_says(
 ) -> None:
     """did:wba:<host> resolves to https://<host>/.well-known/did.json: the gateway
     system's identity, with its key-agreement key (resolved by our own resolver)."""
-    from actorbus.actors.guard import actorbus_home
     from actorbus.actors.secure_broker import SecureBroker
+    from actorbus.actors.security_settings import actorbus_home
     from actorbus.bus.server import ServerConfig
     from actorbus.security.broker import DevCertificates
     from actorbus.security.resolver import DidResolver

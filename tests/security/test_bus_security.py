@@ -51,18 +51,23 @@ class Loose(Actor):
 
 class Spy:
     """An outsider's plain connection listening to everything of one test: its
-    namespace's subjects and the reply inboxes of its systems. (Scoped rather than
-    ``>``, so what other tests leave on the shared server cannot crowd it out.)"""
+    namespace's subjects and the reply inboxes of the systems it is told to
+    ``watch``. It subscribes before the test's systems connect: a subscription
+    made after a publisher's connection was up has been seen (with nats-server
+    2.15) to miss that connection's messages for a while. It listens to every
+    inbox from the start and keeps to those of the watched systems when asked
+    what it saw, so what other tests leave on the shared server cannot count."""
 
-    def __init__(self, nc: nats.NATS, ns: str, *systems: ActorSystem) -> None:
+    def __init__(self, nc: nats.NATS, ns: str) -> None:
         self.nc = nc
-        self.subjects = [f"{ns}.>", *(f"_INBOX.{s.runtime.system_id}.>" for s in systems)]
-        self.wire: list[nats.aio.msg.Msg] = []
+        self.subjects = [f"{ns}.>", "_INBOX.>"]
+        self.prefixes = [f"{ns}."]
+        self.heard: list[nats.aio.msg.Msg] = []
         self.subs: list[Any] = []
 
     async def __aenter__(self) -> Spy:
         async def collect(msg: nats.aio.msg.Msg) -> None:
-            self.wire.append(msg)
+            self.heard.append(msg)
 
         self.subs = [await self.nc.subscribe(s, cb=collect) for s in self.subjects]
         await self.nc.flush()
@@ -71,6 +76,15 @@ class Spy:
     async def __aexit__(self, *exc: object) -> None:
         for sub in self.subs:
             await sub.unsubscribe()
+
+    def watch(self, *systems: ActorSystem) -> None:
+        """Count the reply inboxes of ``systems`` too."""
+        self.prefixes += [f"_INBOX.{s.runtime.system_id}." for s in systems]
+
+    @property
+    def wire(self) -> list[nats.aio.msg.Msg]:
+        """What it heard of this test: the namespace and the watched inboxes."""
+        return [m for m in self.heard if m.subject.startswith(tuple(self.prefixes))]
 
     def seen(self, suffix: str) -> list[nats.aio.msg.Msg]:
         return [m for m in self.wire if m.subject.endswith(suffix)]
@@ -83,7 +97,7 @@ class Spy:
         markers = {s.replace(">", f"spy.{token}") for s in self.subjects}
         for marker in markers:
             await self.nc.publish(marker, b"")
-        subjects = lambda: {m.subject for m in self.wire}  # noqa: E731
+        subjects = lambda: {m.subject for m in self.heard}  # noqa: E731
         await eventually(lambda: markers <= subjects(), what=f"the spy's markers {markers}")
 
     def carries(self, secret: str) -> list[str]:
@@ -112,9 +126,10 @@ async def secure_pair(make_system: Any, settings: SecuritySettings) -> tuple[Act
 async def test_an_ask_goes_sealed_and_authenticated(
     make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
 ) -> None:
-    host, vault = await secure_pair(make_system, settings)
-    caller = await make_system(security=settings)
-    async with Spy(raw_nc, ns, host, caller) as spy:
+    async with Spy(raw_nc, ns) as spy:
+        host, vault = await secure_pair(make_system, settings)
+        caller = await make_system(security=settings)
+        spy.watch(host, caller)
         assert await caller.ask("vault/1", Note(text=SECRET)) == f"kept {SECRET}"
         await spy.settled()
     request = spy.seen(".a.vault.1")
@@ -161,9 +176,9 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
     ns: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    host, vault = await secure_pair(make_system, settings)
-    caller = await make_system(security=settings)
     async with Spy(raw_nc, ns) as spy:
+        host, vault = await secure_pair(make_system, settings)
+        caller = await make_system(security=settings)
         await caller.tell("vault/1", Note(text="once"))
         await caller.ask("vault/1", Note(text="sync"))  # the tell is handled by now
         await spy.settled()
@@ -228,7 +243,6 @@ async def test_a_forged_reply_is_dropped_and_the_real_one_taken(
 
     host = await make_system(security=settings)
     await host.spawn(Slow, "1")
-    caller = await make_system(security=settings)
 
     async def forge(msg: nats.aio.msg.Msg) -> None:
         await raw_nc.publish(
@@ -247,6 +261,7 @@ async def test_a_forged_reply_is_dropped_and_the_real_one_taken(
 
     await raw_nc.subscribe(f"{ns}.a.slow.1", cb=forge)  # no queue: sees every ask
     await raw_nc.flush()
+    caller = await make_system(security=settings)
     assert await caller.ask("slow/1", Note(text="x"), timeout=WAIT) == "real x"
     assert caller.mux.dropped >= 1
 
@@ -319,10 +334,11 @@ async def test_a_stream_runs_on_its_session_with_frames_sealed(
             for letter in word:
                 yield f"{letter}-{SECRET}"
 
-    host = await make_system(security=settings)
-    await host.spawn(Spell, "1")
-    caller = await make_system(security=settings)
-    async with Spy(raw_nc, ns, host, caller) as spy:
+    async with Spy(raw_nc, ns) as spy:
+        host = await make_system(security=settings)
+        await host.spawn(Spell, "1")
+        caller = await make_system(security=settings)
+        spy.watch(host, caller)
         items = [i async for i in caller.stream("spell/1", "abc", timeout=WAIT)]
         await spy.settled()
     assert items == [f"a-{SECRET}", f"b-{SECRET}", f"c-{SECRET}"]
@@ -351,11 +367,12 @@ async def test_keyed_actors_forwarded_between_hosts_stay_sealed(
 ) -> None:
     """A message that reaches a host not holding the key is forwarded to the
     holder with its session; the holder opens it and the caller its answer."""
-    hosts = [await make_system(security=settings) for _ in range(2)]
-    for host in hosts:
-        await host.register(Account)
-    caller = await make_system(security=settings)
-    async with Spy(raw_nc, ns, *hosts, caller) as spy:
+    async with Spy(raw_nc, ns) as spy:
+        hosts = [await make_system(security=settings) for _ in range(2)]
+        for host in hosts:
+            await host.register(Account)
+        caller = await make_system(security=settings)
+        spy.watch(*hosts, caller)
         answers = [
             await caller.ask(f"account/{k}", Note(text=SECRET), timeout=WAIT) for k in "abcdef"
         ]

@@ -14,7 +14,8 @@ from _util import WAIT, eventually
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
-from actorbus.actors.guard import Guard, SecuritySettings
+from actorbus.actors.guard import Guard
+from actorbus.actors.security_settings import SecuritySettings
 from actorbus.actors.topic_guard import topic_keys_bucket
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.envelope import Envelope

@@ -23,7 +23,7 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
-from actorbus.actors.guard import actorbus_home, default_home
+from actorbus.actors.security_settings import actorbus_home, default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError, AuthError

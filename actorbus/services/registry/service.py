@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from actorbus.actors.guard import default_home
+from actorbus.actors.security_settings import default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.leases import LeaderElection, LeaseBucket
 from actorbus.bus.tasks import stop_task, supervise

@@ -1,13 +1,13 @@
 """compose/docker-compose.yml on a real container engine, in the offline profile
 (compose/offline.yml: no registry is reachable here): the images built from a
-local base, `up`, health, and from the host: the
-broker secured by default (TLS and JWT users from the `secrets` service; an
-outsider is refused), the 3-node JetStream cluster, the agents in the registry,
-over the bus, through the gateway (HTTPS, a capability token) and the router,
-their spans in the tracing UI (Phoenix, the offline profile's); a durable flow that loses
-nothing when a NATS node container is killed; agent containers that check their
-own process, and come back after a crash; a graceful stop; then `down -v`
-leaves nothing of the project behind.
+local base, `up`, health, and from the host: the broker secured by default (TLS
+and JWT users from the `secrets` service; an outsider is refused), the 3-node
+JetStream cluster, the agents in the registry, over the bus, through the gateway
+(HTTPS, a capability token) and the router, their spans in Phoenix; durable flows
+that lose and repeat nothing when a NATS node container is killed and when a
+durable agent's container is SIGKILLed and restarted by its policy; agent
+containers that check their own process, and come back after a crash; a
+graceful stop; then `down -v` leaves nothing of the project behind.
 
 Skipped, with the reason, where no engine runs and none can be started.
 """

@@ -99,8 +99,9 @@ def recorded_sends(value: bytes | None) -> list[Held]:
 
 def resent(rt: Runtime, held: list[Held]) -> list[Held]:
     """Recorded sends as they go out again, ``ack_wait`` or more after they were
-    sealed: each with a fresh stamp its session's (or topic's) key signs (``Ab-Resent``), so
-    the receiver's clock-skew check does not refuse it as a replay."""
+    sealed: each with a fresh stamp signed by its session's (or topic's) sender
+    key (``Ab-Resent``), so the receiver's clock-skew check does not refuse it as
+    a replay."""
     guard = rt.replies.guard
     if guard is None:
         return held

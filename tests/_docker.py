@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +214,30 @@ def prepare_offline_build(phoenix: bool = True) -> None:
     )
     if done.returncode != 0:
         raise EngineMissing(f"offline build preparation failed: {done.stderr[-2000:]}")
+
+
+@contextlib.contextmanager
+def running(
+    tmp: pytest.TempPathFactory, make: Callable[[], Project], *services: str, phoenix: bool = True
+) -> Iterator[Project]:
+    """A project on a real engine for a test module: the offline build prepared,
+    the images built, ``up`` (of ``services``, or all), the host its client as an
+    operator would be (``Project.as_client``); then taken down, checked to leave
+    nothing behind. Skips, with the reason, where no engine runs or starts."""
+    try:
+        with engine(tmp.mktemp("dockerd") / "dockerd.log"):
+            prepare_offline_build(phoenix=phoenix)
+            p = make()
+            try:
+                p.run("build", "--force-rm")
+                p.run("up", "-d", *services)
+                with p.as_client(tmp.mktemp("s") / "secrets"):
+                    yield p
+            finally:
+                p.down()
+                assert p.leftovers() == [], "down -v left these behind"
+    except EngineMissing as exc:
+        pytest.skip(str(exc))
 
 
 # -- what the compose tests ask of a running project ---------------------------------

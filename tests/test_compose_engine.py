@@ -32,15 +32,13 @@ import nats
 import pytest
 from _docker import (
     FIXTURES,
-    EngineMissing,
     Project,
     a2a_send,
     bearer_token,
-    engine,
     get_json,
     health,
     post_json,
-    prepare_offline_build,
+    running,
     wait_health,
 )
 from pydantic import BaseModel
@@ -65,24 +63,11 @@ RUNNING = [s for s in SERVICES if s != "secrets"]  # it ran once and exited
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
-    log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
-    try:
-        with engine(log):
-            prepare_offline_build()
-            p = Project()
-            try:
-                p.run("build", "--force-rm")
-                p.run("up", "-d", *SERVICES)
-                # What an operator copies out to reach the secured broker from the
-                # host: the deployment's CA, the `client` member's home, the
-                # gateway's token clients, and the authority to issue more.
-                with p.as_client(tmp_path_factory.mktemp("s") / "secrets"):
-                    yield p
-            finally:
-                p.down()
-                assert p.leftovers() == [], "down -v left these behind"
-    except EngineMissing as exc:
-        pytest.skip(str(exc))
+    # The host holds what an operator copies out to reach the secured broker:
+    # the deployment's CA, the `client` member's home, the gateway's token
+    # clients, and the authority to issue more.
+    with running(tmp_path_factory, Project, *SERVICES) as p:
+        yield p
 
 
 def all_containers(p: Project) -> list[str]:
@@ -214,6 +199,16 @@ class Ledger(Actor):
         return sorted({n for n in cls.seen if cls.seen.count(n) > 1})
 
 
+async def tell_entries(
+    system: ActorSystem, address: str, numbers: range, timeout: float | None = None
+) -> None:
+    """Durable tells of ``Entry(n)``, each under its own idempotency key."""
+    for n in numbers:
+        await system.tell(
+            address, Entry(n=n), durable=True, idempotency_key=f"entry-{n}", timeout=timeout
+        )
+
+
 def issue_member(p: Project, home: Path, actor_type: str) -> Path:
     """A member hosting ``actor_type``, issued from the deployment's authority as
     an operator adding one would (its files readable by the image's user)."""
@@ -240,21 +235,12 @@ def test_a_durable_flow_loses_nothing_when_a_nats_node_container_is_killed(
             urls(p), durable=DurableSettings(replicas=3), registry=False
         ) as system:
             await system.spawn(Ledger, key)
-            for n in range(30):
-                await system.tell(
-                    f"ledger/{key}", Entry(n=n), durable=True, idempotency_key=f"entry-{n}"
-                )
+            await tell_entries(system, f"ledger/{key}", range(30))
             kill = ["docker", "kill", p.container("nats-2")]
             killed = await asyncio.to_thread(subprocess.run, kill, capture_output=True)
             assert killed.returncode == 0, killed.stderr
-            for n in range(30, 60):  # sends go on while the cluster elects new leaders
-                await system.tell(
-                    f"ledger/{key}",
-                    Entry(n=n),
-                    durable=True,
-                    idempotency_key=f"entry-{n}",
-                    timeout=30,
-                )
+            # sends go on while the cluster elects new leaders
+            await tell_entries(system, f"ledger/{key}", range(30, 60), timeout=30)
             await Ledger.holds(60, timeout=60)
         assert not Ledger.repeated(), f"handled twice: {Ledger.repeated()}"
 
@@ -300,10 +286,7 @@ def test_a_durable_agent_container_killed_mid_flow_loses_and_repeats_nothing(
                 urls(p), durable=DurableSettings(replicas=3), registry=False
             ) as system:
                 await system.spawn(Ledger, key)
-                for n in range(60):
-                    await system.tell(
-                        f"relay/{key}", Entry(n=n), durable=True, idempotency_key=f"entry-{n}"
-                    )
+                await tell_entries(system, f"relay/{key}", range(60))
                 await Ledger.holds(20, timeout=60)
                 restarts = int(p.inspect(relay, "{{.RestartCount}}"))
                 os.kill(int(p.inspect(relay, "{{.State.Pid}}")), signal.SIGKILL)

@@ -19,13 +19,11 @@ from _docker import (
     FIXTURES,
     SINGLE_FILE,
     SINGLE_PORTS,
-    EngineMissing,
     Project,
     a2a_send,
     bearer_token,
-    engine,
     post_json,
-    prepare_offline_build,
+    running,
     wait_health,
 )
 
@@ -36,27 +34,17 @@ AGENTS = FIXTURES / "agents"  # greeter.py: a user's own module
 
 @pytest.fixture(scope="module")
 def laptop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
-    log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
-    try:
-        with engine(log):
-            prepare_offline_build(phoenix=False)
-            p = Project(
-                (SINGLE_FILE,),
-                SINGLE_PORTS,
-                AGENTS_DIR=str(AGENTS),
-                AGENTS="agents.greeter:Greeter",
-                AGENT_TYPES="greeter",
-            )
-            try:
-                p.run("build", "--force-rm")
-                p.run("up", "-d")
-                with p.as_client(tmp_path_factory.mktemp("s") / "secrets"):
-                    yield p
-            finally:
-                p.down()
-                assert p.leftovers() == [], "down -v left these behind"
-    except EngineMissing as exc:
-        pytest.skip(str(exc))
+    def make() -> Project:
+        return Project(
+            (SINGLE_FILE,),
+            SINGLE_PORTS,
+            AGENTS_DIR=str(AGENTS),
+            AGENTS="agents.greeter:Greeter",
+            AGENT_TYPES="greeter",
+        )
+
+    with running(tmp_path_factory, make, phoenix=False) as p:
+        yield p
 
 
 @pytest.mark.timeout(300)

@@ -23,6 +23,21 @@ def cluster() -> Any:
         yield c
 
 
+async def r3_system(cluster: EmbeddedCluster, ns: str) -> ActorSystem:
+    """A system on the cluster with R3 durable settings that rides out a node's
+    death (reconnecting for up to 30 s)."""
+    return await ActorSystem.connect(
+        cluster.urls,
+        namespace=ns,
+        durable=R3,
+        connect_options=ConnectOptions(reconnect_deadline=30.0),
+    )
+
+
+def node_named(cluster: EmbeddedCluster, server_name: str) -> int:
+    return next(i for i, node in enumerate(cluster.nodes) if node.config.server_name == server_name)
+
+
 async def send_until_stored(system: ActorSystem, n: int, deadline: float) -> None:
     while True:
         try:
@@ -34,12 +49,7 @@ async def send_until_stored(system: ActorSystem, n: int, deadline: float) -> Non
 
 
 async def test_a_node_killed_mid_run_loses_nothing(cluster: EmbeddedCluster, ns: str) -> None:
-    system = await ActorSystem.connect(
-        cluster.urls,
-        namespace=ns,
-        durable=R3,
-        connect_options=ConnectOptions(reconnect_deadline=30.0),
-    )
+    system = await r3_system(cluster, ns)
     try:
         deadline = time.monotonic() + 60
         for n in range(100):
@@ -76,19 +86,12 @@ async def test_durable_tells_ride_through_a_stream_leader_failover(
     """The stream's leader is SIGKILLed while tells keep coming, with no retry in
     the test: each tell rides through the election itself (same message id, so
     stored once) and none fails; every one is handled once, in order."""
-    system = await ActorSystem.connect(
-        cluster.urls,
-        namespace=ns,
-        durable=R3,
-        connect_options=ConnectOptions(reconnect_deadline=30.0),
-    )
+    system = await r3_system(cluster, ns)
     killed = None
     try:
         await system.durable_ready()
         leader = await stream_leader(system, ns)
-        killed = next(
-            i for i, node in enumerate(cluster.nodes) if node.config.server_name == leader
-        )
+        killed = node_named(cluster, leader)
         total = 300
         for n in range(total):
             if n == 100:
@@ -132,12 +135,7 @@ async def test_an_idempotent_reader_handles_each_key_once_through_its_buckets_fa
     works: its reads and writes of handled keys ride through the election, and an
     ack lost with the node brings back a message the bucket already knows, so no
     key is handled twice and none is lost."""
-    system = await ActorSystem.connect(
-        cluster.urls,
-        namespace=ns,
-        durable=R3,
-        connect_options=ConnectOptions(reconnect_deadline=30.0),
-    )
+    system = await r3_system(cluster, ns)
     killed = None
     try:
         await system.durable_ready()
@@ -148,9 +146,7 @@ async def test_an_idempotent_reader_handles_each_key_once_through_its_buckets_fa
         for n in range(total):
             if n == 100:
                 await progress.reached(60)  # the reader is busy when the leader dies
-                killed = next(
-                    i for i, node in enumerate(cluster.nodes) if node.config.server_name == leader
-                )
+                killed = node_named(cluster, leader)
                 cluster.kill(killed)
             await system.tell(
                 "once-ledger/kv", Entry(n=n), durable=True, idempotency_key=f"entry-{n}"

@@ -62,6 +62,22 @@ class Tally(Actor):
         await self.system.nc.publish(f"{self.system.namespace}.test.handled", str(t.n).encode())
 
 
+class Doomed(Actor):
+    """A durable actor whose process dies (SIGKILL, no goodbye) on tick 1: the crash
+    loop a poison message causes; other ticks are reported on a plain subject."""
+
+    durable = True
+
+    @handler
+    async def tick(self, t: Tick) -> None:
+        if t.n == 1:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+        await self.system.nc.publish(f"{self.system.namespace}.test.handled", str(t.n).encode())
+
+
 class Bump(BaseModel):
     by: int = 1
 

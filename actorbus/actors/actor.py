@@ -78,6 +78,11 @@ class Actor:
       failed (default: the system's ``DurableSettings.backoff``); after the last one
       the message is dead-lettered. A type whose handler calls something slow to
       recover (a webhook, a payment provider) waits longer than the bus default.
+    - ``max_turn``: seconds a durable message's handler may run (default: the
+      system's ``DurableSettings.max_turn``, 15 minutes). The message is kept in
+      progress meanwhile, so a model call longer than ``ack_wait`` runs once; a turn
+      past ``max_turn`` is treated as hung: cancelled, logged, and retried (then
+      dead-lettered) like a failure
     - ``idempotent``: a durable message whose ``idempotency_key`` was handled already
       (by any instance, before any restart) is acked without running the handler
       (per intent with ``@handler(idempotent=)``)
@@ -103,6 +108,7 @@ class Actor:
     security: ClassVar[str | None] = None  # "require" | "allow" | "off"; None: the system's
     idempotent: ClassVar[bool] = False
     retry_backoff: ClassVar[tuple[float, ...] | None] = None
+    max_turn: ClassVar[float | None] = None
     max_restarts: ClassVar[int] = 5
     restart_window: ClassVar[float] = 60.0
     restart_backoff: ClassVar[tuple[float, float]] = (0.1, 5.0)
@@ -136,6 +142,8 @@ class Actor:
             raise TypeError(f"{cls.__qualname__}: mailbox_size and mailbox_bytes must be >= 1")
         if cls.mailbox_overflow not in ("refuse", "drop"):
             raise TypeError(f"{cls.__qualname__}.mailbox_overflow must be 'refuse' or 'drop'")
+        if cls.max_turn is not None and cls.max_turn <= 0:
+            raise TypeError(f"{cls.__qualname__}.max_turn must be > 0 (or None)")
         if cls.idle_timeout is not None and cls.idle_timeout <= 0:
             raise TypeError(f"{cls.__qualname__}.idle_timeout must be > 0 (or None)")
         cls.handlers = resolve_handlers(cls)

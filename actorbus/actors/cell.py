@@ -333,12 +333,11 @@ class ActorCell:
     ) -> None:
         err = self.error_for(exc)
         self._counted_failure(env, err)
+        self.rt.failures.handler_failed(
+            self.cls.type_name, f"{self.address}.{spec.method}", env.id, exc
+        )
         if msg.reply:
             await self.rt.replies.error(msg, err, env, self.address)
-        else:
-            log.warning(
-                "%s.%s failed on %s (no reply possible): %r", self.address, spec.method, env.id, exc
-            )
         if self._crashes(exc):
             await self._restart(exc)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -36,10 +37,12 @@ import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig
+from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.kv import KeyValue
 
 from actorbus.actors.dead_letters import dead_letter_record
 from actorbus.actors.handled_keys import HandledKeys
+from actorbus.actors.in_hand import Held, InHand
 from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release, resent
 from actorbus.bus.jetstream import (
     consumer_config,
@@ -59,6 +62,7 @@ from actorbus.codecs.errors import (
     DecodeError,
     ExpiredError,
     MessageTooLargeError,
+    TurnTimeoutError,
     UnknownIntentError,
     ValidationFailedError,
 )
@@ -97,21 +101,39 @@ class DurableReader:
         self._task: asyncio.Task[None] | None = None
         self._gauge: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
+        self._pull_subscribe: Callable[[], Awaitable[JetStreamContext.PullSubscription]]
         self._handled_keys: HandledKeys | None = None
+        s = rt.durable_settings
+        self._in_hand = InHand(name, what, s.ack_wait, s.start_timeout)
+        self._beat: asyncio.Task[None] | None = None
 
     async def _subscribe(self, subject: str, config: ConsumerConfig) -> None:
         rt = self.rt
 
         async def pull_subscribe() -> JetStreamContext.PullSubscription:
             stream = stream_name(rt.namespace)
-            # Created, or brought up to date (a consumer made by an older version
-            # may still let the server drop messages after max_deliver).
-            await rt.js.add_consumer(stream, config=config)
+            made = await self._where_to_start(stream, config)
+            try:
+                # Created, or brought up to date (a consumer made by an older version
+                # may still let the server drop messages after max_deliver).
+                await rt.js.add_consumer(stream, config=made)
+            except nats.js.errors.BadRequestError:
+                # Made again once where an earlier one stopped: keep its start.
+                have = (await rt.js.consumer_info(stream, self.consumer)).config
+                made = dataclasses.replace(
+                    made, deliver_policy=have.deliver_policy, opt_start_seq=have.opt_start_seq
+                )
+                await rt.js.add_consumer(stream, config=made)
             return await rt.js.pull_subscribe(
-                subject, durable=self.consumer, stream=stream, config=config
+                subject, durable=self.consumer, stream=stream, config=made
             )
 
+        self._pull_subscribe = pull_subscribe
         self._psub = await self._patiently(pull_subscribe)
+        if self._beat is None:
+            self._beat = supervise(
+                f"in-progress acks of {self.what}", self._in_hand.keep_in_progress, logger=log
+            )
         self._task = supervise(f"durable reader of {self.what}", self._run, logger=log)
         if STATE.metrics and self._gauge is None:
             self._gauge = supervise(f"queue depth of {self.what}", self._report_depth, logger=log)
@@ -139,8 +161,9 @@ class DurableReader:
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Finish the message(s) in hand (for up to ``timeout``), then stop fetching
-        (the consumer stays on the server, so nothing queued is lost; a message
-        still in hand at the timeout is delivered again later)."""
+        (the consumer stays on the server, so nothing queued is lost). Messages
+        still held then (a handler cut short, messages waiting their turn) go back
+        at once, and one whose handler never started is not counted as tried."""
         self._stopping = True
         self._stop.set()
         await stop_task(self._gauge, what=f"queue depth of {self.what}")
@@ -149,9 +172,20 @@ class DurableReader:
             await asyncio.wait({self._task}, timeout=timeout)
             await stop_task(self._task, what=f"durable reader of {self.what}")
         await self._drained(timeout)
+        for held in sorted(self._in_hand, key=lambda h: h.seq):  # in order, per key too
+            await self._hand_back(held)
+        await stop_task(self._beat, what=f"in-progress acks of {self.what}")
+        self._beat = None
         if self._psub is not None:
             with contextlib.suppress(Exception):
                 await self._psub.unsubscribe()
+
+    async def _hand_back(self, held: Held) -> None:
+        """Give a held message back to JetStream now (another reader may take it)."""
+        with contextlib.suppress(Exception):
+            await self._in_hand.handed_back(held, self._attempts)
+            await held.msg.nak()
+        self._in_hand.let_go(held)
 
     async def _drained(self, timeout: float) -> None:
         """Wait for work handed out by the fetch loop (none for a one-at-a-time reader)."""
@@ -171,7 +205,48 @@ class DurableReader:
         except Exception as exc:  # a broker hiccup must not end the reader
             log.warning("%s: durable fetch failed: %r", self.what, exc)
             await asyncio.sleep(_FETCH_WAIT)
+            await self._restore_if_gone()
             return []
+
+    async def _where_to_start(self, stream: str, config: ConsumerConfig) -> ConsumerConfig:
+        """A consumer made again after this reader settled messages starts after
+        them (a new consumer would deliver the whole stream again), unless the
+        stream itself is new (the broker lost its store): then from its start."""
+        floor = self._in_hand.floor
+        if floor == 0:
+            return config
+        info = await self.rt.js.stream_info(stream)
+        if (info.state.last_seq or 0) < floor:
+            return config
+        return dataclasses.replace(
+            config, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=floor + 1
+        )
+
+    async def _restore_if_gone(self) -> None:
+        """After a failed fetch: if the consumer is gone (an operator deleted it, or
+        the broker came back on a fresh store without the streams), make it again,
+        with the streams and buckets it needs."""
+        stream = stream_name(self.rt.namespace)
+        try:
+            await self.rt.js.consumer_info(stream, self.consumer)
+            return  # still there: the fetch failed for another reason
+        except nats.js.errors.NotFoundError:
+            pass
+        except Exception as exc:  # the broker away: the next fetch tries again
+            log.debug("%s: consumer check: %r", self.what, exc)
+            return
+        log.warning(
+            "%s: durable consumer %s is gone (deleted, or the broker lost its store): "
+            "making it again",
+            self.what,
+            self.consumer,
+        )
+        await self.rt.durable_restore()
+        old, self._psub = self._psub, await self._patiently(self._pull_subscribe)
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.unsubscribe()
+        log.info("%s: durable consumer %s made again; reading", self.what, self.consumer)
 
     async def _fetch_free(self, slots: asyncio.Semaphore) -> list[Msg] | None:
         """Wait for a free slot, then fetch as many messages as slots are free (one
@@ -188,17 +263,19 @@ class DurableReader:
         return batch
 
     # -- the steps of one message -----------------------------------------
-    async def _open(self, msg: Msg, address: str) -> tuple[Msg, Inbound] | None:
+    async def _open(self, held: Held, address: str) -> tuple[Msg, Inbound] | None:
         """Decode a stored message; None when it was settled here already (expired,
-        undecodable, or handled before under its idempotency key)."""
+        undecodable, tried too often, or handled before under its idempotency key)."""
         rt = self.rt
-        delivered = msg.metadata.num_delivered
-        if delivered > len(self._backoff) + 1:
+        msg = held.msg
+        await self._in_hand.recall(held, self._attempts)
+        tried = held.attempts_before
+        if tried >= len(self._backoff) + 1:
             why = ActorBusError(
-                f"delivered {delivered} times without being settled (a reader crashed, stalled "
-                "or ran past ack_wait on it)"
+                f"its handler started {tried} times without the message being settled (the "
+                "reader's process died or stalled in it each time)"
             )
-            await self._dead_letter(msg, address, None, why, delivered - 1)
+            await self._dead_letter(held, address, None, why, tried)
             return None
         # Handled without a reply subject: a JetStream message's reply is its ack subject.
         plain = Msg(_client=rt.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
@@ -212,16 +289,17 @@ class DurableReader:
                     address,
                     self.cls.security,
                     stored_ms=stored_ms,
-                    redelivered=delivered > 1,
+                    redelivered=held.delivery > 1,
                 )
             if env.context.ttl_ms is None:
                 _check_default_ttl(env, address, rt.durable_settings.max_age)
         except ExpiredError as err:
             await self._count_expired(err, address)
             await msg.term()
+            await self._in_hand.settled(held, self._attempts)
             return None
         except ActorBusError as err:
-            await self._dead_letter(msg, address, None, err, delivered)
+            await self._dead_letter(held, address, None, err, tried + 1)
             return None
         entry = self._idempotency_entry(address, env)
         if entry is not None:
@@ -233,8 +311,34 @@ class DurableReader:
                 self.skipped += 1
                 log.info("%s: %s already handled (idempotency key); acked", address, env.id)
                 await msg.ack()
+                await self._in_hand.settled(held, self._attempts)
                 return None
         return plain, env
+
+    async def _turn(
+        self, held: Held, address: str, run: Callable[[], Awaitable[Outbox | Exception]]
+    ) -> Outbox | Exception:
+        """One attempt at a held message: its start recorded first (when it must be),
+        cut short as hung after the type's ``max_turn``."""
+        await self._in_hand.starting(held, self._attempts)
+        limit = self.cls.max_turn or self.rt.durable_settings.max_turn
+        deadline = asyncio.timeout(limit)
+        try:
+            async with deadline:
+                return await run()
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+        hung = TurnTimeoutError(
+            f"the turn on message #{held.seq} ran past max_turn ({limit:g}s) and was cancelled"
+        )
+        log.warning(
+            "%s: %s; treated as hung and retried per the retry policy (set max_turn on the "
+            "actor type if its turns take longer)",
+            address,
+            hung,
+        )
+        return hung
 
     async def _attempt(
         self, cell: ActorCell, msg: Msg, env: Inbound, attempt: int = 0
@@ -254,7 +358,7 @@ class DurableReader:
             box.open = False
         return box if failed is None else failed
 
-    async def _succeeded(self, msg: Msg, address: str, env: Inbound, box: Outbox) -> None:
+    async def _succeeded(self, held: Held, address: str, env: Inbound, box: Outbox) -> None:
         entry = self._idempotency_entry(address, env)
         if entry is None:
             await release(self.rt, box.held)  # at least once: nothing to record
@@ -266,7 +370,8 @@ class DurableReader:
             else:
                 await self._handled.put(entry, record)
                 await release(self.rt, box.held)
-        await msg.ack()
+        await held.msg.ack()
+        await self._in_hand.settled(held, self._attempts)
 
     @property
     def _handled(self) -> HandledKeys:
@@ -275,6 +380,11 @@ class DurableReader:
             patience = self.rt.durable_settings.start_timeout
             self._handled_keys = HandledKeys(self.rt.handled, patience, self.what)
         return self._handled_keys
+
+    @property
+    def _attempts(self) -> KeyValue:
+        assert self.rt.attempts is not None  # made with the durable stores
+        return self.rt.attempts
 
     @property
     def _backoff(self) -> tuple[float, ...]:
@@ -321,8 +431,9 @@ class DurableReader:
                 return
 
     async def _dead_letter(
-        self, msg: Msg, address: str, env: Inbound | None, err: BaseException, attempt: int
+        self, held: Held, address: str, env: Inbound | None, err: BaseException, attempt: int
     ) -> None:
+        msg = held.msg
         code = err.code if isinstance(err, ActorBusError) else "E_HANDLER"
         reason = f"{type(err).__name__}: {err}"
         envelope_id = env.id if env else None
@@ -334,6 +445,7 @@ class DurableReader:
         timeout = rt.durable_settings.store_timeout
         await store_message(rt.mux, subject, record, None, address, timeout)
         await msg.term()
+        await self._in_hand.settled(held, self._attempts)
         self.dead_lettered += 1
         log.warning(
             "%s: message %s dead-lettered after %d attempt(s): %s",
@@ -343,8 +455,10 @@ class DurableReader:
             reason[:500],
         )
 
-    async def _guarded(self, msg: Msg, address: str, work: Awaitable[None]) -> None:
-        """Run one message's steps; whatever they raise stays with that message.
+    async def _guarded(self, held: Held, address: str, work: Awaitable[None]) -> None:
+        """Run one message's steps; whatever they raise stays with that message,
+        which is let go of afterwards (a cancelled run keeps it held: the stopping
+        reader hands it back).
 
         A broker error (the ack, the dead-letter publish) leaves the message for
         JetStream to deliver again; anything else is this message's fault, or a
@@ -356,9 +470,11 @@ class DurableReader:
         except Exception as exc:
             log.error("%s: handling a durable message failed", address, exc_info=True)
             try:
-                await self._dead_letter(msg, address, None, _unexpected(exc), _delivered(msg))
+                tried = held.attempts_before + held.started
+                await self._dead_letter(held, address, None, _unexpected(exc), tried)
             except Exception as again:
                 log.error("%s: and it could not be dead-lettered: %r", address, again)
+        self._in_hand.let_go(held)
 
 
 def _unexpected(exc: Exception) -> ActorBusError:
@@ -367,13 +483,6 @@ def _unexpected(exc: Exception) -> ActorBusError:
     if isinstance(exc, RecursionError):
         return DecodeError(f"the message nests too deeply to handle ({exc})")
     return ActorBusError(f"unexpected {type(exc).__name__} while handling it: {exc}")
-
-
-def _delivered(msg: Msg) -> int:
-    try:
-        return int(msg.metadata.num_delivered)
-    except Exception:
-        return 0
 
 
 def _check_default_ttl(env: Inbound, address: str, max_age: float) -> None:
@@ -412,16 +521,18 @@ class DurableInbox(DurableReader):
             if batch is None:
                 return
             for msg in batch:
-                await self._guarded(msg, self.what, self._one(msg))
+                held = self._in_hand.take(msg)
+                if held is not None:
+                    await self._guarded(held, self.what, self._one(held))
 
     async def _run_concurrently(self, width: int) -> None:
         """Up to ``width`` messages at once (the actor opted out of strict order)."""
         slots = asyncio.Semaphore(width)
         running: set[asyncio.Task[None]] = set()
 
-        async def one(msg: Msg) -> None:
+        async def one(held: Held) -> None:
             try:
-                await self._guarded(msg, self.what, self._one(msg))
+                await self._guarded(held, self.what, self._one(held))
             finally:
                 slots.release()
 
@@ -431,25 +542,31 @@ class DurableInbox(DurableReader):
                 if batch is None:
                     return
                 for msg in batch:
-                    spawn(one(msg), f"durable message of {self.what}", running)
+                    held = self._in_hand.take(msg)
+                    if held is None:
+                        slots.release()
+                    else:
+                        spawn(one(held), f"durable message of {self.what}", running)
         finally:
             if running:
                 await asyncio.wait(set(running))
 
-    async def _one(self, msg: Msg) -> None:
-        opened = await self._open(msg, self.what)
+    async def _one(self, held: Held) -> None:
+        opened = await self._open(held, self.what)
         if opened is None:
             return
         plain, env = opened
-        attempt = msg.metadata.num_delivered  # parsed (and kept) by _open already
-        failed = await self._attempt(self.cell, plain, env, attempt)
+        attempt = held.attempts_before + 1
+        failed = await self._turn(
+            held, self.what, lambda: self._attempt(self.cell, plain, env, attempt)
+        )
         if isinstance(failed, Outbox):
-            await self._succeeded(msg, self.what, env, failed)
+            await self._succeeded(held, self.what, env, failed)
             return
         if self._gives_up(failed, attempt):
-            await self._dead_letter(msg, self.what, env, failed, attempt)
+            await self._dead_letter(held, self.what, env, failed, attempt)
         else:
-            await msg.nak(delay=self._delay(attempt))
+            await held.msg.nak(delay=self._delay(attempt))
 
 
 async def _consumer_exists(rt: Runtime, type_: str) -> bool:

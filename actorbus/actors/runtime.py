@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
+from actorbus.actors.failure_log import FailureLog
 from actorbus.actors.guard import Guard
 from actorbus.actors.mailbox import Mailboxes
 from actorbus.actors.pipeline import encode_event
@@ -37,6 +39,7 @@ from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.wire import Encoding, SizeLimits
 
 log = logging.getLogger("actorbus.system")
+_RESTORE_EVERY = 2.0  # seconds between attempts to make lost durable streams again
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,12 @@ class Runtime:
         conn.on_slow_consumer.append(self.mailboxes.on_overflow)
         self.handled: KeyValue | None = None  # idempotency keys already handled
         self.stats: KeyValue | None = None  # counters shared by every reader
+        self.attempts: KeyValue | None = None  # handler starts of redelivered messages
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.failures = FailureLog()  # handler failures, logged with their tracebacks
         self._durable_lock = asyncio.Lock()
         self._durable_ok = False
+        self._restored_at = float("-inf")
         self._reader_leases: LeaseBucket | None = None
         self.guard: Guard | None = None  # end-to-end security, when the system has it
 
@@ -103,12 +109,24 @@ class Runtime:
                 try:
                     stores = await ensure_streams(self.js, self.subjects, self.durable_settings)
                     self.handled, self.stats = stores.handled, stores.stats
+                    self.attempts = stores.attempts
                 except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
                     raise ActorBusError(
                         "durable delivery needs JetStream, which this NATS server does not "
                         "offer (start it with -js, or use ActorSystem.start())"
                     ) from None
                 self._durable_ok = True
+
+    async def durable_restore(self) -> None:
+        """Make the durable streams and buckets again, at most every few seconds:
+        something found them gone (a broker restarted on a fresh store, an operator
+        deleted one). Creating them is idempotent, so a false alarm costs a few calls."""
+        now = time.monotonic()
+        if now - self._restored_at < _RESTORE_EVERY:
+            return
+        self._restored_at = now
+        self._durable_ok = False
+        await self.durable_ready()
 
     async def reader_leases(self) -> LeaseBucket:
         """The leases that pick one reader process per lazily hosted durable type."""

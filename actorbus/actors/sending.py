@@ -10,6 +10,7 @@ without tracing pays nothing for it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -40,6 +41,10 @@ from actorbus.telemetry import STATE, metrics as meters, spans
 
 R = TypeVar("R")
 T = TypeVar("T")
+
+# Seconds (at most half an ask's timeout) within which a no-responders answer is
+# asked again before it counts: a fresh subscription, or a host reconnecting.
+_NO_RESPONDERS_GRACE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +210,27 @@ class Sender:
     ) -> Any:
         rt = self.rt
         accept = rt.guard.reply_check(session) if session is not None and rt.guard else None
-        try:
-            msg = await rt.mux.request(subject, out.body, out.headers, timeout, accept)
-        except RequestTimeout:
-            raise AskTimeoutError(address, out.intent, timeout) from None
-        except NoResponders:
-            raise NoRespondersError(address, out.intent) from None
-        except nats.errors.Error as exc:
-            raise rt.conn.translate(exc) from exc
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        grace = loop.time() + min(_NO_RESPONDERS_GRACE, timeout / 2)
+        pause = 0.01
+        while True:
+            try:
+                msg = await rt.mux.request(subject, out.body, out.headers, timeout, accept)
+                break
+            except RequestTimeout:
+                raise AskTimeoutError(address, out.intent, timeout) from None
+            except NoResponders:
+                # Nobody got it, so asking again is safe. A subscription made a
+                # moment ago in another connection may not be known to this one's
+                # server yet, and a host may be reconnecting: ask again briefly.
+                if loop.time() + pause > grace:
+                    raise NoRespondersError(address, out.intent) from None
+                await asyncio.sleep(pause)
+                pause *= 2
+                timeout = deadline - loop.time()
+            except nats.errors.Error as exc:
+                raise rt.conn.translate(exc) from exc
         reply_intent, content = decode_answer(msg, address, session)
         if reply_intent == INTENT_ERROR:
             raise error_from_wire(content, address)

@@ -1,24 +1,25 @@
 """The durable messages of a lazily hosted type: one consumer for all its keys.
 
 Many messages are in flight (``type_window``), and a queue per key keeps each
-key's messages in order; a retry waits in place (the message kept in progress)
-so only its own key waits. The host processes of the type take turns reading,
-chosen by a lease; the steps of one message are the shared ones of
-:class:`~actorbus.actors.durable.DurableReader`.
+key's messages in order; every one of them is kept in progress while it waits
+(``actors/in_hand.py``), and a retry waits in place so only its own key waits.
+The host processes of the type take turns reading, chosen by a lease; the steps
+of one message are the shared ones of :class:`~actorbus.actors.durable.DurableReader`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from nats.aio.msg import Msg
 
 from actorbus.actors.durable import DurableReader
+from actorbus.actors.in_hand import Held
 from actorbus.actors.outbox import Outbox
 from actorbus.bus.jetstream import stream_name, type_consumer_config, type_consumer_name
 from actorbus.bus.leases import LeaderElection, lease_key
@@ -57,10 +58,14 @@ class TypeInbox(DurableReader):
         self.place = place  # a key's local instance, or the system hosting it elsewhere
         self.forward = forward  # runs a message at the system hosting its key
         self._slots = asyncio.Semaphore(rt.durable_settings.type_window)
-        self._keys: dict[str, deque[Msg]] = {}
+        self._keys: dict[str, deque[Held]] = {}
         self._workers: set[asyncio.Task[None]] = set()
         self._election: LeaderElection | None = None
         self._stop_timeout = 10.0
+        # Set while no fetch is outstanding: a message handed back before then could
+        # come straight back to this stopping reader, behind its key's later ones.
+        self._not_fetching = asyncio.Event()
+        self._not_fetching.set()
 
     async def start(self) -> None:
         rt = self.rt
@@ -100,6 +105,7 @@ class TypeInbox(DurableReader):
         self._stopping = False
         self._stop.clear()
         s = self.rt.durable_settings
+        self._slots = asyncio.Semaphore(s.type_window)  # workers cut short kept theirs
         await self._subscribe(
             self.rt.subjects.durable_type(self.cls.type_name),
             type_consumer_config(self.rt.subjects, self.cls.type_name, s),
@@ -109,31 +115,43 @@ class TypeInbox(DurableReader):
         await super().stop(self._stop_timeout)
 
     async def _run(self) -> None:
+        self._not_fetching.clear()
+        try:
+            await self._fetch_loop()
+        finally:
+            self._not_fetching.set()
+
+    async def _fetch_loop(self) -> None:
         while not self._stopping:
             batch = await self._fetch_free(self._slots)
             if batch is None:
                 return
             for msg in batch:
-                self._enqueue(msg)
+                held = self._in_hand.take(msg)
+                if held is None:  # delivered again while held: handled once, by the holder
+                    self._slots.release()
+                else:
+                    self._enqueue(held)
 
-    def _enqueue(self, msg: Msg) -> None:
-        key = self.rt.subjects.key_of(msg.subject)
+    def _enqueue(self, held: Held) -> None:
+        key = self.rt.subjects.key_of(held.msg.subject)
         queued = self._keys.get(key)
         if queued is not None:
-            queued.append(msg)  # its worker is running and takes it in order
+            queued.append(held)  # its worker is running and takes it in order
             return
-        self._keys[key] = deque([msg])
+        self._keys[key] = deque([held])
         spawn(self._work(key), f"durable {self.cls.type_name}/{key}", self._workers)
 
     async def _work(self, key: str) -> None:
         queued = self._keys[key]
         try:
             while queued:
-                msg = queued[0]
+                held = queued[0]
                 if self._stopping:  # hand the rest back at once: another host takes them
-                    await _settle(msg.nak)
+                    await self._not_fetching.wait()
+                    await self._hand_back(held)
                 else:
-                    await self._one(msg, key)
+                    await self._one(held, key)
                 queued.popleft()
                 self._slots.release()
         finally:
@@ -145,35 +163,35 @@ class TypeInbox(DurableReader):
             for worker in list(self._workers):
                 await stop_task(worker, what=f"durable worker of {self.what}")
 
-    async def _one(self, msg: Msg, key: str) -> None:
+    async def _one(self, held: Held, key: str) -> None:
         address = f"{self.cls.type_name}/{key}"
-        await self._guarded(msg, address, self._one_of(msg, key, address))
+        await self._guarded(held, address, self._one_of(held, key, address))
 
-    async def _one_of(self, msg: Msg, key: str, address: str) -> None:
-        opened = await self._open(msg, address)
+    async def _one_of(self, held: Held, key: str, address: str) -> None:
+        opened = await self._open(held, address)
         if opened is None:
             return
         plain, env = opened
-        attempt = msg.metadata.num_delivered
         while True:
-            failed = await self._attempt_at(key, address, plain, env, attempt)
+            attempt = held.attempts_before + 1
+            failed = await self._turn(
+                held, address, partial(self._attempt_at, key, address, plain, env, attempt)
+            )
             if isinstance(failed, Outbox):
-                await self._succeeded(msg, address, env, failed)
+                await self._succeeded(held, address, env, failed)
                 return
             if self._gives_up(failed, attempt):
-                await self._dead_letter(msg, address, env, failed, attempt)
+                await self._dead_letter(held, address, env, failed, attempt)
                 return
+            if not self._stopping:
+                await self._pause(self._delay(attempt))
             if self._stopping:
                 # Handed back at once, not after its backoff: the messages queued
                 # behind it on this key are handed back now too, and a delayed one
                 # would come back after them, out of order.
-                await msg.nak()
+                await self._not_fetching.wait()
+                await self._hand_back(held)
                 return
-            await self._hold(msg, self._delay(attempt))
-            if self._stopping:
-                await msg.nak()
-                return
-            attempt += 1
 
     async def _attempt_at(
         self, key: str, address: str, msg: Msg, env: Inbound, attempt: int
@@ -191,18 +209,9 @@ class TypeInbox(DurableReader):
             if outcome is not None:
                 return outcome
 
-    async def _hold(self, msg: Msg, delay: float) -> None:
-        """Wait before a retry, telling JetStream the message is still being worked
-        on; a stop ends the wait at once (the message is then handed back, so
-        another host takes it now rather than after ``ack_wait``)."""
-        beat = max(0.5, self.rt.durable_settings.ack_wait / 3)
-        deadline = time.monotonic() + delay
-        while (left := deadline - time.monotonic()) > 0 and not self._stopping:
-            await msg.in_progress()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), min(beat, left))
-
-
-async def _settle(action: Callable[[], Awaitable[None]]) -> None:
-    with contextlib.suppress(Exception):
-        await action()
+    async def _pause(self, delay: float) -> None:
+        """Wait before a retry (the message is kept in progress meanwhile); a stop
+        ends the wait at once, so the message is handed back now rather than after
+        ``ack_wait``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), delay)

@@ -65,7 +65,11 @@ class DurableSettings:
     retention_grace: float = 3600.0  # the stream keeps messages this much longer
     duplicate_window: float = 120.0  # seconds within which a repeated id is dropped
     backoff: tuple[float, ...] = (2.0, 4.0, 8.0)  # delays before each retry
-    ack_wait: float = 30.0  # seconds a handler may run before redelivery is assumed
+    # Seconds without word from a reader before its message is delivered again. A
+    # reader keeps the messages it holds in progress (every third of this), so a long
+    # turn is not redelivered; this is how soon a crashed reader's messages come back.
+    ack_wait: float = 10.0
+    max_turn: float = 900.0  # a turn running longer is hung: cancelled, retried (per type)
     dlq_max_age: float = 7 * 24 * 3600.0
     idempotency_ttl: float = 24 * 3600.0  # how long a handled idempotency key is remembered
     keep_topics: bool = False  # also store pub/sub topics, for history and replay
@@ -112,6 +116,15 @@ def stats_bucket(ns: str) -> str:
     return f"actorbus-{ns}-stats"
 
 
+def attempts_bucket(ns: str) -> str:
+    return f"actorbus-{ns}-attempts"
+
+
+def attempts_entry(consumer: str, stream_seq: int) -> str:
+    """Where the handler starts of one stored message, read by one consumer, are counted."""
+    return f"{consumer}.{stream_seq}"
+
+
 def expired_entry(consumer: str) -> str:
     return f"expired.{consumer}"
 
@@ -132,6 +145,7 @@ def consumer_name(addr: Address) -> str:
 class DurableStores:
     handled: KeyValue  # idempotency keys already handled (outlives any actor process)
     stats: KeyValue  # counters every reader adds to (expired messages)
+    attempts: KeyValue  # handler starts of redelivered messages (actors/attempts.py)
 
 
 async def ensure_streams(
@@ -189,7 +203,18 @@ async def ensure_streams(
         ),
         s.start_timeout,
     )
-    return DurableStores(handled, stats)
+    attempts = await patiently(
+        lambda: js.create_key_value(
+            KeyValueConfig(
+                bucket=attempts_bucket(subjects.ns),
+                ttl=s.max_age + s.retention_grace,  # outlives every message it counts
+                storage=StorageType.FILE,
+                replicas=s.replicas,
+            )
+        ),
+        s.start_timeout,
+    )
+    return DurableStores(handled, stats, attempts)
 
 
 async def _create_or_update(js: JetStreamContext, config: StreamConfig) -> None:

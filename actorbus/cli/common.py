@@ -123,6 +123,7 @@ async def connect(
     verbose: bool,
     js_replicas: int = 1,
     hosts: Sequence[str] = (),
+    debug: bool = False,
 ) -> ActorSystem:
     """A system for a command: on a secured broker its user may subscribe to the
     subjects of ``hosts`` (actor types) and no other type's."""
@@ -144,6 +145,7 @@ async def connect(
                     servers,
                     namespace=namespace,
                     durable=DurableSettings(replicas=js_replicas),
+                    debug=debug,
                     **joining,
                 )
     except TimeoutError:

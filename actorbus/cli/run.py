@@ -137,6 +137,7 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
         args.verbose > 0,
         args.js_replicas,
         hosts=[spec.cls.type_name for spec in specs],  # its broker user takes these only
+        debug=args.debug,
     )
     watching: asyncio.Task[str] | None = None
     try:
@@ -254,6 +255,12 @@ def add_parser(
         "--replicas", type=int, help="instances sharing the address (with no --key: at key 0)"
     )
     run.add_argument("--namespace", default="ab", help="subject namespace (default: ab)")
+    run.add_argument(
+        "--debug",
+        action="store_true",
+        help="send handlers' tracebacks to their callers (RemoteError.remote_traceback); "
+        "the host logs every failure with its traceback either way",
+    )
     run.add_argument(
         "--js-replicas",
         type=int,

@@ -42,6 +42,13 @@ class AskTimeoutError(ActorBusError, TimeoutError):
         self.timeout = timeout
 
 
+class TurnTimeoutError(ActorBusError, TimeoutError):
+    """A durable turn ran past its actor type's ``max_turn``: it was treated as hung,
+    cancelled, and its message retried (or dead-lettered) by the retry policy."""
+
+    code = "E_TIMEOUT"
+
+
 class ConnectionLostError(ActorBusError, ConnectionError):
     """The link to NATS is gone and did not come back before the reconnect deadline."""
 

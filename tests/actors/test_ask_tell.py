@@ -247,6 +247,25 @@ async def test_no_responders(system) -> None:
     assert info.value.code == "E_NO_RESPONDERS"
 
 
+async def test_no_responders_comes_within_half_a_second(system) -> None:
+    """The brief second chance a no-responders answer gets stays brief."""
+    started = time.monotonic()
+    with pytest.raises(NoRespondersError):
+        await system.ask("nobody/here", AtQuestion(text="x"), timeout=10)
+    assert time.monotonic() - started < 1.5
+
+
+async def test_an_ask_made_as_its_actor_is_spawned_elsewhere_is_answered(make_system) -> None:
+    """Asked while another connection is still subscribing (or a host reconnects):
+    the no-responders answer is asked again within the deadline, not raised."""
+    caller = await make_system()
+    host = await make_system()
+    for n in range(20):
+        asked = asyncio.create_task(caller.ask(f"responder/s{n}", AtQuestion(text="x"), timeout=3))
+        await host.spawn(Responder, f"s{n}")
+        assert (await asked).text == "X"
+
+
 async def test_no_responders_after_stop_actor(system, responder: ActorRef) -> None:
     assert (await system.ask("responder/r1", AtQuestion(text="x"), timeout=2)).text == "X"
     await system.stop_actor("responder/r1")

@@ -467,3 +467,33 @@ async def test_handler_error_reaches_a_json_caller(system, make_system) -> None:
         await json_client.ask("sv-worker/w", SvFail(how="value"), timeout=2)
     assert info.value.remote_type == "ValueError"
     assert info.value.remote_message == "bad value 42"
+
+
+def test_handler_failures_are_logged_with_tracebacks_at_a_bounded_rate(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handler failing thousands of times a second logs a burst, then a line now and
+    then that says how many it held back; each line carries the traceback."""
+    import logging
+
+    from actorbus.actors import failure_log
+
+    now = [100.0]
+    monkeypatch.setattr(failure_log.time, "monotonic", lambda: now[0])
+    failures = failure_log.FailureLog(burst=3, per_minute=60.0)
+
+    def fail(n: int) -> None:
+        try:
+            raise KeyError(f"k{n}")
+        except KeyError as exc:
+            failures.handler_failed("buggy", "buggy/1.look_up", f"m{n}", exc)
+
+    with caplog.at_level(logging.ERROR, logger="actorbus.actors"):
+        for n in range(1000):
+            fail(n)
+        now[0] += 1.0  # one more allowed a second
+        fail(1000)
+    lines = [r for r in caplog.records if "buggy/1.look_up failed" in r.getMessage()]
+    assert len(lines) == 4
+    assert all(r.exc_info and r.exc_info[0] is KeyError for r in lines)
+    assert "997 more failure(s) of buggy not logged" in lines[-1].getMessage()

@@ -403,6 +403,44 @@ async def test_run_reload_starts_again_with_the_changed_code(
         assert await host.terminate() == 0, host.stderr
 
 
+BUGGY = """
+from actorbus import Actor, handler
+
+class Buggy(Actor):
+    @handler
+    async def look_up(self, query: dict) -> str:
+        return {}[query["name"]]
+"""
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
+async def test_run_logs_each_handler_failure_with_its_traceback(
+    make_system: Any, nats_server: EmbeddedServer, ns: str, tmp_path: Path, debug: bool
+) -> None:
+    """The caller gets a RemoteError; the host's operator sees the traceback where
+    the agent runs; --debug sends it to the caller too."""
+    from actorbus import RemoteError
+
+    (tmp_path / "buggy_agent.py").write_text(BUGGY)
+    caller = await make_system()
+    args = ("run", "buggy_agent:Buggy", "--key", "1", "--namespace", ns)
+    extra = ("--debug",) if debug else ()
+    async with cli(*args, *extra, env={"ACTORBUS_URL": nats_server.url}, cwd=tmp_path) as host:
+        await host.wait_for_line("ready")
+        with pytest.raises(RemoteError) as info:
+            await caller.ask("buggy/1", {"name": "missing"})
+        assert str(info.value) == "KeyError in buggy/1: 'missing'"
+        assert await host.terminate() == 0, host.stderr
+    logged = host.stderr
+    assert "buggy/1.look_up failed on message" in logged, logged
+    assert "Traceback (most recent call last)" in logged, logged
+    assert 'return {}[query["name"]]' in logged, logged
+    if debug:
+        assert 'return {}[query["name"]]' in (info.value.remote_traceback or "")
+    else:
+        assert info.value.remote_traceback is None
+
+
 async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
     store = tmp_path / "js"
     async with cli("up", "--insecure", "--store-dir", str(store)) as p:

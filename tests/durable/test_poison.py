@@ -14,11 +14,11 @@ from typing import Any
 import msgpack
 import nats
 import pytest
-from _util import WAIT, RawNats, barrier, eventually, subject_of
+from _util import WAIT, RawNats, eventually, subject_of
 from pydantic import BaseModel
 
 from actorbus import Actor, DecodeError, handler
-from actorbus.bus.jetstream import DurableSettings, consumer_name, stream_name
+from actorbus.bus.jetstream import DurableSettings, stream_name
 from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import new_id, now_ms
 
@@ -283,32 +283,36 @@ async def wait_for_dead_letters(system: Any, address: str, count: int) -> list[A
     return letters
 
 
-async def test_a_message_delivered_unsettled_too_often_is_dead_lettered_before_handling(
-    make_system: Any, raw_nc: nats.NATS
+async def test_a_message_that_kills_its_host_each_time_is_dead_lettered_before_handling(
+    make_system: Any, nats_server: Any, ns: str
 ) -> None:
-    """A reader that crashed on a message every time (here: a raw client that takes
-    it and never answers) must not make JetStream drop it: the next reader
-    dead-letters it with the reason, and the messages behind it are handled."""
+    """A message whose handler kills its process (SIGKILL) every time must neither
+    loop forever nor vanish: each start is recorded before the handler runs, and the
+    host that finds it started as often as the retry policy allows dead-letters it
+    with the reason before handling it; the message behind it is handled."""
+    from _actors import Tick
+    from _util import run_host
+
     system = await make_system(durable=FAST)
-    seen: list[int] = []
-    changed = asyncio.Event()
-    await system.spawn(DurableSink, "q", seen=seen, changed=changed)
-    await system.stop_actor(DQ)
-    await system.tell(DQ, Item(n=1), durable=True)
-    await system.tell(DQ, Item(n=2), durable=True)
-    js = raw_nc.jetstream()
-    thief = await js.pull_subscribe(
-        system.subjects.durable(Address.parse(DQ)),
-        durable=consumer_name(Address.parse(DQ)),
-        stream=stream_name(system.namespace),
-    )
-    for _ in range(FAST.max_deliver):
-        (msg,) = await thief.fetch(1, timeout=WAIT)
-        assert msgpack.unpackb(msg.data)["content"] == {"n": 1}  # taken, never settled
-    await barrier(raw_nc)
-    await system.spawn(DurableSink, "q", seen=seen, changed=changed)
-    await wait_until(seen, changed, 1)
-    (letter,) = await wait_for_dead_letters(system, DQ, 1)
-    assert "without being settled" in letter.reason
+    handled: list[int] = []
+    got = asyncio.Event()
+
+    async def on_handled(msg: Any) -> None:
+        handled.append(int(msg.data))
+        got.set()
+
+    await system.nc.subscribe(f"{ns}.test.handled", cb=on_handled)
+    await system.tell("doomed/q", Tick(n=1), durable=True)
+    await system.tell("doomed/q", Tick(n=2), durable=True)
+    attempts = 4  # the host's backoff has three steps: 1 + 3 attempts
+    for _ in range(attempts):
+        async with run_host("_actors:Doomed", nats_server.url, ns, "q", ack_wait=1.0) as host:
+            assert await asyncio.wait_for(host.proc.wait(), 3 * WAIT) == -9
+    assert handled == []
+    async with run_host("_actors:Doomed", nats_server.url, ns, "q", ack_wait=1.0) as host:
+        await asyncio.wait_for(got.wait(), 3 * WAIT)
+        assert host.proc.returncode is None
+    (letter,) = await wait_for_dead_letters(system, "doomed/q", 1)
+    assert "started 4 times without the message being settled" in letter.reason
     assert msgpack.unpackb(letter.original)["content"] == {"n": 1}
-    assert seen == [2]
+    assert handled == [2]

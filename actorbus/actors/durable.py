@@ -101,6 +101,7 @@ class DurableReader:
         self._task: asyncio.Task[None] | None = None
         self._gauge: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
+        self._stream_born: object = None  # when the stream read from was created
         self._pull_subscribe: Callable[[], Awaitable[JetStreamContext.PullSubscription]]
         self._handled_keys: HandledKeys | None = None
         s = rt.durable_settings
@@ -212,11 +213,10 @@ class DurableReader:
         """A consumer made again after this reader settled messages starts after
         them (a new consumer would deliver the whole stream again), unless the
         stream itself is new (the broker lost its store): then from its start."""
-        floor = self._in_hand.floor
-        if floor == 0:
-            return config
         info = await self.rt.js.stream_info(stream)
-        if (info.state.last_seq or 0) < floor:
+        born, self._stream_born = self._stream_born, info.created
+        floor = self._in_hand.floor
+        if floor == 0 or born != info.created:  # nothing settled yet, or a new stream
             return config
         return dataclasses.replace(
             config, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=floor + 1

@@ -139,7 +139,9 @@ async def store(rt: Runtime, subject: str, out: Outgoing, what: str, timeout: fl
         box.hold(subject, out, what)
         return
     try:
-        await store_message(rt.mux, subject, out.body, out.headers, what, timeout)
+        await store_message(
+            rt.mux, subject, out.body, out.headers, what, timeout, rt.durable_restore
+        )
     except nats.errors.Error as exc:
         raise rt.conn.translate(exc) from exc
 

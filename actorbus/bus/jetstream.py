@@ -26,6 +26,7 @@ changes nothing, a start with new settings updates the streams.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import json
@@ -299,12 +300,21 @@ def type_consumer_config(subjects: Subjects, type_: str, s: DurableSettings) -> 
 
 
 async def store_message(
-    mux: RequestMux, subject: str, body: bytes, headers: Any, what: str, timeout: float
+    mux: RequestMux,
+    subject: str,
+    body: bytes,
+    headers: Any,
+    what: str,
+    timeout: float,
+    restore: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Publish into JetStream and wait for its publish-ack, riding through a leader
     election: while no stream leader answers (no responders, a 503, no ack in
     time) the same bytes are sent again, so with the same ``Nats-Msg-Id`` the
     server stores them once, until ``timeout`` runs out.
+
+    No responders at all may also mean the stream is gone (a broker back on a
+    fresh store): ``restore`` is then called (once) to make it again.
 
     Raises :class:`StoreUnavailableError` (with the last cause) when no attempt
     was confirmed in time, :class:`ActorBusError` when JetStream refused the
@@ -327,6 +337,10 @@ async def store_message(
             continue  # already waited: send again at once
         except NoResponders:
             cause = "no stream leader answered (no responders)"
+            if restore is not None:
+                with contextlib.suppress(Exception):  # the store's own retries go on
+                    await asyncio.wait_for(restore(), max(0.1, deadline - time.monotonic()))
+                restore = None
         else:
             reply = json.loads(ack.data or b"{}")
             error = reply.get("error")

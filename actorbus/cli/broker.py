@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from actorbus.actors import context
 from actorbus.actors.secure_broker import SecureBroker
+from actorbus.actors.security_settings import actorbus_home
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_signals, stdout
@@ -28,6 +29,7 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
     install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping nats-server"))
     broker = None if insecure else SecureBroker()
     extra = broker.server_config(namespaces) if broker is not None else ""
+    earlier = store_dir is not None and await asyncio.to_thread(_has_files, store_dir)
     server = EmbeddedServer(ServerConfig(port=port, store_dir=store_dir, extra=extra))
     # Started from this (main) thread on purpose: the server is tied to the
     # lifetime of the thread that started it (PR_SET_PDEATHSIG), and only the
@@ -39,6 +41,8 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
     context.record(server.url)  # other commands in other terminals find it there
     try:
         store = f"{server.store_dir}" + ("" if store_dir else " (temporary, removed on exit)")
+        if earlier:
+            store += " (kept: what earlier runs stored is back)"
         out.print(f"[bold green]nats-server ready[/] at [bold]{server.url}[/]")
         out.print(f"  url         {server.url}")
         out.print(f"  monitoring  {server.monitor_url or '-'}")
@@ -75,17 +79,39 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
     return EXIT_OK
 
 
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
 def default_port(port: int) -> int:
     """``--port``, else NATS's own 4222 when it is free (what the nats CLI and every
     example assume), else any free port."""
     if port != -1:
         return port
     with socket.socket() as probe:
+        # As the server will bind it: a port whose last connections linger in
+        # TIME_WAIT (a restart within a minute) is free; one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", NATS_PORT))
         except OSError:
             return -1
     return NATS_PORT
+
+
+def default_store(args: argparse.Namespace) -> Path | None:
+    """``--store-dir``; else, unless ``--ephemeral``, ``$ACTORBUS_HOME/jetstream``
+    (``jetstream-cluster`` for a cluster), so that a restarted broker has every
+    message it acknowledged; None: a temp dir removed on exit."""
+    if args.store_dir:
+        if args.ephemeral:
+            raise CliError("--store-dir and --ephemeral contradict each other", EXIT_USAGE)
+        return Path(args.store_dir).resolve()
+    if args.ephemeral:
+        return None
+    store = actorbus_home() / ("jetstream-cluster" if args.cluster is not None else "jetstream")
+    store.mkdir(parents=True, exist_ok=True)
+    return store
 
 
 _SERVER_LOG_LINE = re.compile(r"^\[\d+\] \S+ \S+ \[(?P<level>[A-Z]{3})\] (?P<text>.*)$")
@@ -103,7 +129,7 @@ def _server_failure(exc: ServerStartError) -> str:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    store = Path(args.store_dir).resolve() if args.store_dir else None
+    store = default_store(args)
     if args.cluster is not None:
         if args.cluster < 2:
             raise CliError("--cluster needs at least 2 nodes", EXIT_USAGE)
@@ -181,7 +207,14 @@ def add_parser(
         "--port", type=int, default=-1, help="client port (default: 4222 when free, else any)"
     )
     up.add_argument(
-        "--store-dir", metavar="DIR", help="JetStream store (default: a temp dir removed on exit)"
+        "--store-dir",
+        metavar="DIR",
+        help="JetStream store (default: $ACTORBUS_HOME/jetstream, kept across restarts)",
+    )
+    up.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep JetStream in a temp dir removed on exit (queued messages do not survive)",
     )
     up.add_argument(
         "--cluster", type=int, metavar="N", help="start an N-node cluster on loopback instead"

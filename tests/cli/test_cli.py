@@ -441,6 +441,66 @@ async def test_run_logs_each_handler_failure_with_its_traceback(
         assert info.value.remote_traceback is None
 
 
+class Keeper(Actor):
+    durable = True
+
+    def __init__(self, got: list[str], arrived: asyncio.Event) -> None:
+        self.got = got
+        self.arrived = arrived
+
+    @handler
+    async def keep(self, text: str) -> None:
+        self.got.append(text)
+        self.arrived.set()
+
+
+async def test_up_restarted_keeps_its_store_and_its_port_and_hosts_carry_on(
+    tmp_path: Path,
+) -> None:
+    """A restarted `actorbus up` has what it acknowledged (its store is in
+    ACTORBUS_HOME), listens where it did although its old connections linger in
+    TIME_WAIT, and a host connected all along serves again without a restart."""
+    from actorbus.bus.connection import ConnectOptions
+    from actorbus.bus.jetstream import DurableSettings
+
+    env = {"ACTORBUS_HOME": str(tmp_path / "home")}
+    ns = f"up{uuid.uuid4().hex[:8]}"
+    got: list[str] = []
+    arrived = asyncio.Event()
+    async with cli("up", "--insecure", env=env) as first:
+        await first.wait_for_line("pid")
+        url = field(first.lines, "url")
+        assert field(first.lines, "store") == str(tmp_path / "home" / "jetstream")
+        options = ConnectOptions(reconnect_deadline=60.0)
+        fast = DurableSettings(ack_wait=2.0)
+        sender = await ActorSystem.connect(url, namespace=ns, connect_options=options)
+        host = await ActorSystem.connect(url, namespace=ns, connect_options=options, durable=fast)
+        try:
+            await host.spawn(Keeper, "k", got=got, arrived=arrived)
+            await sender.tell("keeper/k", "served", durable=True)
+            await asyncio.wait_for(arrived.wait(), 30)
+            await sender.tell("keeper/q", "queued", durable=True)  # nobody reads it yet
+            assert await first.terminate() == 0, first.stderr  # clients still connected
+            async with cli("up", "--insecure", env=env) as second:
+                await second.wait_for_line("pid")
+                assert "kept" in field(second.lines, "store")
+                if url.endswith(":4222"):
+                    assert field(second.lines, "url") == url
+                arrived.clear()
+                await sender.tell("keeper/k", "after", durable=True, timeout=30)
+                await asyncio.wait_for(arrived.wait(), 30)
+                assert got == ["served", "after"]
+                queued: list[str] = []
+                came = asyncio.Event()
+                await host.spawn(Keeper, "q", got=queued, arrived=came)
+                await asyncio.wait_for(came.wait(), 30)
+                assert queued == ["queued"]
+                assert await second.terminate() == 0, second.stderr
+        finally:
+            await sender.close(timeout=2)
+            await host.close(timeout=2)
+
+
 async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
     store = tmp_path / "js"
     async with cli("up", "--insecure", "--store-dir", str(store)) as p:

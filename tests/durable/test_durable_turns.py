@@ -239,6 +239,28 @@ async def test_readers_and_senders_carry_on_after_the_broker_returns_on_a_fresh_
         await eventually(sent, what="a durable send to the fresh store", timeout=20.0)
         await done.reached(2)
         assert starts == [0, 1]
+        # A process that only sends makes the stream again too.
+        server.stop_sync()
+        server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "three"))
+        server.start_sync()
+        sender = await ActorSystem.connect(server.url, namespace=ns, durable=SHORT)
+        try:
+            await sender.durable_ready()
+            server.stop_sync()
+            server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "four"))
+            server.start_sync()
+
+            async def stored() -> bool:
+                try:
+                    await sender.tell("slow/g", Entry(n=9), durable=True, timeout=2.0)
+                except ActorBusError:
+                    return False
+                return True
+
+            await eventually(stored, what="a sender's send to the fresh store", timeout=20.0)
+            assert (await sender.queue_stats("slow/g")).pending == 1
+        finally:
+            await sender.close(timeout=2)
     finally:
         if system is not None:
             await system.close(timeout=2)

@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 from actorbus.actors.actor import Actor, ActorContext, Crash, Incoming, current_incoming
 from actorbus.actors.handlers import HandlerSpec
 from actorbus.actors.messages import validate
+from actorbus.actors.streaming import SharedTurn
 from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -37,7 +38,7 @@ from actorbus.telemetry import STATE, metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
-    from actorbus.actors.streaming import StreamProducers
+    from actorbus.actors.streaming import StreamProducers, Turn
 
 log = logging.getLogger("actorbus.actors")
 
@@ -202,6 +203,9 @@ class ActorCell:
     async def deliver(self, msg: Msg, env: Inbound) -> None:
         """Handle one message, keeping the concurrency promise; returns when admitted
         (concurrency > 1) or done (concurrency 1, which keeps arrival order)."""
+        if msg.reply and env.context.stream and self.cls.concurrency == 1:
+            await self._deliver_stream(msg, env)
+            return
         self._busy += 1
         arrived = self._arrival()
         if self.cls.concurrency == 1:
@@ -223,6 +227,29 @@ class ActorCell:
             return
         await self._gate.acquire()
         spawn(self._handle_then_release(msg, env, arrived), self.address, self._tasks)
+
+    async def _deliver_stream(self, msg: Msg, env: Inbound) -> None:
+        """A stream request to a one-at-a-time actor: its turn runs in a task of its
+        own, and this returns once the turn ended or its producer gave it back to
+        wait for the consumer's credit, so the actor's next messages are not held
+        up by a slow consumer (the generator waits at a ``yield`` meanwhile)."""
+        self._busy += 1
+        arrived = self._arrival()
+        turn = SharedTurn(self._lock)
+
+        async def run() -> None:
+            try:
+                await turn.acquire()
+                try:
+                    await self._handle(msg, env, arrived, turn)
+                finally:
+                    turn.gate.release()  # held again: the producer takes it before it ends
+            finally:
+                turn.given_back.set()
+                self._done()
+
+        spawn(run(), self.address, self._tasks)
+        await turn.given_back.wait()
 
     async def deliver_durable(self, msg: Msg, env: Inbound) -> Exception | None:
         """Handle one durable message to the end and say how it went.
@@ -272,9 +299,12 @@ class ActorCell:
     def _counted_failure(self, env: Inbound, err: ActorBusError) -> None:
         """A handler failed (metrics count it)."""
 
-    async def _handle(self, msg: Msg, env: Inbound, arrived: int = 0) -> Exception | None:
+    async def _handle(
+        self, msg: Msg, env: Inbound, arrived: int = 0, turn: Turn | None = None
+    ) -> Exception | None:
         """Handle one message and answer it; returns what went wrong, if anything
-        (the durable path acks, retries or dead-letters by it)."""
+        (the durable path acks, retries or dead-letters by it). ``turn``: the
+        turn held for it, when a stream may give it back (else the cell's gate)."""
         inst = self.instance
         if inst is None and not self._ready.is_set():
             await self._ready.wait()  # starting or restarting: hold the message
@@ -308,8 +338,10 @@ class ActorCell:
         token = current_incoming.set(Incoming(env, self.address))
         try:
             if spec.streaming:
+                if turn is None:
+                    turn = self._lock if self.cls.concurrency == 1 else self._gate
                 failed = await self.env.streams.produce(
-                    msg, env, getattr(inst, spec.method)(arg), self.error_for
+                    msg, env, getattr(inst, spec.method)(arg), self.error_for, turn
                 )
                 if failed is not None and self._crashes(failed):
                     await self._restart(failed)
@@ -393,13 +425,15 @@ class ObservedCell(ActorCell):
             where = {"error.type": err.code, "messaging.operation.type": "process"}
             meters.failures.add(1, {**labels, **where})
 
-    async def _handle(self, msg: Msg, env: Inbound, arrived: int = 0) -> Exception | None:
+    async def _handle(
+        self, msg: Msg, env: Inbound, arrived: int = 0, turn: Turn | None = None
+    ) -> Exception | None:
         if not STATE.tracing:
-            return await super()._handle(msg, env, arrived)
+            return await super()._handle(msg, env, arrived, turn)
         with spans.processing(
             self.address, msg.subject, msg.headers, env, len(msg.data), arrived, bool(msg.reply)
         ) as span:
-            failed = await super()._handle(msg, env, arrived)
+            failed = await super()._handle(msg, env, arrived, turn)
             if failed is not None:
                 spans.failed(span, failed)
             return failed

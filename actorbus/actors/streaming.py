@@ -13,9 +13,12 @@ Wire protocol (core NATS, one publisher to one inbox, so order is kept):
 - flow control: the producer may run ``window`` items ahead of the consumer.
   Halfway through each window a frame carries ``Ab-Credit: <inbox>``; when the
   consumer takes that item it answers on the inbox, which lets the producer go
-  one more window. A producer that gets no credit within ``credit_timeout``
-  takes the consumer for gone and stops, so a vanished caller cannot pin an
-  actor forever;
+  one more window. While it waits for credit the producer gives the actor's
+  turn back (the generator is suspended at a ``yield``: none of its code runs
+  meanwhile), so a slow or stalled consumer never keeps the actor from its
+  other messages; it takes the turn again before the generator goes on. A
+  producer that gets no credit within ``credit_timeout`` takes the consumer for
+  gone and stops;
 - a caller that stops early (break, error, or a timeout before any frame)
   publishes ``{"cancel": <request id>}`` on ``{ns}.ctl.cancel``. Every system
   listens there (cancels are rare, so a broadcast is cheaper than a subscription
@@ -34,7 +37,7 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import nats.errors
 from nats.aio.msg import Msg
@@ -95,9 +98,13 @@ class StreamProducers:
         env: Inbound,
         agen: AsyncIterator[Any],
         error_for: Callable[[BaseException], ActorBusError],
+        turn: Turn | None = None,
     ) -> Exception | None:
         """Run a streaming handler to completion, cancellation or error; returns the
-        handler's exception, if it raised one (the cell decides about a restart)."""
+        handler's exception, if it raised one (the cell decides about a restart).
+
+        ``turn`` is the actor's turn, held by the caller: given back while the
+        producer waits for credit, and held again when this returns."""
         if not msg.reply:
             log.warning("stream request %s to %s has no reply inbox; dropped", env.id, env.dst)
             await _close(agen)
@@ -106,7 +113,7 @@ class StreamProducers:
             log.debug("stream %s was cancelled before it started", env.id)
             await _close(agen)
             return None
-        task = asyncio.create_task(self._pump(msg, env, agen, error_for))
+        task = asyncio.create_task(self._pump(msg, env, agen, error_for, turn))
         self._active[env.id] = task
         try:
             await asyncio.wait({task})
@@ -127,6 +134,7 @@ class StreamProducers:
         env: Inbound,
         agen: AsyncIterator[Any],
         error_for: Callable[[BaseException], ActorBusError],
+        turn: Turn | None,
     ) -> Exception | None:
         rt = self.rt
         inbox = request.reply
@@ -143,7 +151,7 @@ class StreamProducers:
                     assert credit is not None
                     try:  # asyncio.timeout: a cancel arriving with the credit still cancels
                         async with asyncio.timeout(rt.stream_settings.credit_timeout):
-                            await credit
+                            await _given_back_while(turn, credit)
                     except TimeoutError:
                         why = (
                             f"stream {env.id} stopped: the consumer took no item for "
@@ -208,6 +216,52 @@ class StreamProducers:
 
         answered.add_done_callback(check)
         return hello
+
+
+class Turn(Protocol):
+    """An actor's turn (its lock, or its semaphore with ``concurrency`` > 1)."""
+
+    async def acquire(self) -> Any: ...
+
+    def release(self) -> None: ...
+
+
+class SharedTurn:
+    """A one-at-a-time actor's turn as a streamed reply holds it: its producer
+    gives it back while it waits for credit, and says so (``given_back``), so
+    whoever waits for the turn to end can go on to the actor's next message."""
+
+    def __init__(self, gate: Turn) -> None:
+        self.gate = gate
+        self.given_back = asyncio.Event()
+
+    async def acquire(self) -> Any:
+        return await self.gate.acquire()
+
+    def release(self) -> None:
+        self.gate.release()
+        self.given_back.set()
+
+
+async def _given_back_while(turn: Turn | None, waiting: asyncio.Future[Msg]) -> None:
+    """Wait with the actor's turn given back; hold it again before returning,
+    whatever happens (the caller's ``async with`` releases it)."""
+    if turn is None:
+        await waiting
+        return
+    turn.release()
+    try:
+        await waiting
+    finally:
+        cancelled = False
+        while True:  # a cancelled acquire holds nothing: acquire again, then re-raise
+            try:
+                await turn.acquire()
+                break
+            except asyncio.CancelledError:
+                cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
 
 
 async def _close(agen: AsyncIterator[Any]) -> None:

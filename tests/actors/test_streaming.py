@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _util import WAIT, barrier
+from _util import WAIT, barrier, eventually
 from pydantic import BaseModel
 
 from actorbus import (
@@ -383,6 +383,10 @@ async def test_stream_of_a_plain_handler_yields_its_reply_then_ends(system) -> N
 class Firehose(Actor):
     """Yields as fast as it can and records how far it got."""
 
+    @handler(intent="plain")
+    async def plain(self, q: dict[str, Any]) -> dict[str, Any]:
+        return {"plain": True}
+
     def __init__(self, probe: Probe) -> None:
         self.probe = probe
         self.produced = 0
@@ -462,3 +466,21 @@ async def test_a_stream_request_nobody_reads_frees_the_actor_within_seconds(
     # Handled in arrival order: this answer proves the stream request is over.
     assert await system.ask("streamer/pinned", {}, timeout=10) == {"plain": True}
     assert loop.time() - started < system.stream_start_timeout + 1.5
+
+
+async def test_a_consumer_that_grants_no_credit_does_not_pin_the_actor(make_system) -> None:
+    """A consumer takes the first item and never grants credit: while the producer
+    waits, the one-at-a-time actor answers its other messages at once."""
+    host = await make_system(stream_window=4, stream_credit_timeout=300)
+    probe = Probe()
+    await host.spawn(Firehose, "stalled", probe=probe)
+    stream = host.stream("firehose/stalled", StCount(n=1_000), timeout=5)
+    assert await anext(stream) == {"i": 0}  # take one item, then stop reading
+    await eventually(lambda: probe.produced >= 4, what="the producer used its window")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await host.ask("firehose/stalled", {}, intent="plain", timeout=5) == {"plain": True}
+    assert loop.time() - started < 1.0
+    assert probe.produced <= 4 + 1  # still held at one window: the stream waits
+    await stream.aclose()
+    await asyncio.wait_for(probe.closed.wait(), 5)

@@ -10,6 +10,7 @@ reading or replaying the dead letter fetches it from there.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import nats.js.errors
 from nats.aio.msg import Msg
+from nats.js.api import ConsumerInfo
 
 from actorbus.actors.pipeline import decode_stored
 from actorbus.bus.client import BadHeaders
@@ -117,7 +119,14 @@ class QueueStats:
     shared: bool = False  # the queue of a lazily hosted type: every key's messages
     # False while no reader ever started: ``pending`` then counts what is stored for
     # the address (its messages wait for the actor's first start)
-    reading: bool = True
+    started: bool = True
+    # A reader is alive: it is waiting for messages or holds some (one that died
+    # less than ack_wait ago may still count, by the messages it held)
+    reading: bool = False
+    # Deliveries beyond each message's first since the queue's reader started:
+    # retries, and messages a reader died with (those ``redelivered`` now in flight
+    # included)
+    redeliveries: int = 0
 
 
 async def list_dead_letters(
@@ -216,23 +225,46 @@ async def queue_stats(rt: Runtime, address: str) -> QueueStats:
         except nats.js.errors.NotFoundError:
             continue
         shared = name == names[-1]
+        pending, in_flight = info.num_pending or 0, info.num_ack_pending or 0
+        delivered = (info.delivered.consumer_seq or 0) if info.delivered else 0
+        stored = await _stored(rt, info.config.filter_subject or "")
         return QueueStats(
             address=f"{addr.type}/*" if shared else address,
-            pending=info.num_pending or 0,
-            in_flight=info.num_ack_pending or 0,
+            pending=pending,
+            in_flight=in_flight,
             redelivered=info.num_redelivered or 0,
-            delivered=(info.delivered.consumer_seq or 0) if info.delivered else 0,
+            delivered=delivered,
             expired=await _expired(rt, name),
             shared=shared,
+            reading=await _reading(rt, stream, name, info),
+            # Every stored message not pending was delivered at least once; any
+            # delivery beyond that count was a second one of some message.
+            redeliveries=max(0, delivered - (stored - pending)),
         )
     subject = (
         rt.subjects.durable_type(addr.type)
         if addr.key in (None, "*")
         else rt.subjects.durable(addr)
     )
-    info = await rt.js.stream_info(stream, subjects_filter=subject)
-    waiting = sum((info.state.subjects or {}).values())
-    return QueueStats(address, waiting, 0, 0, 0, reading=False)
+    waiting = await _stored(rt, subject)
+    return QueueStats(address, waiting, 0, 0, 0, started=False)
+
+
+async def _reading(rt: Runtime, stream: str, name: str, info: ConsumerInfo) -> bool:
+    """Is a reader alive? It waits on a pull or holds messages, except for the
+    moment between settling one and pulling the next: looked at again after it."""
+    for _ in range(2):
+        if info.num_waiting or info.num_ack_pending:
+            return True
+        await asyncio.sleep(_BETWEEN_PULLS)
+        info = await rt.js.consumer_info(stream, name)
+    return False
+
+
+async def _stored(rt: Runtime, subject: str) -> int:
+    """Messages stored in the durable stream on ``subject`` (a filter)."""
+    info = await rt.js.stream_info(stream_name(rt.namespace), subjects_filter=subject)
+    return sum((info.state.subjects or {}).values())
 
 
 async def _expired(rt: Runtime, consumer: str) -> int:
@@ -244,6 +276,7 @@ async def _expired(rt: Runtime, consumer: str) -> int:
     return int(entry.value or b"0")
 
 
+_BETWEEN_PULLS = 0.2  # seconds: longer than a reader's pause between two pulls
 _NO_MESSAGE = 10037, 10057  # JetStream error codes for "no message found"
 
 

@@ -44,7 +44,8 @@ from actorbus.actors.security_settings import (
 )
 from actorbus.actors.topic_guard import TopicKeys
 from actorbus.actors.trust import Trust
-from actorbus.codecs.errors import AuthError
+from actorbus.bus.subjects import validate_type
+from actorbus.codecs.errors import AuthError, InvalidAddressError
 from actorbus.codecs.inbound import Inbound
 from actorbus.security.credentials import Authority, Credential
 from actorbus.security.identity import Identity
@@ -340,7 +341,11 @@ class Guard:
         return next((identity for identity in held if identity.kid == kid), None)
 
     async def _session(
-        self, header: str, address: str, stored_ms: int | None = None
+        self,
+        header: str,
+        address: str,
+        stored_ms: int | None = None,
+        recipient: Identity | None = None,
     ) -> InboundSession:
         """The session ``header`` opened to ``address``'s type, as it stood when the
         message was sent: for a stored one, when the server stored it (a backlog
@@ -348,7 +353,9 @@ class Guard:
         cached = self._inbound.get(header)
         now = _now_ms() if stored_ms is None else stored_ms
         kind = address.partition("/")[0]
-        recipient = self._recipient(kind, header.split(".", 2)[1] if header.count(".") >= 2 else "")
+        if recipient is None:
+            sealed_to = header.split(".", 2)[1] if header.count(".") >= 2 else ""
+            recipient = self._recipient(kind, sealed_to)
         if cached is not None and cached.expires_ms > now:
             if cached.recipient_kid != recipient.kid:
                 raise AuthError(f"session opened for another key than {address}'s")
@@ -419,11 +426,28 @@ class Guard:
             await self.topics.open_stored(data, headers, env, list(self.types), stored_ms)
             return None
         header = headers.get(SESSION_HEADER)
-        if header is None or env.dst.partition("/")[0] not in self.types:
+        kind = env.dst.partition("/")[0]
+        if header is None:
             return None
-        session = await self._session(header, env.dst, stored_ms)
+        if kind in self.types:
+            session = await self._session(header, env.dst, stored_ms)
+        else:
+            key = self._key_at_home(kind)
+            if key is None:
+                return None
+            session = await self._session(header, env.dst, stored_ms, key)
         open_content(env, session.keys.forward)
         return session
+
+    def _key_at_home(self, kind: str) -> Identity | None:
+        """The key of an actor type this system does not host, when this machine's
+        home holds it (its hosts run here): what history opens stored messages
+        with. Never made here: a reader is no host."""
+        try:
+            validate_type(kind)  # a stored envelope's dst names no path of its own
+            return Identity.load(self.home / "types" / f"{kind}.key", create=False)
+        except (InvalidAddressError, FileNotFoundError):
+            return None
 
     def reply_check(self, session: OutboundSession) -> Callable[[Msg], bool]:
         """The test a caller puts each reply to before taking it: tagged with the

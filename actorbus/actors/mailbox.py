@@ -15,7 +15,9 @@ signal:
 - each drop counts in ``dropped`` per address and in the
   ``actorbus.mailbox.dropped`` metric; a warning is logged and an
   ``actor.overloaded`` system event published, at most once per
-  ``REPORT_EVERY`` seconds per address, with the count since the last one.
+  ``REPORT_EVERY`` seconds per address, with the count since the last one: the
+  first drop at once, and what drops after it within that time at its end, so
+  the reports add up to every drop.
 
 Durable sends are not affected: they wait in JetStream, and the reader takes
 them at the actor's pace.
@@ -23,6 +25,7 @@ them at the actor's pace.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +34,7 @@ from typing import Any, Literal, Protocol, TypedDict
 from nats.aio.subscription import Subscription
 from nats.errors import SlowConsumerError
 
+from actorbus.bus.tasks import spawn, stop_task
 from actorbus.codecs.errors import RateLimitedError
 from actorbus.telemetry import STATE, metrics as meters
 
@@ -84,6 +88,8 @@ class Mailboxes:
         self.dropped: dict[str, int] = {}  # address -> messages dropped, ever
         self._unreported: dict[str, int] = {}
         self._reported_at: dict[str, float] = {}
+        self._trailing: set[asyncio.Task[None]] = set()  # reports due at a window's end
+        self._due: dict[str, Bounded] = {}  # addresses with one of them scheduled
 
     def watch(self, sub: Subscription, address: str, cls: Bounded) -> Subscription:
         """Count ``sub``'s overflows as ``address``'s."""
@@ -124,10 +130,16 @@ class Mailboxes:
 
     async def _report(self, address: str, cls: Bounded) -> None:
         now = time.monotonic()
-        if now - self._reported_at.get(address, -REPORT_EVERY) < REPORT_EVERY:
+        wait = self._reported_at.get(address, -REPORT_EVERY) + REPORT_EVERY - now
+        if wait > 0:
+            if address not in self._due:  # said at the window's end, with the count
+                self._due[address] = cls
+                spawn(self._report_later(address, cls, wait), "overload report", self._trailing)
             return
         self._reported_at[address] = now
         count = self._unreported.pop(address, 0)
+        if count == 0:
+            return
         log.warning(
             "%s is overloaded: %d message(s) did not fit its mailbox (%d messages / %d bytes) "
             "and were %s (%d in all)",
@@ -144,3 +156,17 @@ class Mailboxes:
             "actor.overloaded",
             {"address": address, "dropped": count, "dropped_total": self.dropped[address]},
         )
+
+    async def _report_later(self, address: str, cls: Bounded, wait: float) -> None:
+        await asyncio.sleep(wait)
+        self._due.pop(address, None)
+        await self._report(address, cls)
+
+    async def close(self) -> None:
+        """Say what is still unreported now (a closing system), and stop waiting."""
+        for task in list(self._trailing):
+            await stop_task(task, what="overload report")
+        due, self._due = self._due, {}
+        for address, cls in due.items():
+            self._reported_at.pop(address, None)
+            await self._report(address, cls)

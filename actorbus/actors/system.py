@@ -535,6 +535,7 @@ class ActorSystem:
         """Stop discovery, readers, actors and leases, each bounded by ``timeout``."""
         await self.directory.close(timeout)  # discovery stops offering us at once
         await self.hosting.close(timeout)
+        await self.runtime.mailboxes.close()  # drops not reported yet are said now
         if self.runtime.guard is not None:
             await self.runtime.guard.close()
 

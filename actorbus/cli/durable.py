@@ -90,7 +90,7 @@ def _letter_json(letter: DeadLetter) -> dict[str, Any]:
 
 async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
     stats = await system.queue_stats(args.address)
-    if not stats.reading and stats.pending == 0:
+    if not stats.started and stats.pending == 0:
         raise CliError(
             f"no durable queue for {args.address}: nothing was stored for it and no "
             f"actor ever read it (namespace {args.namespace})"

@@ -11,7 +11,7 @@ from typing import Any
 
 import nats
 import pytest
-from _util import WAIT, barrier, run_host, subject_of
+from _util import WAIT, barrier, eventually, run_host, subject_of
 
 from actorbus import Actor, RateLimitedError, handler
 from actorbus.actors.pipeline import encode_request
@@ -101,6 +101,16 @@ async def test_a_full_mailbox_drops_tells_visibly_and_refuses_asks_at_once(
     assert events
     assert events[0]["address"] == "gated/a"
     assert await system.ask("gated/a", 1000, intent="take", timeout=2) == 1000
+    # The reports add up to every drop: the first at once, the rest at the end of
+    # the reporting window (5 s), not only the first one.
+    await eventually(
+        lambda: sum(e["dropped"] for e in events) == dropped,
+        what=f"events reporting all {dropped} drops (got {[e['dropped'] for e in events]})",
+        timeout=10.0,
+    )
+    assert events[-1]["dropped_total"] == dropped
+    said = [r.getMessage() for r in caplog.records if "gated/a is overloaded" in r.getMessage()]
+    assert f"({dropped} in all)" in said[-1]
 
 
 async def test_drop_policy_lets_asks_time_out(system: Any, raw_nc: nats.NATS, ns: str) -> None:

@@ -98,6 +98,7 @@ def test_history_and_rerun_commands(nats_server: Any, ns: str, capsys: Any) -> N
     # nobody ever read grumpy/h: its queue counts what waits for it in the stream
     waiting = run_json(capsys, "queue", "grumpy/h", *bus, "--json")
     assert waiting["pending"] == 3
+    assert waiting["started"] is False
     assert waiting["reading"] is False
     assert main(["queue", "nosuch/1", *bus]) == 1  # nothing stored, no reader: an error
     assert "no durable queue for nosuch/1" in capsys.readouterr().err
@@ -110,11 +111,14 @@ def test_history_and_rerun_commands(nats_server: Any, ns: str, capsys: Any) -> N
     assert "exactly one of" in capsys.readouterr().err
 
 
-def test_history_shows_content_it_cannot_open_by_its_size(
+def test_history_opens_what_this_machine_holds_the_key_for_and_sizes_the_rest(
     actorbus_home: Any, ns: str, capsys: Any
 ) -> None:
-    """On a secured bus a message to vault/1 is sealed to vault's key, which the
-    shell does not hold: history lists it (it used to crash on the bytes)."""
+    """On a secured bus a message to vault/1 is sealed to vault's key. On a machine
+    whose home holds that key (vault's hosts run there) history shows the content;
+    where it does not, it lists the message by its size (it used to crash on the
+    bytes)."""
+    from actorbus.actors.security_settings import default_home
     from actorbus.actors.secure_broker import SecureBroker
     from actorbus.bus.server import EmbeddedServer, ServerConfig
 
@@ -127,6 +131,10 @@ def test_history_shows_content_it_cannot_open_by_its_size(
 
         asyncio.run(store())
         bus = ("--url", server.url, "--namespace", ns)
+        opened = run_json(capsys, "history", "vault/1", *bus, "--json")
+        assert [m["content"] for m in opened] == [{"n": 1}]
+        key = default_home(ns) / "types" / "vault.key"
+        key.rename(key.with_suffix(".away"))  # as on a machine that hosts no vault
         stored = run_json(capsys, "history", "vault/1", *bus, "--json")
         assert len(stored) == 1
         assert stored[0]["meta"]["cipher"] == "A256GCM"

@@ -258,16 +258,28 @@ async def test_dead_letters_can_be_listed_inspected_replayed_and_dropped(make_sy
 
 async def test_queue_stats_show_depth_while_the_actor_is_away(make_system) -> None:
     system = await make_system(durable=FAST)
-    progress = await spawn_ledger(system, "depth")
+    progress = await spawn_ledger(system, "depth", fail={0: 1})  # retried once
     await system.tell("ledger/depth", Entry(n=0), durable=True)
     await progress.reached(1)
+    stats = await system.queue_stats("ledger/depth")
+    assert stats.reading
+    assert stats.redeliveries == 1  # the retry, although nothing is in flight now
+    assert stats.redelivered == 0
     await system.stop_actor("ledger/depth")
+    await eventually(
+        lambda: _not_reading(system, "ledger/depth"), what="no reader (its last pull expired)"
+    )
     for n in range(1, 6):
         await system.tell("ledger/depth", Entry(n=n), durable=True)
     stats = await system.queue_stats("ledger/depth")
     assert (stats.pending, stats.in_flight) == (5, 0)
-    assert stats.delivered == 1
+    assert stats.delivered == 2
+    assert stats.redeliveries == 1
     assert (await system.queue_stats("ledger/never")).pending == 0
+
+
+async def _not_reading(system: Any, address: str) -> bool:
+    return not (await system.queue_stats(address)).reading
 
 
 async def wait_for_dead_letters(system: Any, address: str, count: int) -> list[Any]:

@@ -74,6 +74,7 @@ class ActorCell:
         self._busy = 0
         self._idle: asyncio.Future[None] | None = None  # set by stop() while it waits
         self._tasks: set[asyncio.Task[None]] = set()
+        self._queued_bytes = 0  # bodies waiting in deliver_later's queue
         self.subscriptions: list[Any] = []
         self.restart_count = 0
         self.failure: BaseException | None = None
@@ -268,12 +269,24 @@ class ActorCell:
 
     def deliver_later(self, msg: Msg, env: Inbound) -> None:
         """Queue a message without blocking the caller (shared subscriptions),
-        within the mailbox bound: what does not fit is dropped (an ask refused)."""
-        if len(self._tasks) >= self.cls.mailbox_size:
+        within the mailbox bound (``mailbox_size`` messages, ``mailbox_bytes``
+        bytes): what does not fit is dropped (an ask refused)."""
+        size = len(msg.data)
+        if (
+            len(self._tasks) >= self.cls.mailbox_size
+            or self._queued_bytes + size > self.cls.mailbox_bytes
+        ):
             mailboxes = self.rt.mailboxes
             spawn(mailboxes.overflowed(self.address, self.cls, msg.reply), self.address)
             return
-        spawn(self.deliver(msg, env), self.address, self._tasks)
+        self._queued_bytes += size
+        spawn(self._deliver_queued(msg, env, size), self.address, self._tasks)
+
+    async def _deliver_queued(self, msg: Msg, env: Inbound, size: int) -> None:
+        try:
+            await self.deliver(msg, env)
+        finally:
+            self._queued_bytes -= size
 
     async def _handle_then_release(self, msg: Msg, env: Inbound, arrived: int) -> None:
         try:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from actorbus.actors.delivery import DeliveryPolicy
 from actorbus.bus.registration import Registration
 from actorbus.bus.service_records import ServiceRecords
-from actorbus.bus.tasks import spawn
+from actorbus.bus.tasks import spawn, stop_task
 from actorbus.codecs.errors import ActorNotFoundError
 from actorbus.codecs.uap import (
     EphemeralCheck,
@@ -119,7 +119,7 @@ class Directory:
     async def close(self, timeout: float) -> None:
         """Deregister (bounded by ``timeout``) and stop watching."""
         for task in list(self._announcing):
-            task.cancel()
+            await stop_task(task, what="an announcement")  # none may register after this
         registrations = list(self._registrations.values())
         self._registrations.clear()
         if registrations:

@@ -37,6 +37,7 @@ class Registration:
         self.service = service  # as last stored
         self.registrations = 0
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     @property
     def interval(self) -> float:
@@ -44,7 +45,8 @@ class Registration:
 
     async def start(self) -> ServiceResponse:
         await self._register()
-        self._task = supervise(f"renewal of {self.record.id}", self._renew_forever, logger=log)
+        if not self._stopped:  # stop() may have come while the record was stored
+            self._task = supervise(f"renewal of {self.record.id}", self._renew_forever, logger=log)
         return self.service
 
     async def _register(self) -> None:
@@ -65,6 +67,7 @@ class Registration:
 
     async def stop(self, *, deregister: bool = True) -> None:
         """Stop renewing (bounded, however the renewal is waiting) and deregister."""
+        self._stopped = True
         await stop_task(self._task, what=f"renewal of {self.record.id}")
         self._task = None
         if deregister:

@@ -440,3 +440,27 @@ async def test_typed_options_reach_the_system(nats_server, ns: str) -> None:
         assert system.encoding is Encoding.JSON
         assert system.durable_settings is settings
         assert system.conn.options.name == "typed"
+
+
+async def test_a_system_closed_while_it_announces_leaves_no_task_behind(
+    nats_server: Any, ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Open, spawn, close at once, 30 times: every announcement and renewal ends with
+    its system (renewals of closed systems used to run on, a task or two a cycle)."""
+    import logging
+
+    from actorbus import ActorSystem
+
+    before = {t.get_name() for t in asyncio.all_tasks()}
+    with caplog.at_level(logging.WARNING, logger="actorbus.registry.store"):
+        for _ in range(30):
+            system = await ActorSystem.connect(nats_server.url, namespace=ns)
+            await system.spawn(Lively, "c", rec=Recorder())
+            await system.close(timeout=2)
+    left = [
+        name
+        for t in asyncio.all_tasks()
+        if (name := t.get_name()) not in before and ("renewal" in name or "announce" in name)
+    ]
+    assert left == []
+    assert not [r for r in caplog.records if "renewing service" in r.getMessage()]

@@ -123,6 +123,50 @@ async def test_drop_policy_lets_asks_time_out(system: Any, raw_nc: nats.NATS, ns
     gate.set()
 
 
+class GatedBytes(Gated):
+    """A lazily hosted type whose keys may each hold 1 MiB of waiting messages."""
+
+    type_name = "gated-bytes"
+    mailbox_size = 10_000
+    mailbox_bytes = 1024 * 1024
+
+
+def big_tell_bytes(address: str, n: int) -> tuple[bytes, dict[str, str]]:
+    out = encode_request(
+        address,
+        {"n": n, "pad": "x" * 50_000},
+        client_address="client/test",
+        encoding=Encoding.MSGPACK,
+        limits=DEFAULT_LIMITS,
+        intent="take",
+    )
+    return out.body, headers_of(out.headers)
+
+
+async def test_a_lazily_hosted_keys_queue_is_bounded_by_bytes_too(
+    system: Any, raw_nc: nats.NATS, ns: str
+) -> None:
+    """300 tells of 50 KB (15 MB) for one key of a registered type whose mailbox takes
+    1 MiB: about 20 wait, the rest are dropped and counted, not kept by count alone."""
+    gate, seen = asyncio.Event(), []
+    await system.register(GatedBytes, gate=gate, seen=seen)
+    subject = subject_of(ns, "gated-bytes/k")
+    for n in range(300):
+        body, headers = big_tell_bytes("gated-bytes/k", n)
+        await raw_nc.publish(subject, body, headers=headers)
+    await barrier(raw_nc)
+    await eventually(
+        lambda: system.mailboxes.dropped.get("gated-bytes/k", 0) >= 250,
+        what="the tells past 1 MiB dropped",
+    )
+    gate.set()
+    await eventually(
+        lambda: len(seen) + system.mailboxes.dropped.get("gated-bytes/k", 0) == 300,
+        what="every tell handled or counted",
+    )
+    assert len(seen) <= 1024 * 1024 // 50_000 + 2
+
+
 @pytest.mark.parametrize("kind", ["sluggish", "blocking"])
 async def test_an_overloaded_actor_process_stays_within_its_mailbox_bound(
     nats_server: Any, raw_nc: nats.NATS, ns: str, system: Any, kind: str

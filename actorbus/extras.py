@@ -43,11 +43,13 @@ def missing(extra: str, what: str, exc: ImportError) -> MissingExtraError:
     )
 
 
-def require(module: str, extra: str, what: str) -> ModuleType:
-    """``module``, imported; else MissingExtraError saying which extra brings it."""
+def require(module: str, extra: str, what: str, package: str | None = None) -> ModuleType:
+    """``module``, imported; else MissingExtraError saying which extra brings it
+    (and which package, ``package`` when it is not the module's first name)."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        name = package or module.split(".")[0]
         raise MissingExtraError(
-            f"{what} needs the '{module.split('.')[0]}' package: pip install 'actorbus[{extra}]'"
+            f"{what} needs the '{name}' package: pip install 'actorbus[{extra}]'"
         ) from exc

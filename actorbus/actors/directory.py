@@ -69,6 +69,15 @@ class Listing:
     url: str | None = None  # for services reached over HTTP
     service: ServiceResponse | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def intents(self) -> dict[str, Any]:
+        """The intents an actor type handles, each with its message's JSON schema
+        (None for raw content), as its hosts announced them; {} for others."""
+        info = self.service.agent_info if self.service is not None else None
+        native = info.get("actorbus") if isinstance(info, dict) else None
+        intents = native.get("intents") if isinstance(native, dict) else None
+        return dict(intents) if isinstance(intents, dict) else {}
+
 
 class Directory:
     """The registry side of one ActorSystem."""

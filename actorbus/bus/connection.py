@@ -115,9 +115,11 @@ class BusConnection:
                 raise
             cause = "no answer in time" if isinstance(exc, TimeoutError) else str(exc)
             cause = cause or type(exc).__name__
-            raise ConnectionLostError(
+            lost = ConnectionLostError(
                 f"cannot connect to NATS at {', '.join(o.servers)}: {cause}{_advice(exc)}"
-            ) from exc
+            )
+            lost.refused = _refusal(exc)
+            raise lost from exc
         self._refused = None
         self.nc.options["max_reconnect_attempts"] = -1
         self._loop_task = supervise("event loop watch", self.loop_watch.run, logger=log)
@@ -308,6 +310,16 @@ class BusConnection:
 def _incurable(exc: Exception) -> bool:
     """A refusal that retrying the same server with the same options repeats."""
     return isinstance(exc, ssl.SSLError) or "authorization violation" in str(exc).lower()
+
+
+def _refusal(exc: BaseException) -> str | None:
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "untrusted-certificate"
+    if isinstance(exc, ssl.SSLError):
+        return "tls"
+    if "authorization violation" in str(exc).lower():
+        return "unauthorized"
+    return None
 
 
 def _advice(exc: BaseException) -> str:

@@ -20,6 +20,7 @@ from rich.logging import RichHandler
 from actorbus.actors import ActorSystem
 from actorbus.actors.context import env_url, recorded_url
 from actorbus.actors.secure_broker import join_options
+from actorbus.actors.security_settings import actorbus_home
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.errors import ActorBusError, ConnectionLostError
 
@@ -150,8 +151,34 @@ async def connect(
                 )
     except TimeoutError:
         raise CliError(f"cannot connect to NATS at {url} within {wait_s:g}s {hint}") from None
-    except ActorBusError as exc:
-        raise CliError(f"{exc} {hint}") from None
+    except ConnectionLostError as exc:
+        raise CliError(refused_advice(exc, url) or f"{exc} {hint}") from None
+    except ActorBusError as exc:  # a missing extra, a bad setting: not about the server
+        raise CliError(str(exc)) from None
+
+
+def refused_advice(exc: ConnectionLostError, url: str) -> str | None:
+    """What to do, on the command line, about a server that refused us."""
+    home = actorbus_home()
+    if exc.refused == "untrusted-certificate":
+        return (
+            f"cannot connect to NATS at {url}: its TLS certificate is not signed by a CA "
+            f"this machine's ACTORBUS_HOME ({home}) trusts; run the command with the "
+            "ACTORBUS_HOME of the `actorbus up` (or `actorbus security deploy`) that made "
+            "the server's certificate"
+        )
+    if exc.refused == "tls":
+        return (
+            f"cannot connect to NATS at {url}: TLS was refused; does the URL's scheme match "
+            "the server (tls:// for a secured one, nats:// for `actorbus up --insecure`)?"
+        )
+    if exc.refused == "unauthorized":
+        return (
+            f"cannot connect to NATS at {url}: the server takes only authenticated members "
+            f"and ACTORBUS_HOME ({home}) holds no credentials it trusts; use the "
+            "ACTORBUS_HOME of the `actorbus up` that runs it"
+        )
+    return None
 
 
 def resolve_url(given: str | None) -> str:

@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     service = services.service_of(argv if argv is not None else sys.argv[1:])
     if service is not None:  # the service parses its own options
-        return services.serve(*service)
+        try:
+            return services.serve(*service)
+        except CliError as exc:
+            stderr().print(f"[bold red]actorbus: error:[/] {escape(str(exc))}")
+            return exc.code
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

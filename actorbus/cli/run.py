@@ -215,6 +215,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.replicas is not None and args.replicas < 1:
         raise CliError("--replicas must be at least 1", EXIT_USAGE)
     args.changed = ""
+    if args.reload:  # before anything says ready: a missing extra is said first
+        try:
+            require("watchfiles", "reload", "actorbus run --reload")
+        except ActorBusError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
     try:
         specs = [ActorSpec(text, load_actor_class(text)) for text in args.actors]
     except CliError as exc:

@@ -1,9 +1,10 @@
 """``actorbus ask | tell | stream | publish``: talk to actors from a shell.
 
 CONTENT is JSON (an object, a list, a number, a quoted string) or, when it does
-not parse as JSON, the text itself; ``-`` reads it from stdin. An object goes as
-the ``dict`` intent unless ``--intent`` names the handler's (a model's intent is
-its class name: ``--intent Ping``). Replies print as JSON, one per line for a
+not parse as JSON, the text itself; ``-`` reads it from stdin. Without
+``--intent`` (a model's intent is its class name: ``--intent Ping``) it is fitted
+to the actor's handlers as the registry lists them, as the gateway does: an
+actor with one handler gets it there. Replies print as JSON, one per line for a
 stream, so they pipe into ``jq``.
 """
 
@@ -19,7 +20,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from actorbus.actors import ActorSystem
+from actorbus.actors.messages import to_content
 from actorbus.cli.common import EXIT_USAGE, CliError, bus_options, stdout, with_system
+from actorbus.codecs.common import fit_to_intent
+from actorbus.codecs.errors import ActorBusError
 
 
 def content_of(text: str) -> Any:
@@ -49,11 +53,30 @@ def _print(value: Any) -> None:
     stdout().print(json.dumps(printable(value), ensure_ascii=False), markup=False)
 
 
+async def fitted(system: ActorSystem, args: argparse.Namespace) -> tuple[str | None, Any]:
+    """The intent and content to send: ``--intent`` as given; else, when the registry
+    lists the actor's type, fitted to its handlers the way the gateway does (an
+    object for a one-handler actor goes to that handler)."""
+    content = content_of(args.content)
+    if args.intent is not None or "/" not in args.address:
+        return args.intent, content
+    try:
+        found = await system.discover(name=args.address.split("/", 1)[0], healthy=False)
+    except ActorBusError:
+        return None, content  # no registry here: sent as it is
+    intents = next((listing.intents for listing in found if listing.intents), None)
+    if not intents:
+        return None, content
+    intent, _ = to_content(content)
+    return fit_to_intent(intents, intent, content)
+
+
 async def _ask(system: ActorSystem, args: argparse.Namespace) -> None:
+    intent, content = await fitted(system, args)
     reply = await system.ask(
         args.address,
-        content_of(args.content),
-        intent=args.intent,
+        content,
+        intent=intent,
         timeout=args.timeout,
         session_id=args.session,
     )
@@ -61,10 +84,11 @@ async def _ask(system: ActorSystem, args: argparse.Namespace) -> None:
 
 
 async def _tell(system: ActorSystem, args: argparse.Namespace) -> None:
+    intent, content = await fitted(system, args)
     await system.tell(
         args.address,
-        content_of(args.content),
-        intent=args.intent,
+        content,
+        intent=intent,
         session_id=args.session,
         durable=True if args.durable else None,
     )
@@ -73,10 +97,11 @@ async def _tell(system: ActorSystem, args: argparse.Namespace) -> None:
 
 
 async def _stream(system: ActorSystem, args: argparse.Namespace) -> None:
+    intent, content = await fitted(system, args)
     items = system.stream(
         args.address,
-        content_of(args.content),
-        intent=args.intent,
+        content,
+        intent=intent,
         timeout=args.timeout,
         session_id=args.session,
     )

@@ -13,12 +13,19 @@ import importlib
 from collections.abc import Sequence
 
 from actorbus.actors.context import env_url, recorded_url
-from actorbus.cli.common import EXIT_OK, EXIT_USAGE
+from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError
+from actorbus.extras import MissingExtraError, missing
 
 SERVICES: dict[tuple[str, ...], str] = {
     ("gateway",): "actorbus.services.gateway.__main__",
     ("router",): "actorbus.services.router.__main__",
     ("registry", "serve"): "actorbus.services.registry.__main__",
+}
+# The extra each service's HTTP face comes with (actorbus.extras).
+EXTRA_OF: dict[str, str] = {
+    "actorbus.services.gateway.__main__": "gateway",
+    "actorbus.services.router.__main__": "router",
+    "actorbus.services.registry.__main__": "registry",
 }
 
 
@@ -39,7 +46,14 @@ def serve(module: str, rest: list[str]) -> int:
         if url:
             rest = ["--nats", url, *rest]
     try:
-        importlib.import_module(module).main(rest)
+        service = importlib.import_module(module)
+    except MissingExtraError as exc:
+        raise CliError(str(exc)) from None
+    except ImportError as exc:  # its HTTP server's packages, before --help can be read
+        name = "actorbus " + module.split(".")[2]
+        raise CliError(str(missing(EXTRA_OF.get(module, "all"), name, exc))) from None
+    try:
+        service.main(rest)
     except SystemExit as exc:  # --help, a usage error, or the service's own exit
         if exc.code is None:
             return EXIT_OK

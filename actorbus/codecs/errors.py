@@ -53,6 +53,10 @@ class ConnectionLostError(ActorBusError, ConnectionError):
     """The link to NATS is gone and did not come back before the reconnect deadline."""
 
     code = "E_CONN"
+    #: Why the server refused the connection, when it did: ``"untrusted-certificate"``,
+    #: ``"tls"`` (a scheme or handshake mismatch) or ``"unauthorized"``; None when it
+    #: was not reached (or did not say), so a tool can give its own advice.
+    refused: str | None = None
 
 
 class NoRespondersError(ActorBusError):

@@ -58,6 +58,21 @@ def _wanted_exporter(kind: str) -> str | None:
     return None
 
 
+def _asked_by(kind: str) -> str:
+    """The variable that turned the OTLP exporter on, as the user set it."""
+    for name in (
+        f"OTEL_{kind.upper()}_EXPORTER",
+        f"OTEL_EXPORTER_OTLP_{kind.upper()}_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ):
+        if _env(name):
+            return f"{name}={_env(name)}"
+    return "asked for in code"
+
+
+_OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-http"
+
+
 def configure(force: bool | None = None) -> bool:
     """Set tracing (and metrics) up once per process; returns whether tracing is on.
 
@@ -121,7 +136,8 @@ def _add_exporters(provider: TracerProvider, exporter: str | None, record_dir: s
         exporters = require(
             "opentelemetry.exporter.otlp.proto.http.trace_exporter",
             "otlp",
-            "OTEL_TRACES_EXPORTER=otlp",
+            f"exporting spans over OTLP ({_asked_by('traces')})",
+            _OTLP_PACKAGE,
         )
         provider.add_span_processor(BatchSpanProcessor(exporters.OTLPSpanExporter()))
     elif exporter == "console":
@@ -155,7 +171,8 @@ def _configure_metrics() -> None:
         exporters = require(
             "opentelemetry.exporter.otlp.proto.http.metric_exporter",
             "otlp",
-            "OTEL_METRICS_EXPORTER=otlp",
+            f"exporting metrics over OTLP ({_asked_by('metrics')})",
+            _OTLP_PACKAGE,
         )
         chosen = exporters.OTLPMetricExporter()
     else:

@@ -371,6 +371,22 @@ async def test_ask_tell_stream_and_publish_from_the_shell(
     assert "nobody/1" in err
 
 
+async def test_ask_fits_json_to_a_one_handler_actor_as_the_gateway_does(
+    make_system: Any, nats_server: EmbeddedServer, ns: str, tmp_path: Path
+) -> None:
+    """No --intent: the object goes to the actor's one handler (it used to be sent
+    as 'dict' and refused: no handler for intent 'dict')."""
+    from examples.echo import Echo
+
+    host = await make_system()
+    await host.spawn(Echo, "1")
+    await host.directory.announced()
+    env = {"ACTORBUS_HOME": str(tmp_path / "home"), "ACTORBUS_URL": nats_server.url}
+    code, out, err = await finished("ask", "echo/1", '{"text": "hi"}', "--namespace", ns, env=env)
+    assert code == 0, err
+    assert json.loads(out) == {"text": "hi", "by": "echo/1"}
+
+
 GREETER = """
 from actorbus import Actor, handler
 
@@ -667,3 +683,90 @@ async def test_up_cluster_is_secure_by_default() -> None:
         finally:
             await nc.close()
         assert await p.terminate() == 0, p.stderr
+
+
+def test_a_server_this_home_does_not_trust_is_explained_for_the_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A secured broker made by another ACTORBUS_HOME: the command says which home to
+    use, not how to build an SSL context in Python, and does not ask whether a server
+    is running (one is)."""
+    from actorbus.bus.server import ServerConfig
+
+    extra = SecureBroker().server_config(["ab"])
+    with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        monkeypatch.setenv("ACTORBUS_HOME", str(tmp_path / "another-home"))
+        code = main(["ask", "echo/1", "{}", "--url", server.url, "--connect-timeout", "3"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "not signed by a CA this machine's ACTORBUS_HOME" in err, err
+    assert str(tmp_path / "another-home") in err
+    assert "ConnectOptions" not in err
+    assert "is a server running" not in err
+
+
+HIDING = """
+import sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None  # importing it now fails as if it were not installed
+from actorbus.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+async def without(
+    tmp_path: Path, modules: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """``actorbus ARGS`` in a process where ``modules`` cannot be imported."""
+    script = tmp_path / "without.py"
+    script.write_text(HIDING)
+    return await finished_script(script, modules, *args, env=env)
+
+
+async def finished_script(*argv: Any, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *map(str, argv),
+        env={**cli_env(), **(env or {})},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_a_missing_extra_is_one_line_naming_it(
+    tmp_path: Path, nats_server: EmbeddedServer
+) -> None:
+    """`gateway --help` without the gateway extra, `run --reload` without watchfiles
+    (before anything says ready), an OTLP endpoint without the exporter: each is one
+    line naming the extra (and the package, and the variable the user set)."""
+    code, _, err = await without(tmp_path, "aiohttp", "gateway", "--help")
+    assert code == 1
+    assert "Traceback" not in err
+    assert "pip install 'actorbus[gateway]'" in err
+    spec = "examples.echo:Echo"
+    code, out, err = await without(
+        tmp_path, "watchfiles", "run", spec, "--reload", "--url", nats_server.url
+    )
+    assert code == 2
+    assert "ready" not in out
+    assert "pip install 'actorbus[reload]'" in err
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "ACTORBUS_URL": ""}
+    code, _, err = await without(
+        tmp_path,
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+        "ask",
+        "echo/1",
+        "{}",
+        "--url",
+        nats_server.url,
+        env=endpoint,
+    )
+    assert code == 1
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318" in err, err
+    assert "'opentelemetry-exporter-otlp-proto-http'" in err
+    assert "pip install 'actorbus[otlp]'" in err
+    assert "is a server running" not in err

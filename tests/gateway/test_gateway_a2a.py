@@ -26,8 +26,9 @@ from _gateway import (
     wait_agents,
 )
 from _util import WAIT, child_env, terminate
+from pydantic import BaseModel
 
-from actorbus import ActorSystem
+from actorbus import Actor, ActorSystem, handler
 from actorbus.bus.server import EmbeddedServer
 from actorbus.services.gateway import GatewayService
 
@@ -388,6 +389,36 @@ async def test_actor_errors_map_to_task_states(
     # a finished task cannot be canceled
     again = await rpc(http, url(gw), "CancelTask", {"id": failed["id"]})
     assert again["error"]["code"] == -32002
+
+
+class Booking(BaseModel):
+    nights: int
+
+
+class Hotel(Actor):
+    """Takes a Booking only: anything else fails validation."""
+
+    @handler
+    async def book(self, b: Booking) -> str:
+        return f"{b.nights} nights"
+
+
+@pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
+async def test_input_the_actor_cannot_take_rejects_the_task(
+    gw: GatewayService, http: aiohttp.ClientSession, make_system: Any, method: str
+) -> None:
+    """E_VALIDATION is `rejected`, as the docs say, also once the task was working."""
+    await (await make_system()).spawn(Hotel, "1")
+    await wait_agents(gw, "hotel")
+    body = {"message": message(data={"nights": "many"})}
+    if method == "SendMessage":
+        status = result_task(await rpc(http, url(gw, "hotel"), method, body), "1.0")["status"]
+    else:
+        events, _ = await sse(http, url(gw, "hotel"), method, body)
+        last = events[-1]["result"]
+        status = (last.get("statusUpdate") or last.get("task"))["status"]
+    assert status["state"] == "TASK_STATE_REJECTED"
+    assert status["message"]["parts"][0]["text"].startswith("E_VALIDATION: ")
 
 
 # -- streaming -----------------------------------------------------------------------------

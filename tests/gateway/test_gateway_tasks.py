@@ -38,7 +38,7 @@ def test_every_state_has_its_transitions() -> None:
         (S.WORKING, S.INPUT_REQUIRED, True),
         (S.WORKING, S.CANCELED, True),
         (S.WORKING, S.SUBMITTED, False),
-        (S.WORKING, S.REJECTED, False),
+        (S.WORKING, S.REJECTED, True),  # it cannot proceed after all
         (S.INPUT_REQUIRED, S.SUBMITTED, True),
         (S.INPUT_REQUIRED, S.COMPLETED, False),
         (S.AUTH_REQUIRED, S.WORKING, True),

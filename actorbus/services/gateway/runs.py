@@ -133,8 +133,6 @@ class TaskRuns:
                 await self._save_run(run)
             return
         state = TaskState.REJECTED if err.code in REJECTED_CODES else TaskState.FAILED
-        if state is TaskState.REJECTED and live.state is TaskState.WORKING:
-            state = TaskState.FAILED  # working tasks cannot be rejected any more
         err_type = err.remote_type if isinstance(err, RemoteError) else type(err).__name__
         text = err.remote_message if isinstance(err, RemoteError) else str(err)
         message = text_message(

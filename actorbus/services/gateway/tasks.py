@@ -68,8 +68,19 @@ TRANSITIONS: Final[dict[TaskState, frozenset[TaskState]]] = {
             S.REJECTED,
         }
     ),
+    # An agent may reject a task it is working on once it finds it cannot proceed
+    # (the A2A spec's "rejected"): an actor refusing the input says so after the
+    # gateway has reported the task working.
     S.WORKING: frozenset(
-        {S.WORKING, S.INPUT_REQUIRED, S.AUTH_REQUIRED, S.COMPLETED, S.FAILED, S.CANCELED}
+        {
+            S.WORKING,
+            S.INPUT_REQUIRED,
+            S.AUTH_REQUIRED,
+            S.COMPLETED,
+            S.FAILED,
+            S.CANCELED,
+            S.REJECTED,
+        }
     ),
     S.INPUT_REQUIRED: frozenset({S.SUBMITTED, S.WORKING, S.FAILED, S.CANCELED, S.REJECTED}),
     S.AUTH_REQUIRED: frozenset({S.SUBMITTED, S.WORKING, S.FAILED, S.CANCELED, S.REJECTED}),

@@ -27,6 +27,7 @@ from actorbus.codecs.errors import (
     RemoteError,
     ReplayError,
     StoreUnavailableError,
+    TurnTimeoutError,
     UnknownIntentError,
     ValidationFailedError,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "SecuritySettings",
     "SizeLimits",
     "StoreUnavailableError",
+    "TurnTimeoutError",
     "UnknownIntentError",
     "ValidationFailedError",
     "handler",

@@ -172,3 +172,31 @@ async def test_the_wheel_installs_into_a_clean_venv_and_runs_two_processes(
             )
     assert code == 0, out + err
     assert out.strip() == "text='HELLO FROM ANOTHER PROCESS'"
+
+
+def test_a_misspelt_call_option_is_a_type_error_where_it_is_written(tmp_path: Path) -> None:
+    """Actor.ask/tell/stream and ActorRef's take typed options: mypy (and the
+    editor) catch ``timout=`` at the call, not a TypeError at run time."""
+    from mypy import api
+
+    snippet = tmp_path / "typo.py"
+    snippet.write_text(
+        "from actorbus import Actor, ActorRef, handler\n"
+        "\n"
+        "\n"
+        "class Caller(Actor):\n"
+        "    @handler\n"
+        "    async def go(self, text: str) -> str:\n"
+        '        reply: str = await self.ask("echo/1", text, timout=5)\n'
+        '        await ActorRef(self.system, "echo/1").tell(text, durabel=True)\n'
+        '        async for _ in self.stream("echo/1", text, tiemout=1):\n'
+        "            pass\n"
+        '        return await self.ask("echo/1", text, timeout=5, returns=str)\n'
+    )
+    out, _, code = api.run(["--strict", "--no-error-summary", str(snippet)])
+    assert code == 1
+    wrong = sorted(line.split(": error: ")[1] for line in out.splitlines() if ": error: " in line)
+    assert any('"timout"' in w and 'did you mean "timeout"' in w for w in wrong), out
+    assert any('"durabel"' in w for w in wrong), out
+    assert any('"tiemout"' in w for w in wrong), out
+    assert ":11:" not in out  # the well-spelt call type-checks, returning str

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
-from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar, overload
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar, Unpack, overload
 
+from actorbus.actors.call_options import AskOptions, PublishOptions, StreamOptions, TellOptions
 from actorbus.actors.handlers import HandlerSpec, resolve_handlers
 from actorbus.bus.client import Client
 from actorbus.bus.subjects import validate_topic, validate_type
@@ -26,15 +27,31 @@ class ActorContext(Protocol):
     system_id: str
     nc: Client
 
-    async def ask(self, address: str | None = None, message: Any = None, **kwargs: Any) -> Any: ...
+    async def ask(
+        self,
+        address: str | None = None,
+        message: Any = None,
+        *,
+        returns: type[Any] | None = None,
+        **options: Unpack[AskOptions],
+    ) -> Any: ...
 
     async def tell(
-        self, address: str | None = None, message: Any = None, **kwargs: Any
+        self, address: str | None = None, message: Any = None, **options: Unpack[TellOptions]
     ) -> None: ...
 
-    async def publish(self, topic: str, message: Any, **kwargs: Any) -> None: ...
+    async def publish(
+        self, topic: str, message: Any, **options: Unpack[PublishOptions]
+    ) -> None: ...
 
-    def stream(self, address: str, message: Any, **kwargs: Any) -> AsyncIterator[Any]: ...
+    def stream(
+        self,
+        address: str,
+        message: Any,
+        *,
+        returns: type[Any] | None = None,
+        **options: Unpack[StreamOptions],
+    ) -> AsyncIterator[Any]: ...
 
 
 class Crash(ActorBusError):
@@ -163,10 +180,12 @@ class Actor:
     # -- who am I ----------------------------------------------------------
     @property
     def key(self) -> str:
+        """The key this instance was activated for: ``"eu"`` in ``billing/eu``."""
         return self._key
 
     @property
     def address(self) -> str:
+        """This instance's address, ``type/key``: where others reach it."""
         return self._address
 
     @property
@@ -184,17 +203,47 @@ class Actor:
 
     # -- talking to others (trace and session travel along) ----------------
     @overload
-    async def ask(self, address: str, message: Any, *, returns: type[R], **kwargs: Any) -> R: ...
+    async def ask(
+        self, address: str, message: Any, *, returns: type[R], **options: Unpack[AskOptions]
+    ) -> R: ...
     @overload
-    async def ask(self, address: str, message: Any, **kwargs: Any) -> Any: ...
-    async def ask(self, address: str, message: Any, **kwargs: Any) -> Any:
-        return await self._system.ask(address, message, **kwargs)
+    async def ask(
+        self, address: str, message: Any, *, returns: None = None, **options: Unpack[AskOptions]
+    ) -> Any: ...
+    async def ask(
+        self,
+        address: str,
+        message: Any,
+        *,
+        returns: type[Any] | None = None,
+        **options: Unpack[AskOptions],
+    ) -> Any:
+        """Ask another actor and wait for its reply (typed by ``returns``). The
+        message being handled travels along: the trace, and its session.
 
-    async def tell(self, address: str, message: Any, **kwargs: Any) -> None:
-        await self._system.tell(address, message, **kwargs)
+        Options as :meth:`actorbus.ActorSystem.ask` (``timeout``, ``intent``,
+        ``session_id``, ``idempotency_key``, ``ttl_ms``, ``skill``)."""
+        return await self._system.ask(address, message, returns=returns, **options)
 
-    async def publish(self, topic: str, message: Any, **kwargs: Any) -> None:
-        await self._system.publish(topic, message, **kwargs)
+    async def tell(self, address: str, message: Any, **options: Unpack[TellOptions]) -> None:
+        """Send without waiting for an answer; ``durable=True`` stores it first.
+        Inside a durable handler a durable send is held until the handler
+        succeeded (the outbox). Options as :meth:`actorbus.ActorSystem.tell`."""
+        await self._system.tell(address, message, **options)
 
-    def stream(self, address: str, message: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        return self._system.stream(address, message, **kwargs)
+    async def publish(self, topic: str, message: Any, **options: Unpack[PublishOptions]) -> None:
+        """Publish on a pub/sub topic, to every subscribed handler."""
+        await self._system.publish(topic, message, **options)
+
+    def stream(
+        self,
+        address: str,
+        message: Any,
+        *,
+        returns: type[Any] | None = None,
+        **options: Unpack[StreamOptions],
+    ) -> AsyncIterator[Any]:
+        """Call a streaming handler and iterate its items (``async for``); leaving
+        the loop early cancels the producer. Options as
+        :meth:`actorbus.ActorSystem.stream`."""
+        return self._system.stream(address, message, returns=returns, **options)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, Unpack, overload
 
 from actorbus.actors.actor import ActorContext
+from actorbus.actors.call_options import AskOptions, StreamOptions, TellOptions
 
 R = TypeVar("R")
 
@@ -21,17 +22,29 @@ class ActorRef:
         self.address = address
 
     @overload
-    async def ask(self, message: Any, *, returns: type[R], **kwargs: Any) -> R: ...
+    async def ask(self, message: Any, *, returns: type[R], **options: Unpack[AskOptions]) -> R: ...
     @overload
-    async def ask(self, message: Any, **kwargs: Any) -> Any: ...
-    async def ask(self, message: Any, **kwargs: Any) -> Any:
-        return await self.system.ask(self.address, message, **kwargs)
+    async def ask(
+        self, message: Any, *, returns: None = None, **options: Unpack[AskOptions]
+    ) -> Any: ...
+    async def ask(
+        self, message: Any, *, returns: type[Any] | None = None, **options: Unpack[AskOptions]
+    ) -> Any:
+        """Ask the actor at this address and wait for its reply (typed by
+        ``returns``); options as :meth:`actorbus.ActorSystem.ask`."""
+        return await self.system.ask(self.address, message, returns=returns, **options)
 
-    async def tell(self, message: Any, **kwargs: Any) -> None:
-        await self.system.tell(self.address, message, **kwargs)
+    async def tell(self, message: Any, **options: Unpack[TellOptions]) -> None:
+        """Send to this address without waiting; options as
+        :meth:`actorbus.ActorSystem.tell` (``durable=True`` stores it first)."""
+        await self.system.tell(self.address, message, **options)
 
-    def stream(self, message: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        return self.system.stream(self.address, message, **kwargs)
+    def stream(
+        self, message: Any, *, returns: type[Any] | None = None, **options: Unpack[StreamOptions]
+    ) -> AsyncIterator[Any]:
+        """Call this address's streaming handler and iterate its items; options as
+        :meth:`actorbus.ActorSystem.stream`."""
+        return self.system.stream(self.address, message, returns=returns, **options)
 
     def __repr__(self) -> str:
         return f"ActorRef({self.address!r})"

@@ -120,6 +120,15 @@ class Directory:
         except Exception as exc:  # no JetStream, say: the actors work without it
             log.warning("could not register %s in the registry: %r", cls.type_name, exc)
 
+    async def restore_if_lost(self) -> None:
+        """After the broker lost its store: the registry's buckets made again and
+        this system's actor types registered again at once (not at their next
+        renewal), so discovery finds them within seconds."""
+        if self._store is None or not await self._store.restore_if_lost():
+            return
+        for registration in list(self._registrations.values()):
+            await registration.register_again()
+
     async def announced(self, timeout: float = 5.0) -> None:
         """Wait until every announcement started so far has been stored."""
         if self._announcing:

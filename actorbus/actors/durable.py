@@ -82,6 +82,9 @@ T = TypeVar("T")
 _POISON = (DecodeError, MessageTooLargeError, UnknownIntentError, ValidationFailedError)
 _FETCH_WAIT = 0.5  # seconds a fetch waits for work; also bounds how long stop() takes
 _DEPTH_EVERY = 10.0  # seconds between queue depth refreshes for the metrics
+# "deliver policy can not be updated" (and its older bad-request form): a consumer
+# made again at a start sequence keeps it when a reader starts again.
+_START_CANNOT_CHANGE = (10012, 10058)
 
 
 class DurableReader:
@@ -118,7 +121,9 @@ class DurableReader:
                 # Created, or brought up to date (a consumer made by an older version
                 # may still let the server drop messages after max_deliver).
                 await rt.js.add_consumer(stream, config=made)
-            except nats.js.errors.BadRequestError:
+            except nats.js.errors.APIError as exc:
+                if exc.err_code not in _START_CANNOT_CHANGE:
+                    raise
                 # Made again once where an earlier one stopped: keep its start.
                 have = (await rt.js.consumer_info(stream, self.consumer)).config
                 made = dataclasses.replace(
@@ -215,8 +220,10 @@ class DurableReader:
         stream itself is new (the broker lost its store): then from its start."""
         info = await self.rt.js.stream_info(stream)
         born, self._stream_born = self._stream_born, info.created
+        if born is not None and born != info.created:  # a new stream: old sequences mean nothing
+            self._in_hand.forget_sequences()
         floor = self._in_hand.floor
-        if floor == 0 or born != info.created:  # nothing settled yet, or a new stream
+        if floor == 0:  # nothing settled yet (in this stream): from its start
             return config
         return dataclasses.replace(
             config, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=floor + 1

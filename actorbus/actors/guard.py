@@ -100,6 +100,7 @@ class Guard:
         self._retired: dict[str, tuple[str, Identity]] = {}  # kid -> (type, old key)
         self._authority: Authority | None = None
         self._listening: dict[str, tuple[str, ...]] = {}  # hosted type -> its topic patterns
+        self._tokens: dict[str, str] = {}  # hosted type -> its credential (published again)
         self._system_token = ""  # this system's credential
         self._system_topics: list[str] = []  # patterns of its raw subscriptions, one per
         self.topics = TopicKeys(trust, self._recipient)
@@ -156,6 +157,7 @@ class Guard:
             token = self._authority.issue(identity.public, [type_name])
         await self.trust.publish(token, types=[type_name])
         self.types[type_name] = identity
+        self._tokens[type_name] = token
         if topics:
             self._listening[type_name] = tuple(topics)
             await self._say_listening(type_name, identity, token)
@@ -218,9 +220,24 @@ class Guard:
         await self.trust.publish(token, types=[type_name])
         self._retired[old.kid] = (type_name, old)
         self.types[type_name] = fresh
+        self._tokens[type_name] = token
         if type_name in self._listening:  # topic keys are sealed to the new key from now on
             await self._say_listening(type_name, fresh, token)
         return fresh
+
+    async def restore_if_lost(self) -> None:
+        """After the broker lost its store: the credentials bucket made again, and
+        this system's credentials and listening statements published again (other
+        systems could not check its messages, nor it theirs, until they are)."""
+        if not await self.trust.restore_if_lost():
+            return
+        await self.trust.publish(self._system_token)
+        for type_name, token in self._tokens.items():
+            await self.trust.publish(token, types=[type_name])
+            if type_name in self._listening:
+                await self._say_listening(type_name, self.types[type_name], token)
+        if self._system_topics:
+            await self._say_system_listening()
 
     async def revoke(self, jti: str) -> None:
         """End a credential now, everywhere: its sessions are refused from the

@@ -93,6 +93,13 @@ class InHand:
             else:
                 self._loose.add(held.seq)
 
+    def forget_sequences(self) -> None:
+        """The stream is a new one (the broker lost its store): what was held or
+        settled in the old one says nothing about where to start in it."""
+        self._held.clear()
+        self._loose.clear()
+        self._settled_max = 0
+
     @property
     def floor(self) -> int:
         """The stream sequence up to which this reader settled everything it took

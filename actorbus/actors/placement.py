@@ -71,6 +71,12 @@ class Placement:
                     self.ttl = self._bucket.ttl
         return self._bucket
 
+    async def restore_if_lost(self) -> None:
+        """The broker lost its store: make the leases' bucket again (the leases in
+        it are gone: their holders find them lost at the next renewal)."""
+        if self._bucket is not None:
+            await self._bucket.restore_if_lost(self.js)
+
     def holds(self, address: str) -> bool:
         return address in self._held
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +29,11 @@ from actorbus.actors.pipeline import encode_event
 from actorbus.actors.replies import Replies
 from actorbus.bus.client import Client
 from actorbus.bus.connection import BusConnection
-from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket
+from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket, stream_name
 from actorbus.bus.leases import LeaseBucket
 from actorbus.bus.requests import RequestMux
 from actorbus.bus.subjects import Subjects
-from actorbus.bus.tasks import spawn
+from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.wire import Encoding, SizeLimits
@@ -98,6 +98,13 @@ class Runtime:
         self._restored_at = float("-inf")
         self._reader_leases: LeaseBucket | None = None
         self.guard: Guard | None = None  # end-to-end security, when the system has it
+        # What makes again, after a reconnect, what a broker back on a fresh store
+        # lost (buckets, records, credentials); each checks its own first.
+        self.restorers: list[Callable[[], Awaitable[None]]] = [
+            self._restore_durable,
+            self._restore_leases,
+        ]
+        conn.on_reconnect.append(self._reconnected)
 
     # -- durable stores ------------------------------------------------------
     async def durable_ready(self) -> None:
@@ -127,6 +134,41 @@ class Runtime:
         self._restored_at = now
         self._durable_ok = False
         await self.durable_ready()
+
+    async def _reconnected(self) -> None:
+        self.spawn_task(self._restore_lost(), "restoring what the broker lost")
+
+    async def _restore_lost(self) -> None:
+        """After a reconnect the server may be a new one with a fresh store (or its
+        JetStream may still be starting): each part makes again what it lost,
+        tried again with backoff for up to ``start_timeout``."""
+        for restore in [*self.restorers, *([self.guard.restore_if_lost] if self.guard else [])]:
+            deadline = time.monotonic() + self.durable_settings.start_timeout
+            attempt = 0
+            while True:
+                try:
+                    await restore()
+                    break
+                except Exception as exc:
+                    attempt += 1
+                    if time.monotonic() > deadline:
+                        log.error("after a reconnect, %s failed: %r", restore.__qualname__, exc)
+                        break
+                    await asyncio.sleep(backoff_delay(attempt, 0.1, 2.0))
+
+    async def _restore_durable(self) -> None:
+        if not self._durable_ok:
+            return
+        try:
+            await self.js.stream_info(stream_name(self.namespace))
+        except nats.js.errors.NotFoundError:
+            log.warning("the durable stream is gone (the broker lost its store?): making it again")
+            self._restored_at = float("-inf")  # now, whoever did it last
+            await self.durable_restore()
+
+    async def _restore_leases(self) -> None:
+        if self._reader_leases is not None:
+            await self._reader_leases.restore_if_lost(self.js)
 
     async def reader_leases(self) -> LeaseBucket:
         """The leases that pick one reader process per lazily hosted durable type."""

@@ -108,6 +108,7 @@ class ActorSystem:
         self.delivery = DeliveryDefaults()
         self.server = server
         self.directory = Directory(rt, o.get("registry", True))
+        rt.restorers.append(self.directory.restore_if_lost)
         self.streams = StreamProducers(rt)
         # Actors talk to the world through this facade (ActorContext is its part they use).
         context = cast(ActorContext, self)
@@ -115,6 +116,7 @@ class ActorSystem:
             rt, context, self.streams, o.get("activation_ttl", 5.0), self._hosted
         )
         self.placement = self.hosting.placement
+        rt.restorers.append(self.placement.restore_if_lost)
         self.virtual = self.hosting.virtual
         # Chosen once: the plain sender, or the one that traces and measures every send.
         self.sender = (ObservedSender if STATE.tracing or STATE.metrics else Sender)(rt)

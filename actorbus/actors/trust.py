@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig
 from nats.js.kv import KeyValue
 
 from actorbus.bus.bucket_mirror import BucketMirror, latest_only, open_bucket
@@ -52,6 +53,7 @@ class Trust:
         # listener (type or "@kid") -> its topic patterns and the credential that said so
         self._listening: dict[str, tuple[tuple[str, ...], Credential]] = {}
         self._mirror = BucketMirror(kv, self._apply, identities_bucket(ns))
+        self._remake: tuple[JetStreamContext, KeyValueConfig]  # set by open()
 
     @classmethod
     async def open(
@@ -64,10 +66,24 @@ class Trust:
         timeout: float = 10.0,
     ) -> Trust:
         description = "actorbus credentials: signers by key id, recipients by type"
-        kv = await open_bucket(js, latest_only(identities_bucket(ns), replicas, description))
+        config = latest_only(identities_bucket(ns), replicas, description)
+        kv = await open_bucket(js, config)
         trust = cls(kv, ns, trusted)
+        trust._remake = (js, config)
         await trust._mirror.start(timeout)
         return trust
+
+    async def restore_if_lost(self) -> bool:
+        """Make the bucket again if the broker lost it (a fresh store), forgetting
+        the credentials read from it (revocations are kept); True when it did:
+        every system must publish its credentials again."""
+        js, config = self._remake
+        return await self._mirror.restore_if_lost(js, config, self._forget)
+
+    def _forget(self) -> None:
+        self._by_kid.clear()
+        self._by_type.clear()
+        self._listening.clear()
 
     async def close(self) -> None:
         await self._mirror.stop()

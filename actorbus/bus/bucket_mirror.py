@@ -23,6 +23,7 @@ from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.errors import ActorBusError
 
 log = logging.getLogger("actorbus.registry.store")
+_RESTART_TIMEOUT = 10.0  # seconds a mirror made again has to load its bucket
 
 
 def now_ms() -> int:
@@ -137,6 +138,26 @@ class BucketMirror:
             left = deadline - time.monotonic()
             if left <= 0 or not await self.next_change(left):
                 return self.last_seq >= seq
+        return True
+
+    async def restore_if_lost(
+        self, js: JetStreamContext, config: KeyValueConfig, forget: Callable[[], None]
+    ) -> bool:
+        """Make the bucket again if it is gone (a broker back on a fresh store),
+        with what was mirrored from it forgotten (``forget``) and the watcher on
+        the new one; False when it is there."""
+        try:
+            await self._kv.status()
+            return False
+        except nats.js.errors.NotFoundError:
+            pass
+        log.warning("bucket %s is gone (the broker lost its store?): making it again", self._name)
+        await self.stop()
+        self._kv = await open_bucket(js, config)
+        self.last_seq = 0
+        self._loaded = asyncio.Event()
+        forget()
+        await self.start(_RESTART_TIMEOUT)
         return True
 
     async def stop(self) -> None:

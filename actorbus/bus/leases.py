@@ -89,6 +89,7 @@ class LeaseBucket:
         self.kv = kv
         self.name = name
         self.ttl = ttl
+        self.config = KeyValueConfig(bucket=name, history=1, ttl=ttl, storage=StorageType.FILE)
 
     @classmethod
     async def open(
@@ -113,7 +114,24 @@ class LeaseBucket:
             raise ActorBusError(
                 "leases need JetStream, which this NATS server does not offer"
             ) from None
-        return cls(kv, name, ttl)
+        bucket = cls(kv, name, ttl)
+        bucket.config = config
+        return bucket
+
+    async def restore_if_lost(self, js: JetStreamContext) -> bool:
+        """Make the bucket again if it is gone (a broker back on a fresh store): the
+        leases in it are gone too, so their holders find them lost and compete
+        again; False when it is there."""
+        try:
+            await self.kv.status()
+            return False
+        except nats.js.errors.NotFoundError:
+            pass
+        log.warning(
+            "lease bucket %s is gone (the broker lost its store?): making it again", self.name
+        )
+        self.kv = await js.create_key_value(self.config)
+        return True
 
     async def acquire(self, key: str, holder: str) -> Lease | None:
         """Take the lease on ``key`` for ``holder``; None if someone else holds it."""

@@ -49,6 +49,10 @@ class Registration:
             self._task = supervise(f"renewal of {self.record.id}", self._renew_forever, logger=log)
         return self.service
 
+    async def register_again(self) -> None:
+        """Put the record again now (the registry lost it with its store)."""
+        await self._register()
+
     async def _register(self) -> None:
         self.registrations += 1  # counted first: readers may see the record before we return
         self.service = await self.store.put_service(self.record)

@@ -41,6 +41,7 @@ from typing import Literal, Self, TypeVar
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
@@ -84,6 +85,19 @@ def parse_record(model: type[M], value: bytes, revision: int) -> M | None:
     return record
 
 
+def bucket_configs(ns: str, replicas: int) -> tuple[KeyValueConfig, KeyValueConfig]:
+    """The records bucket and the renewals bucket of a namespace."""
+    return (
+        latest_only(registry_bucket(ns), replicas, "actorbus UAP registry: services and routes"),
+        latest_only(
+            renewals_bucket(ns),
+            replicas,
+            "actorbus UAP registry: renewals of ephemeral services",
+            ttl=RENEWAL_RETENTION,
+        ),
+    )
+
+
 class ServiceRecords:
     """The services of one namespace; see the module docstring for the layout.
 
@@ -93,8 +107,11 @@ class ServiceRecords:
     revision.
     """
 
-    def __init__(self, js: JetStreamContext, kv: KeyValue, renewals: KeyValue, ns: str) -> None:
+    def __init__(
+        self, js: JetStreamContext, kv: KeyValue, renewals: KeyValue, ns: str, replicas: int = 1
+    ) -> None:
         self.js = js
+        self.configs = bucket_configs(ns, replicas)
         self.kv = kv
         self.renewals_kv = renewals
         self.namespace = ns
@@ -113,22 +130,10 @@ class ServiceRecords:
         cls, js: JetStreamContext, ns: str, *, replicas: int = 1, timeout: float = 10.0
     ) -> Self:
         """Create (or bind to) the namespace's buckets and load the mirror."""
-        kv = await open_bucket(
-            js,
-            latest_only(
-                registry_bucket(ns), replicas, "actorbus UAP registry: services and routes"
-            ),
-        )
-        renewals = await open_bucket(
-            js,
-            latest_only(
-                renewals_bucket(ns),
-                replicas,
-                "actorbus UAP registry: renewals of ephemeral services",
-                ttl=RENEWAL_RETENTION,
-            ),
-        )
-        store = cls(js, kv, renewals, ns)
+        records_config, renewals_config = bucket_configs(ns, replicas)
+        kv = await open_bucket(js, records_config)
+        renewals = await open_bucket(js, renewals_config)
+        store = cls(js, kv, renewals, ns, replicas)
         try:
             await store.records_mirror.start(timeout)
             await store._renewals_mirror.start(timeout)
@@ -140,6 +145,24 @@ class ServiceRecords:
     async def close(self) -> None:
         await self.records_mirror.stop()
         await self._renewals_mirror.stop()
+
+    async def restore_if_lost(self) -> bool:
+        """Make the buckets again if the broker lost them (a fresh store), with
+        every record mirrored from them forgotten; True when it did: registrants
+        must register again."""
+        records_config, renewals_config = self.configs
+        lost = await self.records_mirror.restore_if_lost(self.js, records_config, self.forget)
+        renewals = self._renewals_mirror
+        lost |= await renewals.restore_if_lost(self.js, renewals_config, self._renewed.clear)
+        return lost
+
+    def forget(self) -> None:
+        """Drop every mirrored record (the bucket they came from is gone)."""
+        self._services.clear()
+        self._by_name.clear()
+        self._ordered = None
+        self._ordered_by_name.clear()
+        self.services_index = 0
 
     # -- the mirror ----------------------------------------------------------
     def _apply_record(self, key: str, value: bytes | None, revision: int, _created: int) -> None:

@@ -76,6 +76,7 @@ VERSIONS = ["1.0", "0.3"]
 async def test_healthz_and_agent_cards(gw: GatewayService, http: aiohttp.ClientSession) -> None:
     async with http.get(f"{gw.http_url}/healthz") as resp:
         assert resp.status == 200
+        assert await resp.json() == {"ok": True, "agents": 2}
     for path in ("agent-card.json", "agent.json"):
         async with http.get(f"{url(gw)}/.well-known/{path}") as resp:
             assert resp.status == 200

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
+import nats.js.errors
 from aiohttp import web
 
 from actorbus.actors.security_settings import actorbus_home, default_home
@@ -222,8 +223,31 @@ class GatewayService(HostedService):
         return web.json_response(guard.system.public.did_document(did))
 
     async def healthz(self, request: web.Request) -> web.Response:
-        ok = self.system is not None and self.system.nc.is_connected
-        return web.json_response({"ok": ok}, status=200 if ok else 503)
+        """Healthy when connected and the registry's records are there to route by;
+        else 503 saying what is wrong. Lists how many agents it can reach, with a
+        warning when none (not unhealthy: agents may simply not have started)."""
+        problems: list[str] = []
+        agents = 0
+        system = self.system
+        if system is None or not system.nc.is_connected:
+            problems.append("not connected to NATS (reconnecting)")
+        else:
+            try:
+                store = await system.directory.store()
+                await store.kv.status()
+                agents = sum(1 for listing in await system.discover() if listing.address)
+            except nats.js.errors.NotFoundError:
+                problems.append(
+                    "the registry's bucket is gone (the broker lost its store?); making it again"
+                )
+            except Exception as exc:
+                problems.append(f"the registry cannot be read: {type(exc).__name__}: {exc}")
+        body: dict[str, Any] = {"ok": not problems, "agents": agents}
+        if problems:
+            body["problems"] = problems
+        elif agents == 0:
+            body["warnings"] = [f"no agents are registered in namespace {self.namespace}"]
+        return web.json_response(body, status=503 if problems else 200)
 
     async def status(self, request: web.Request) -> web.Response:
         """What runs here; with authentication on, only for a token for the

@@ -31,9 +31,16 @@ __all__ = ["WRITE_ATTEMPTS", "Kind", "RegistryStore", "registry_bucket"]
 class RegistryStore(ServiceRecords):
     """Services and routes of one namespace; a blocking query may wait on either."""
 
-    def __init__(self, js: JetStreamContext, kv: KeyValue, renewals: KeyValue, ns: str) -> None:
-        super().__init__(js, kv, renewals, ns)
+    def __init__(
+        self, js: JetStreamContext, kv: KeyValue, renewals: KeyValue, ns: str, replicas: int = 1
+    ) -> None:
+        super().__init__(js, kv, renewals, ns, replicas)
         self._routes: dict[str, RouteResponse] = {}
+        self.routes_index = 0
+
+    def forget(self) -> None:
+        super().forget()
+        self._routes.clear()
         self.routes_index = 0
 
     def on_other_record(self, family: str, name: str, value: bytes | None, revision: int) -> None:

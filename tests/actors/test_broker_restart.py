@@ -1,0 +1,147 @@
+"""A broker that comes back on a fresh store (its JetStream data gone, same port):
+every connected process makes again what it relied on (streams, consumers,
+buckets, registry records, credentials) and serves again within seconds,
+without a restart of its own."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from _util import eventually
+from pydantic import BaseModel
+
+from actorbus import Actor, ActorBusError, ActorSystem, handler
+from actorbus.bus.connection import ConnectOptions
+from actorbus.bus.jetstream import DurableSettings
+from actorbus.bus.server import EmbeddedServer, ServerConfig
+
+FAST = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=2.0, start_timeout=20.0)
+
+
+class Note(BaseModel):
+    n: int
+
+
+class Clerk(Actor):
+    """Answers asks and keeps durable notes, lazily hosted for any key."""
+
+    durable = True
+
+    def __init__(self, notes: list[int], noted: asyncio.Event) -> None:
+        self.notes = notes
+        self.noted = noted
+
+    @handler(durable=False)
+    async def hello(self, text: str) -> str:
+        return f"{self.key}: {text}"
+
+    @handler
+    async def note(self, n: Note) -> None:
+        self.notes.append(n.n)
+        self.noted.set()
+
+
+async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
+    tmp_path: Path, ns: str
+) -> None:
+    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "before"))
+    server.start_sync()
+    options = ConnectOptions(reconnect_deadline=30.0)
+    systems: list[ActorSystem] = []
+    try:
+        host = await ActorSystem.connect(
+            server.url, namespace=ns, durable=FAST, connect_options=options
+        )
+        caller = await ActorSystem.connect(
+            server.url, namespace=ns, durable=FAST, connect_options=options
+        )
+        systems += [host, caller]
+        notes: list[int] = []
+        noted = asyncio.Event()
+        await host.register(Clerk, notes=notes, noted=noted)
+        await host.directory.announced()
+        assert await caller.ask("clerk/a", "hi", timeout=5) == "a: hi"
+        await caller.tell("clerk/a", Note(n=1), durable=True)
+        await asyncio.wait_for(noted.wait(), 10)
+
+        port = server.config.port
+        server.stop_sync()
+        server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "after"))
+        server.start_sync()
+
+        async def asked() -> bool:
+            try:
+                return await caller.ask("clerk/b", "again", timeout=2) == "b: again"
+            except ActorBusError:
+                return False
+
+        await eventually(asked, what="an ask sealed and answered again", timeout=20)
+        newcomer = await ActorSystem.connect(server.url, namespace=ns, durable=FAST)
+        systems.append(newcomer)
+        assert await newcomer.ask("clerk/c", "new", timeout=5) == "c: new"
+
+        async def listed() -> bool:
+            return any(listing.name == "clerk" for listing in await newcomer.discover())
+
+        await eventually(listed, what="the host's type registered again", timeout=10)
+        noted.clear()
+
+        async def stored() -> bool:
+            try:
+                await caller.tell("clerk/a", Note(n=2), durable=True, timeout=2)
+            except ActorBusError:
+                return False
+            return True
+
+        await eventually(stored, what="a durable send stored again", timeout=20)
+        await asyncio.wait_for(noted.wait(), 20)
+        assert notes == [1, 2]
+    finally:
+        for system in systems:
+            await system.close(timeout=2)
+        server.stop_sync()
+
+
+async def test_the_gateway_says_what_is_wrong_and_lists_the_agents_again(
+    tmp_path: Path, ns: str
+) -> None:
+    """Its /healthz lists the agents it can reach; on a fresh store it lists them
+    again once their hosts registered again (it used to say ok and list none)."""
+    import aiohttp
+    from _gateway import running_gateway
+
+    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "before"))
+    server.start_sync()
+    host = None
+    try:
+        host = await ActorSystem.connect(
+            server.url,
+            namespace=ns,
+            durable=FAST,
+            connect_options=ConnectOptions(reconnect_deadline=30.0),
+        )
+        await host.register(Clerk, notes=[], noted=asyncio.Event())
+        async with (
+            running_gateway(server.url, ns, tmp_path / "gw.db", "clerk") as gw,
+            aiohttp.ClientSession() as http,
+        ):
+
+            async def health() -> tuple[int, dict[str, object]]:
+                async with http.get(f"{gw.http_url}/healthz") as resp:
+                    return resp.status, await resp.json()
+
+            assert await health() == (200, {"ok": True, "agents": 1})
+            port = server.config.port
+            server.stop_sync()
+            server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "after"))
+            server.start_sync()
+
+            async def healthy_again() -> bool:
+                return await health() == (200, {"ok": True, "agents": 1})
+
+            await eventually(healthy_again, what="the gateway listing the agent again", timeout=20)
+    finally:
+        if host is not None:
+            await host.close(timeout=2)
+        server.stop_sync()

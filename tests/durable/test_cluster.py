@@ -113,12 +113,19 @@ async def test_durable_tells_ride_through_a_stream_leader_failover(
 async def test_a_store_that_never_answers_is_a_store_unavailable_error(
     cluster: EmbeddedCluster, ns: str
 ) -> None:
-    """With no JetStream stream for the subject, the send retries to its deadline and
-    then names what happened (not an ask's timeout)."""
+    """With no JetStream stream for the subject, and none that can be made (another
+    stream holds part of its subjects), the send retries to its deadline and then
+    names what happened (not an ask's timeout). A stream that was merely deleted is
+    made again by the sender (tests/durable/test_durable_turns.py)."""
+    from nats.js.api import StreamConfig
+
     system = await ActorSystem.connect(cluster.urls, namespace=ns, durable=R3)
     try:
         await system.durable_ready()
         await system.js.delete_stream(stream_name(ns))
+        await system.js.add_stream(
+            StreamConfig(name=f"{ns}-squatter", subjects=[f"{ns}.d.other.>"], num_replicas=3)
+        )
         started = time.monotonic()
         with pytest.raises(StoreUnavailableError, match="no stream leader answered") as info:
             await system.tell("ledger/gone", Entry(n=1), durable=True, timeout=1.5)

@@ -54,6 +54,7 @@ from typing import Any
 import nats
 from _harness import machine_info, positive_int, report_console, write_report
 from _safety_gateway import gateway_probes
+from _safety_insiders import insider_probes
 from _safety_probes import (
     MARK,
     NS,
@@ -96,6 +97,7 @@ DIMENSIONS = (
     "clock",
     "metadata",
     "bus",
+    "insider",
 )
 
 
@@ -289,6 +291,7 @@ async def bus_probes(p: Probes, home: Path, work: Path, messages: int) -> dict[s
                     f"{wire.hits} hits",
                 )
             await bus_attacks(p, url, broker, host, caller, tls)
+            await insider_probes(p, url, broker, host, caller)
         finally:
             await caller.close(timeout=2.0)
             await host.close(timeout=2.0)

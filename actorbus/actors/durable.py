@@ -108,7 +108,7 @@ class DurableReader:
         self._pull_subscribe: Callable[[], Awaitable[JetStreamContext.PullSubscription]]
         self._handled_keys: HandledKeys | None = None
         s = rt.durable_settings
-        self._in_hand = InHand(name, what, s.ack_wait, s.start_timeout)
+        self._in_hand = InHand(cls.type_name, name, what, s.ack_wait, s.start_timeout)
         self._beat: asyncio.Task[None] | None = None
 
     async def _subscribe(self, subject: str, config: ConsumerConfig) -> None:

@@ -60,7 +60,10 @@ class Held:
 class InHand:
     """The messages one reader holds, kept in progress until each is settled."""
 
-    def __init__(self, consumer: str, what: str, ack_wait: float, patience: float) -> None:
+    def __init__(
+        self, type_: str, consumer: str, what: str, ack_wait: float, patience: float
+    ) -> None:
+        self.type = type_
         self.consumer = consumer
         self.what = what  # for logs: an address or 'type/*'
         self.beat = max(0.1, ack_wait / 3)
@@ -131,7 +134,7 @@ class InHand:
         held.implied_first = True  # unless its record says it went back unstarted
         try:
             entry = await patiently(
-                lambda: bucket.get(attempts_entry(self.consumer, held.seq)),
+                lambda: bucket.get(self._entry(held)),
                 self.patience,
                 f"{self.what}: the attempts bucket",
             )
@@ -165,13 +168,16 @@ class InHand:
         held.settled = True
         if held.recorded:
             with contextlib.suppress(Exception):
-                await bucket.delete(attempts_entry(self.consumer, held.seq))
+                await bucket.delete(self._entry(held))
+
+    def _entry(self, held: Held) -> str:
+        return attempts_entry(self.type, self.consumer, held.seq)
 
     async def _record(self, held: Held, bucket: KeyValue, starts: int, first_free: bool) -> None:
         record = msgpack.packb({"starts": starts, "first_free": first_free})
         try:
             await patiently(
-                lambda: bucket.put(attempts_entry(self.consumer, held.seq), record),
+                lambda: bucket.put(self._entry(held), record),
                 self.patience,
                 f"{self.what}: the attempts bucket",
             )

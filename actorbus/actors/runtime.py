@@ -37,6 +37,7 @@ from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.wire import Encoding, SizeLimits
+from actorbus.security.credentials import client_address
 
 log = logging.getLogger("actorbus.system")
 _RESTORE_EVERY = 2.0  # seconds between attempts to make lost durable streams again
@@ -82,7 +83,6 @@ class Runtime:
         self.stream_settings = streams
         self.durable_settings = durable
         self.system_id = new_id()
-        self.client_address = f"client/{self.system_id}"
         self.replies = Replies(conn, limits, debug)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
         conn.on_lost.append(self.mux.fail_all)
@@ -105,6 +105,14 @@ class Runtime:
             self._restore_leases,
         ]
         conn.on_reconnect.append(self._reconnected)
+
+    @property
+    def client_address(self) -> str:
+        """The ``src`` of this system's own sends: bound to its key when it has one,
+        so that no other member's credential covers it."""
+        if self.guard is not None:
+            return client_address(self.guard.system.kid)
+        return f"client/{self.system_id}"
 
     # -- durable stores ------------------------------------------------------
     async def durable_ready(self) -> None:

@@ -97,11 +97,7 @@ class ActorSystem:
         self.subjects, self.namespace, self.system_id = rt.subjects, rt.namespace, rt.system_id
         self.encoding, self.limits, self.debug = rt.encoding, rt.limits, rt.debug
         self.default_timeout, self.durable_settings = rt.default_timeout, rt.durable_settings
-        self.client_address, self.replies, self.mailboxes = (
-            rt.client_address,
-            rt.replies,
-            rt.mailboxes,
-        )
+        self.replies, self.mailboxes = rt.replies, rt.mailboxes
         self.stream_window = rt.stream_settings.window
         self.stream_credit_timeout = rt.stream_settings.credit_timeout
         self.stream_start_timeout = rt.stream_settings.start_timeout
@@ -458,6 +454,12 @@ class ActorSystem:
                     spans.replay_of.reset(token)
             sent += 1
         return sent
+
+    @property
+    def client_address(self) -> str:
+        """What this system's own sends (outside any handler) say they come from:
+        ``client/<its key id>`` on a secured bus, where no other member can use it."""
+        return self.runtime.client_address
 
     async def queue_stats(self, address: str) -> QueueStats:
         """Queue depth and consumer lag of an address's durable queue."""

@@ -102,8 +102,11 @@ def idempotency_bucket(ns: str) -> str:
 
 
 def idempotency_entry(addr: Address, key: str) -> str:
-    """A KV key for (address, idempotency key): hashed, since KV keys allow few characters."""
-    return hashlib.sha256(f"{addr}\x00{key}".encode()).hexdigest()
+    """A KV key for (address, idempotency key): ``<type>.<hash>``, hashed since KV
+    keys allow few characters, under the type so that a secured broker lets only
+    the type's hosts write it (``security/broker.py``)."""
+    digest = hashlib.sha256(f"{addr}\x00{key}".encode()).hexdigest()
+    return f"{addr.type}.{digest}"
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -121,9 +124,10 @@ def attempts_bucket(ns: str) -> str:
     return f"actorbus-{ns}-attempts"
 
 
-def attempts_entry(consumer: str, stream_seq: int) -> str:
-    """Where the handler starts of one stored message, read by one consumer, are counted."""
-    return f"{consumer}.{stream_seq}"
+def attempts_entry(type_: str, consumer: str, stream_seq: int) -> str:
+    """Where the handler starts of one stored message, read by one consumer, are
+    counted: under the type, like the handled keys, so only its hosts write it."""
+    return f"{type_}.{consumer}.{stream_seq}"
 
 
 def expired_entry(consumer: str) -> str:

@@ -15,9 +15,13 @@ What a system's user may do (:func:`member_permissions`):
   JetStream reads those, so nobody can answer a durable store with a fake
   publish-ack), and to its own inbox prefix only, so no one reads another
   system's replies;
-- never delete or purge a stream (the durable queues, dead letters, buckets):
-  that takes the admin user (:meth:`BrokerAuth.admin`), which the command line's
-  maintenance commands use.
+- never delete, purge or reconfigure a stream (the durable queues, dead letters,
+  buckets): that takes the admin user (:meth:`BrokerAuth.admin`), which the
+  command line's maintenance commands use;
+- a member limited to some actor types (``types``) writes the namespace's shared
+  buckets by name, and in the handled-keys and attempts buckets only its own
+  types' entries (``<type>.…``): another type's handled key, written ahead of its
+  message, would have it skipped unhandled; its attempts, dead-lettered.
 
 Anyone without credentials cannot connect at all. TLS (:class:`DevCertificates`):
 in development a CA and a server certificate for the loopback names, generated
@@ -72,6 +76,24 @@ class Grant:
     sub_deny: tuple[str, ...]
 
 
+# The namespace's buckets (``actorbus-{ns}-<name>``) every member writes: the
+# credentials, the registry and its renewals and leader, topic keys, activation
+# and reader leases, counters. And those whose entries are ``<type>.…``, which
+# only the type's hosts write: handled idempotency keys, attempts. (Each name is
+# defined beside its bucket; tests/security/test_broker.py checks the lists.)
+SHARED_BUCKETS: Final = (
+    "identities",
+    "registry",
+    "registry-renewals",
+    "registry-leader",
+    "topic-keys",
+    "activations",
+    "readers",
+    "stats",
+)
+PER_TYPE_BUCKETS: Final = ("handled", "attempts")
+
+
 def member_permissions(
     namespace: str, inbox_prefix: str, types: Sequence[str] | None = None
 ) -> Grant:
@@ -85,14 +107,19 @@ def member_permissions(
     # call its agents; serving them is for members not limited to some types.
     synadia = ("$SRV.>", "agents.>")
     subs: tuple[str, ...] = (f"{ns}.>", *synadia)
+    kv: tuple[str, ...] = ("$KV.>",)
     if types is not None:
         per_type = [s for t in types for s in (f"{ns}.a.{t}.>", f"{ns}.any.{t}")]
         subs = (*per_type, f"{ns}.t.>", f"{ns}.sys.>", f"{ns}.ctl.>", f"{ns}.h.>")
+        kv = (
+            *(f"$KV.actorbus-{ns}-{bucket}.>" for bucket in SHARED_BUCKETS),
+            *(f"$KV.actorbus-{ns}-{bucket}.{t}.>" for bucket in PER_TYPE_BUCKETS for t in types),
+        )
     return Grant(
         pub_allow=(
             f"{namespace}.>",
             "$JS.API.>",
-            "$KV.>",
+            *kv,
             "$JS.ACK.>",
             f"{INBOX_ROOT}.>",
             *synadia,
@@ -101,6 +128,9 @@ def member_permissions(
             "$JS.API.STREAM.DELETE.>",
             "$JS.API.STREAM.PURGE.>",
             "$JS.API.STREAM.MSG.DELETE.>",
+            # A new config (max_msgs 1, a short max_age) destroys as surely as a
+            # delete; the operator (admin) changes stream settings.
+            "$JS.API.STREAM.UPDATE.>",
         ),
         sub_allow=(*subs, f"{inbox_prefix}.>"),
         sub_deny=(f"{namespace}.d.>",),

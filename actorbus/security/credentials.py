@@ -59,14 +59,21 @@ class Credential:
     token: str
 
     def may_send_as(self, address: str) -> bool:
-        """Whether a message from ``address`` may carry this credential: any
-        member speaks for its own ``client/...`` address; an actor address only
-        for the types the credential names."""
+        """Whether a message from ``address`` may carry this credential: a member
+        speaks for its own ``client/<key id>`` address only (another member's is
+        not its to use); an actor address only for the types the credential names."""
         kind = address.partition("/")[0]
-        return kind == CLIENT or ANY_TYPE in self.types or kind in self.types
+        if kind == CLIENT:
+            return address == client_address(self.subject.kid)
+        return ANY_TYPE in self.types or kind in self.types
 
     def may_receive_for(self, type_name: str) -> bool:
         return ANY_TYPE in self.types or type_name in self.types
+
+
+def client_address(kid: str) -> str:
+    """The ``client/...`` address of the member whose key id is ``kid``."""
+    return f"{CLIENT}/{kid}"
 
 
 class Authority:

@@ -5,6 +5,7 @@ store, read another system's replies or answer durable stores."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -114,6 +115,10 @@ async def test_members_work_and_cannot_destroy_the_store(secured: Secured) -> No
             for attempt in (js.delete_stream, js.purge_stream):
                 with pytest.raises((nats.errors.Error, TimeoutError)):  # refused: no answer
                     await attempt(stream)
+            # nor a new config that keeps one message (it wiped 37 down to 1)
+            config = (await js.stream_info(stream)).config
+            with pytest.raises((nats.errors.Error, TimeoutError)):
+                await js.update_stream(dataclasses.replace(config, max_msgs=1))
         finally:
             await mallory.close()
         info = await caller.js.stream_info(stream)
@@ -331,3 +336,89 @@ async def test_the_synadia_agent_protocol_works_on_the_secured_broker(
             agent = SynadiaAgent(system.nc, "keeper", owner="acme")
             async with asyncio.timeout(WAIT):
                 assert await agent.ask("over the protocol") == "over the protocol"
+
+
+def test_the_permission_lists_name_every_bucket_of_the_namespace() -> None:
+    from actorbus.actors.placement import activations_bucket
+    from actorbus.actors.topic_guard import topic_keys_bucket
+    from actorbus.actors.trust import identities_bucket
+    from actorbus.bus.jetstream import (
+        attempts_bucket,
+        idempotency_bucket,
+        readers_bucket,
+        stats_bucket,
+    )
+    from actorbus.bus.service_records import registry_bucket, renewals_bucket
+    from actorbus.security.broker import PER_TYPE_BUCKETS, SHARED_BUCKETS
+    from actorbus.services.registry.service import leader_bucket
+
+    shared = {
+        f(ns)
+        for ns in ("x",)
+        for f in (
+            identities_bucket,
+            registry_bucket,
+            renewals_bucket,
+            leader_bucket,
+            topic_keys_bucket,
+            activations_bucket,
+            readers_bucket,
+            stats_bucket,
+        )
+    }
+    assert shared == {f"actorbus-x-{name}" for name in SHARED_BUCKETS}
+    per_type = {idempotency_bucket("x"), attempts_bucket("x")}
+    assert per_type == {f"actorbus-x-{name}" for name in PER_TYPE_BUCKETS}
+
+
+async def test_an_insider_cannot_write_another_types_handled_keys_or_attempts(
+    actorbus_home: Path,
+) -> None:
+    """A member for type spy pre-wrote keeper's idempotency key (so keeper's message
+    was skipped unhandled) by reading it from stored messages: now only keeper's
+    hosts write keeper's entries, in the handled keys and the attempts alike."""
+    from actorbus.actors.secure_broker import SecureBroker, join_options
+    from actorbus.bus.jetstream import (
+        attempts_bucket,
+        attempts_entry,
+        idempotency_bucket,
+        idempotency_entry,
+    )
+    from actorbus.bus.subjects import Address
+
+    ns = f"i{uuid.uuid4().hex[:8]}"
+    broker = SecureBroker()
+    async with EmbeddedServer(
+        ServerConfig(host="127.0.0.1", extra=broker.server_config([ns]))
+    ) as server:
+        host = await ActorSystem.connect(
+            server.url,
+            namespace=ns,
+            registry=False,
+            **await join_options(server.url, ns, "keeper-host", hosts=["keeper"]),
+        )
+        spy_options = broker.connect_options(ns, "spy", hosts=["spy"])
+        spy = await nats.connect(
+            server.url,
+            user_credentials=spy_options.nats_credentials(),
+            tls=spy_options.tls,
+            inbox_prefix=spy_options.inbox_prefix,
+            allow_reconnect=False,
+        )
+        try:
+            await host.durable_ready()
+            js = spy.jetstream(timeout=1.0)
+            handled = await js.key_value(idempotency_bucket(ns))
+            attempts = await js.key_value(attempts_bucket(ns))
+            with pytest.raises((nats.errors.Error, TimeoutError)):  # refused: no answer
+                await handled.put(idempotency_entry(Address("keeper", "1"), "order-7"), b"x")
+            with pytest.raises((nats.errors.Error, TimeoutError)):
+                await attempts.put(attempts_entry("keeper", "keeper__1-x", 1), b"\x81")
+            # its own type's entries, as its hosts write them
+            await handled.put(idempotency_entry(Address("spy", "1"), "order-7"), b"x")
+            # keeper's hosts write keeper's
+            assert host.handled is not None
+            await host.handled.put(idempotency_entry(Address("keeper", "1"), "order-8"), b"x")
+        finally:
+            await spy.close()
+            await host.close(timeout=2.0)

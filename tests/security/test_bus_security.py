@@ -227,6 +227,26 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
     assert host.runtime.guard.refused == 5
 
 
+async def test_a_member_cannot_send_as_another_members_client_address(
+    make_system: Any, settings: SecuritySettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client address is the member's key id: an insider that puts another
+    member's address in ``src`` signs with its own key, which does not cover it."""
+    from actorbus.actors.runtime import Runtime
+
+    _, vault = await secure_pair(make_system, settings)
+    victim = await make_system(security=settings)
+    insider = await make_system(security=settings)
+    assert victim.client_address == f"client/{guard_of(victim).system.kid}"
+    assert await victim.ask("vault/1", Note(text="mine")) == "kept mine"
+    theirs = victim.client_address
+    monkeypatch.setattr(Runtime, "client_address", property(lambda _: theirs))
+    with pytest.raises(AuthError, match="does not cover sending as client/"):
+        await insider.ask("vault/1", Note(text="in your name"), timeout=WAIT)
+    monkeypatch.undo()
+    assert vault.seen == [(victim.client_address, "mine")]
+
+
 async def test_a_forged_reply_is_dropped_and_the_real_one_taken(
     make_system: Any, settings: SecuritySettings, raw_nc: nats.NATS, ns: str
 ) -> None:
@@ -315,9 +335,15 @@ async def test_durable_messages_stay_sealed_in_the_stream_and_open_for_the_actor
     assert await asyncio.wait_for(Ledger.got.get(), WAIT) == SECRET
     raw = await sender.js.get_last_msg(f"actorbus-{ns}-durable", f"{ns}.d.ledger.1")
     assert SECRET.encode() not in raw.data
-    # history opens it where the recipient's key is, and nowhere else
+    # history opens it where the recipient's key is (held by a host, or in the
+    # machine's home), and nowhere else
     [seen_by_host] = [e async for e in host.history(address="ledger/1")]
     assert seen_by_host.content == {"text": SECRET}
+    [opened_at_home] = [e async for e in sender.history(address="ledger/1")]
+    assert opened_at_home.content == {"text": SECRET}
+    assert settings.home is not None
+    key = settings.home / "types" / "ledger.key"
+    key.rename(key.with_suffix(".elsewhere"))  # a machine with no host of ledger
     [seen_by_sender] = [e async for e in sender.history(address="ledger/1")]
     assert seen_by_sender.meta.cipher == "A256GCM"
     assert SECRET.encode() not in seen_by_sender.content

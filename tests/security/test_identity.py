@@ -66,7 +66,8 @@ def test_an_authoritys_credential_reads_back_and_nothing_else_passes() -> None:
     cred = read_credential(token, trusted, NS, now=1_000_010)
     assert cred.subject == member.public
     assert cred.may_send_as("echo/1")
-    assert cred.may_send_as("client/x")
+    assert cred.may_send_as(f"client/{member.kid}")  # its own client address
+    assert not cred.may_send_as("client/x")  # not another member's
     assert not cred.may_send_as("bank/1")
     with pytest.raises(AuthError, match="expired"):
         read_credential(token, trusted, NS, now=1_000_061)

@@ -36,7 +36,14 @@ def test_every_probe_is_blocked(tmp_path: Path) -> None:
     dimensions = {(p["target"], p["dimension"]) for p in report["probes"]}
     for edge in ("a2a", "acp", "agora", "mcp", "anp"):
         assert (edge, "hijack") in dimensions
-    for dimension in ("tls", "certificates", "watermark", "replay", "clock", "bus"):
+    for dimension in ("tls", "certificates", "watermark", "replay", "clock", "bus", "insider"):
         assert ("bus", dimension) in dimensions
+    insiders = {p["name"] for p in report["probes"] if p["dimension"] == "insider"}
+    assert insiders == {
+        "the durable stream reconfigured",
+        "another type's idempotency key written ahead",
+        "another type's attempts written ahead",
+        "another member's client address as src",
+    }
     assert ("gateway", "tls") in dimensions
     assert ("a2a", "clock") in dimensions

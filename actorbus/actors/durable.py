@@ -8,8 +8,9 @@ envelope, unknown intent, payload that fails validation) is dead-lettered at
 once; one whose ttl (``ttl_ms``, else the default ``max_age``) passed is dropped
 and counted, never handled late.
 
-Two readers share that logic. ``DurableInbox`` serves one spawned address with
-one message in flight, so a retry (a NAK with a delay) keeps the order.
+Two readers share that logic. ``DurableInbox`` (``actors/address_inbox.py``)
+serves one spawned address with one message in flight, so a retry (a NAK with a
+delay) keeps the order.
 ``TypeInbox`` (``actors/type_inbox.py``) serves a lazily hosted type: one consumer
 for all its keys, many messages in flight, and a queue per key so each key's
 messages stay in order; its retries wait in place (keeping the message in
@@ -45,17 +46,14 @@ from actorbus.actors.handled_keys import HandledKeys
 from actorbus.actors.in_hand import Held, InHand
 from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release, resent
 from actorbus.bus.jetstream import (
-    consumer_config,
-    consumer_name,
     expired_entry,
     idempotency_entry,
     patiently,
     store_message,
     stream_name,
-    type_consumer_name,
 )
 from actorbus.bus.subjects import Address
-from actorbus.bus.tasks import spawn, stop_task, supervise
+from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import now_ms
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -497,89 +495,3 @@ def _check_default_ttl(env: Inbound, address: str, max_age: float) -> None:
         raise ExpiredError(
             f"message {env.id} to {address} expired (default ttl {max_age:g} s, no ttl_ms)"
         )
-
-
-class DurableInbox(DurableReader):
-    """One spawned cell's reader of its address's durable messages."""
-
-    def __init__(self, rt: Runtime, cell: ActorCell) -> None:
-        self.cell = cell
-        self.addr = Address(cell.cls.type_name, cell.key)
-        super().__init__(rt, cell.cls, consumer_name(self.addr), cell.address)
-
-    async def start(self) -> None:
-        rt = self.rt
-        await rt.durable_ready()
-        lazy = await self._patiently(lambda: _consumer_exists(rt, self.cls.type_name))
-        if lazy:
-            raise ActorBusError(
-                f"{self.cls.type_name!r} is hosted lazily (register()) elsewhere in this "
-                f"namespace; spawning {self.what} too would deliver its durable messages twice"
-            )
-        config = consumer_config(rt.subjects, self.addr, rt.durable_settings, self.cls.concurrency)
-        await self._subscribe(rt.subjects.durable(self.addr), config)
-
-    async def _run(self) -> None:
-        if self.cls.concurrency > 1:
-            await self._run_concurrently(self.cls.concurrency)
-            return
-        while not self._stopping:
-            batch = await self._fetch(1)
-            if batch is None:
-                return
-            for msg in batch:
-                held = self._in_hand.take(msg)
-                if held is not None:
-                    await self._guarded(held, self.what, self._one(held))
-
-    async def _run_concurrently(self, width: int) -> None:
-        """Up to ``width`` messages at once (the actor opted out of strict order)."""
-        slots = asyncio.Semaphore(width)
-        running: set[asyncio.Task[None]] = set()
-
-        async def one(held: Held) -> None:
-            try:
-                await self._guarded(held, self.what, self._one(held))
-            finally:
-                slots.release()
-
-        try:
-            while not self._stopping:
-                batch = await self._fetch_free(slots)
-                if batch is None:
-                    return
-                for msg in batch:
-                    held = self._in_hand.take(msg)
-                    if held is None:
-                        slots.release()
-                    else:
-                        spawn(one(held), f"durable message of {self.what}", running)
-        finally:
-            if running:
-                await asyncio.wait(set(running))
-
-    async def _one(self, held: Held) -> None:
-        opened = await self._open(held, self.what)
-        if opened is None:
-            return
-        plain, env = opened
-        attempt = held.attempts_before + 1
-        failed = await self._turn(
-            held, self.what, lambda: self._attempt(self.cell, plain, env, attempt)
-        )
-        if isinstance(failed, Outbox):
-            await self._succeeded(held, self.what, env, failed)
-            return
-        if self._gives_up(failed, attempt):
-            await self._dead_letter(held, self.what, env, failed, attempt)
-        else:
-            await held.msg.nak(delay=self._delay(attempt))
-
-
-async def _consumer_exists(rt: Runtime, type_: str) -> bool:
-    """Does the lazily hosted type's shared consumer exist?"""
-    try:
-        await rt.js.consumer_info(stream_name(rt.namespace), type_consumer_name(type_))
-    except nats.js.errors.NotFoundError:
-        return False
-    return True

@@ -18,8 +18,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from actorbus.actors.actor import Actor, ActorContext
+from actorbus.actors.address_inbox import DurableInbox
 from actorbus.actors.cell import ActorCell, CellEnv, ObservedCell
-from actorbus.actors.durable import DurableInbox
 from actorbus.actors.mailbox import ENTRANCE, limits_of
 from actorbus.actors.placement import Placement
 from actorbus.actors.residents import Residents, TypeHost

@@ -19,7 +19,7 @@ from actorbus.bus.server import EmbeddedServer, ServerConfig
 FAST = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=2.0, start_timeout=20.0)
 
 
-class Note(BaseModel):
+class ClerkNote(BaseModel):
     n: int
 
 
@@ -37,7 +37,7 @@ class Clerk(Actor):
         return f"{self.key}: {text}"
 
     @handler
-    async def note(self, n: Note) -> None:
+    async def note(self, n: ClerkNote) -> None:
         self.notes.append(n.n)
         self.noted.set()
 
@@ -62,7 +62,7 @@ async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
         await host.register(Clerk, notes=notes, noted=noted)
         await host.directory.announced()
         assert await caller.ask("clerk/a", "hi", timeout=5) == "a: hi"
-        await caller.tell("clerk/a", Note(n=1), durable=True)
+        await caller.tell("clerk/a", ClerkNote(n=1), durable=True)
         await asyncio.wait_for(noted.wait(), 10)
 
         port = server.config.port
@@ -89,7 +89,7 @@ async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
 
         async def stored() -> bool:
             try:
-                await caller.tell("clerk/a", Note(n=2), durable=True, timeout=2)
+                await caller.tell("clerk/a", ClerkNote(n=2), durable=True, timeout=2)
             except ActorBusError:
                 return False
             return True

@@ -161,6 +161,11 @@ async def test_a_failed_handler_marks_its_span(make_system, spans: Any) -> None:
     got = by_name(spans)
     assert got["process echo/1"].status.status_code == trace.StatusCode.ERROR
     assert got["ask echo/1"].status.status_code == trace.StatusCode.ERROR
+    # the handler's own exception, with its traceback, where the agent runs
+    [raised] = [e for e in got["process echo/1"].events if e.name == "exception"]
+    attributes = dict(raised.attributes or {})
+    assert attributes["exception.type"] == "ValueError"
+    assert "Traceback (most recent call last)" in str(attributes["exception.stacktrace"])
 
 
 class Flaky(Actor):

@@ -141,7 +141,11 @@ class Directory:
         registrations = list(self._registrations.values())
         self._registrations.clear()
         if registrations:
-            stopping = {spawn(r.stop(), f"deregister {r.record.id}") for r in registrations}
+            # With no broker there is nobody to tell: the records expire by themselves.
+            tell = self.rt.nc.is_connected
+            stopping = {
+                spawn(r.stop(deregister=tell), f"deregister {r.record.id}") for r in registrations
+            }
             await asyncio.wait(stopping, timeout=timeout)
         if self._store is not None:
             with contextlib.suppress(Exception):

@@ -145,3 +145,22 @@ async def test_the_gateway_says_what_is_wrong_and_lists_the_agents_again(
         if host is not None:
             await host.close(timeout=2)
         server.stop_sync()
+
+
+async def test_a_system_whose_broker_is_gone_closes_at_once(tmp_path: Path, ns: str) -> None:
+    """Nobody to deregister from: closing does not wait on a broker that is away
+    (it took 10 s, three deregistration attempts timing out)."""
+    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "store"))
+    server.start_sync()
+    host = await ActorSystem.connect(
+        server.url, namespace=ns, connect_options=ConnectOptions(reconnect_deadline=30.0)
+    )
+    try:
+        await host.register(Clerk, notes=[], noted=asyncio.Event())
+        await host.directory.announced()
+    finally:
+        server.stop_sync()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await host.close(timeout=10)
+    assert loop.time() - started < 3.0

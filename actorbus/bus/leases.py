@@ -48,6 +48,7 @@ from actorbus.codecs.errors import ActorBusError
 log = logging.getLogger("actorbus.leases")
 
 _WRONG_LAST_SEQUENCE = (10071, 10164)
+_RELEASE_WAIT = 1.0  # seconds a stopping holder waits for its lease's release
 
 
 class LeaseLostError(ActorBusError):
@@ -296,5 +297,8 @@ class LeaderElection:
         lease = self._lease
         await self._lost()
         if lease is not None:
+            # A courtesy to the next holder (else it waits out the ttl): not worth
+            # more than a moment when the broker does not answer.
             with contextlib.suppress(Exception):
-                await self.leases.release(lease)
+                async with asyncio.timeout(_RELEASE_WAIT):
+                    await self.leases.release(lease)

@@ -160,6 +160,7 @@ async def test_a_system_whose_broker_is_gone_closes_at_once(tmp_path: Path, ns: 
         await host.directory.announced()
     finally:
         server.stop_sync()
+    await eventually(lambda: not host.nc.is_connected, what="the host saw its broker go")
     loop = asyncio.get_running_loop()
     started = loop.time()
     await host.close(timeout=10)

@@ -42,6 +42,9 @@ from actorbus.telemetry import STATE, metrics as meters, spans
 R = TypeVar("R")
 T = TypeVar("T")
 
+# Encodes a request again, sealed on a session found after it was first sent.
+Reseal = Callable[[OutboundSession], Outgoing]
+
 # Seconds (at most half an ask's timeout) within which a no-responders answer is
 # asked again before it counts: a fresh subscription, or a host reconnecting.
 _NO_RESPONDERS_GRACE = 0.5
@@ -135,7 +138,11 @@ class Sender:
         subject = self.subject(address)
         session = await self.session(address) if self.rt.guard is not None else None
         out = self.encode(address, message, opts, session=session)
-        return await self.request(address, subject, out, timeout, returns, session)
+
+        def reseal(fresh: OutboundSession) -> Outgoing:
+            return self.encode(address, message, opts, session=fresh)
+
+        return await self.request(address, subject, out, timeout, returns, session, reseal)
 
     async def tell(
         self,
@@ -207,7 +214,11 @@ class Sender:
         timeout: float,
         returns: type[R] | None,
         session: OutboundSession | None = None,
+        reseal: Reseal | None = None,
     ) -> Any:
+        """Ask and decode the answer. A no-responders answer is asked again briefly;
+        a message that went unsealed because no key of its type was known yet is
+        sealed afresh (``reseal``) for that: its host may have just published it."""
         rt = self.rt
         accept = rt.guard.reply_check(session) if session is not None and rt.guard else None
         loop = asyncio.get_running_loop()
@@ -229,6 +240,11 @@ class Sender:
                 await asyncio.sleep(pause)
                 pause *= 2
                 timeout = deadline - loop.time()
+                if reseal is not None and session is None and rt.guard is not None:
+                    session = await self.session(address)
+                    if session is not None:
+                        out = reseal(session)
+                        accept = rt.guard.reply_check(session)
             except nats.errors.Error as exc:
                 raise rt.conn.translate(exc) from exc
         reply_intent, content = decode_answer(msg, address, session)
@@ -302,9 +318,15 @@ class ObservedSender(Sender):
 
         async def send(span: Span | None) -> Any:
             out = self.encode(address, message, opts, span=span, session=session)
+
+            def reseal(fresh: OutboundSession) -> Outgoing:
+                return self.encode(address, message, opts, span=span, session=fresh)
+
             if STATE.metrics:
-                return await self._measured(address, subject, out, timeout, returns, session)
-            return await self.request(address, subject, out, timeout, returns, session)
+                return await self._measured(
+                    address, subject, out, timeout, returns, session, reseal
+                )
+            return await self.request(address, subject, out, timeout, returns, session, reseal)
 
         return await self._spanned("ask", address, subject, True, send)
 
@@ -404,12 +426,13 @@ class ObservedSender(Sender):
         timeout: float,
         returns: type[R] | None,
         session: OutboundSession | None,
+        reseal: Reseal,
     ) -> Any:
         inc = current_incoming.get()
         labels = meters.labels(inc.address if inc else "client", address)
         started = time.perf_counter()
         try:
-            return await self.request(address, subject, out, timeout, returns, session)
+            return await self.request(address, subject, out, timeout, returns, session, reseal)
         except ActorBusError as err:
             meters.failures.add(
                 1, {**labels, "error.type": err.code, "messaging.operation.type": "send"}

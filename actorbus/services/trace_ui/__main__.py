@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import signal
 import sys
@@ -21,24 +22,28 @@ from actorbus.services.trace_ui.server import start_phoenix
 # -- python -m actorbus.services.trace_ui -----------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Start Phoenix, print where to send spans and where to look, run until Ctrl-C."""
-    import argparse
-    import shlex
-
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """The command line, as the docs' command lines are checked against."""
+    p = argparse.ArgumentParser(
         prog="python -m actorbus.services.trace_ui",
         description="A local tracing UI (Arize Phoenix) on 127.0.0.1, until Ctrl-C.",
     )
-    parser.add_argument("--port", type=int, default=None, help="default: a free port")
-    parser.add_argument("--dir", default=None, help="keep Phoenix's data here (default: temp)")
-    parser.add_argument("--project", default=DEFAULT_PROJECT, help="Phoenix project name")
-    parser.add_argument(
+    p.add_argument("--port", type=int, default=None, help="default: a free port")
+    p.add_argument("--dir", default=None, help="keep Phoenix's data here (default: temp)")
+    p.add_argument("--project", default=DEFAULT_PROJECT, help="Phoenix project name")
+    p.add_argument(
         "--install",
         action="store_true",
         help=f"create {DEFAULT_TRACE_VENV} with Phoenix in it first if Phoenix is missing",
     )
-    args = parser.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Start Phoenix, print where to send spans and where to look, run until Ctrl-C."""
+    import shlex
+
+    args = parser().parse_args(argv)
     # Ctrl-C and SIGTERM both end in server.stop(): Phoenix runs in a session of its
     # own and would outlive this process otherwise.
     signal.signal(signal.SIGINT, signal.default_int_handler)

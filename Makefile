@@ -23,7 +23,7 @@ AGORA_STAMP := .venv-agora/.installed
 SYSTEM_STAMP := $(VENV)/.installed-system
 SYSTEM_PACKAGES := docker.io docker-compose debootstrap chromium
 
-.PHONY: demo test lint bench up trace-ui docs docs-serve clean
+.PHONY: demo test test-fast lint bench up trace-ui docs docs-serve clean
 
 demo: $(DEMO_STAMP)
 	$(BIN)/actorbus demo
@@ -33,6 +33,16 @@ test: $(STAMP) $(TRACE_STAMP) $(JS_STAMP) $(AGORA_STAMP) $(SYSTEM_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# About two minutes: the codecs, the bus, the actors, durable delivery's basics,
+# the router and security's units, against real nats-servers; no containers,
+# browsers, cluster or fault drills (make test runs everything).
+FAST_TESTS := tests/codecs tests/bus tests/actors tests/durable/test_durable.py tests/router \
+	tests/security/test_sessions.py tests/security/test_identity.py tests/security/test_tokens.py
+
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q $(FAST_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -213,6 +213,33 @@ class RawNats:
             await self.writer.wait_closed()
 
 
+async def until_it_works(call: Callable[[], Any], what: str, timeout: float = 20.0) -> None:
+    """Call ``call()`` until it returns without an ActorBusError (a service coming
+    back: a broker restarted, a store made again), for at most ``timeout``."""
+    from actorbus import ActorBusError
+
+    async def works() -> bool:
+        try:
+            await call()
+        except ActorBusError:
+            return False
+        return True
+
+    await eventually(works, what=what, timeout=timeout)
+
+
+def on_a_fresh_store(server: Any, store_dir: Path) -> Any:
+    """Stop ``server`` and start a new one on its port with an empty ``store_dir``
+    (a broker that lost its JetStream data); returns the new one, started."""
+    from actorbus.bus.server import EmbeddedServer, ServerConfig
+
+    port = server.config.port
+    server.stop_sync()
+    fresh = EmbeddedServer(ServerConfig(port=port, store_dir=store_dir))
+    fresh.start_sync()
+    return fresh
+
+
 async def eventually(
     check: Callable[[], Any], timeout: float = WAIT, what: str = "", interval: float = 0.05
 ) -> Any:

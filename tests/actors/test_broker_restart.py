@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from _util import eventually
+from _util import eventually, on_a_fresh_store, until_it_works
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorBusError, ActorSystem, handler
@@ -65,10 +65,7 @@ async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
         await caller.tell("clerk/a", ClerkNote(n=1), durable=True)
         await asyncio.wait_for(noted.wait(), 10)
 
-        port = server.config.port
-        server.stop_sync()
-        server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "after"))
-        server.start_sync()
+        server = on_a_fresh_store(server, tmp_path / "after")
 
         async def asked() -> bool:
             try:
@@ -87,14 +84,10 @@ async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
         await eventually(listed, what="the host's type registered again", timeout=10)
         noted.clear()
 
-        async def stored() -> bool:
-            try:
-                await caller.tell("clerk/a", ClerkNote(n=2), durable=True, timeout=2)
-            except ActorBusError:
-                return False
-            return True
-
-        await eventually(stored, what="a durable send stored again", timeout=20)
+        await until_it_works(
+            lambda: caller.tell("clerk/a", ClerkNote(n=2), durable=True, timeout=2),
+            what="a durable send stored again",
+        )
         await asyncio.wait_for(noted.wait(), 20)
         assert notes == [1, 2]
     finally:
@@ -132,10 +125,7 @@ async def test_the_gateway_says_what_is_wrong_and_lists_the_agents_again(
                     return resp.status, await resp.json()
 
             assert await health() == (200, {"ok": True, "agents": 1})
-            port = server.config.port
-            server.stop_sync()
-            server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "after"))
-            server.start_sync()
+            server = on_a_fresh_store(server, tmp_path / "after")
 
             async def healthy_again() -> bool:
                 return await health() == (200, {"ok": True, "agents": 1})

@@ -8,10 +8,10 @@ import asyncio
 import logging
 
 import pytest
-from _util import eventually
+from _util import eventually, on_a_fresh_store, until_it_works
 from test_durable import Entry, Progress
 
-from actorbus import Actor, ActorBusError, handler
+from actorbus import Actor, handler
 from actorbus.bus.jetstream import DurableSettings
 
 # ack_wait far shorter than the handlers below: without in-progress acks each
@@ -224,40 +224,23 @@ async def test_readers_and_senders_carry_on_after_the_broker_returns_on_a_fresh_
         await system.spawn(Slow, "f", starts=starts, done=done, seconds=0.0)
         await system.tell("slow/f", Entry(n=0), durable=True)
         await done.reached(1)
-        port = server.config.port
-        server.stop_sync()
-        server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "two"))
-        server.start_sync()
-
-        async def sent() -> bool:
-            try:
-                await system.tell("slow/f", Entry(n=1), durable=True, timeout=2.0)
-            except ActorBusError:
-                return False
-            return True
-
-        await eventually(sent, what="a durable send to the fresh store", timeout=20.0)
+        server = on_a_fresh_store(server, tmp_path / "two")
+        await until_it_works(
+            lambda: system.tell("slow/f", Entry(n=1), durable=True, timeout=2.0),
+            what="a durable send to the fresh store",
+        )
         await done.reached(2)
         assert starts == [0, 1]
         # A process that only sends makes the stream again too.
-        server.stop_sync()
-        server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "three"))
-        server.start_sync()
+        server = on_a_fresh_store(server, tmp_path / "three")
         sender = await ActorSystem.connect(server.url, namespace=ns, durable=SHORT)
         try:
             await sender.durable_ready()
-            server.stop_sync()
-            server = EmbeddedServer(ServerConfig(port=port, store_dir=tmp_path / "four"))
-            server.start_sync()
-
-            async def stored() -> bool:
-                try:
-                    await sender.tell("slow/g", Entry(n=9), durable=True, timeout=2.0)
-                except ActorBusError:
-                    return False
-                return True
-
-            await eventually(stored, what="a sender's send to the fresh store", timeout=20.0)
+            server = on_a_fresh_store(server, tmp_path / "four")
+            await until_it_works(
+                lambda: sender.tell("slow/g", Entry(n=9), durable=True, timeout=2.0),
+                what="a sender's send to the fresh store",
+            )
             assert (await sender.queue_stats("slow/g")).pending == 1
         finally:
             await sender.close(timeout=2)

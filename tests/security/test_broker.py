@@ -78,6 +78,27 @@ async def secured(tmp_path: Path) -> AsyncIterator[Secured]:
         yield s
 
 
+async def raw_member(
+    url: str,
+    broker: Any,
+    ns: str,
+    name: str,
+    types: list[str],
+    error_cb: Any = None,
+) -> nats.NATS:
+    """A plain nats-py connection with the NATS user a member hosting ``types`` gets
+    (a ``SecureBroker``'s): what an insider holds, used for what it should not do."""
+    options = broker.connect_options(ns, name, hosts=types)
+    return await nats.connect(
+        url,
+        user_credentials=options.nats_credentials(),
+        tls=options.tls,
+        inbox_prefix=options.inbox_prefix,
+        allow_reconnect=False,
+        **({"error_cb": error_cb} if error_cb is not None else {}),
+    )
+
+
 async def system_on(s: Secured, name: str) -> ActorSystem:
     return await ActorSystem.connect(
         s.server.url, namespace=s.ns, connect_options=s.options(name), registry=False
@@ -247,15 +268,7 @@ async def test_a_member_that_names_its_types_takes_no_other_types_messages(
                 if "permissions violation" in str(exc).lower():
                     refused.set()
 
-            nosy_options = broker.connect_options(ns, "nosy", hosts=["keeper"])
-            nosy = await nats.connect(
-                server.url,
-                user_credentials=nosy_options.nats_credentials(),
-                tls=nosy_options.tls,
-                inbox_prefix=nosy_options.inbox_prefix,
-                allow_reconnect=False,
-                error_cb=on_error,
-            )
+            nosy = await raw_member(server.url, broker, ns, "nosy", ["keeper"], on_error)
             try:
                 await nosy.subscribe(f"{ns}.a.oracle.>", queue=f"{ns}.q.oracle.1")
                 await nosy.flush()
@@ -397,14 +410,7 @@ async def test_an_insider_cannot_write_another_types_handled_keys_or_attempts(
             registry=False,
             **await join_options(server.url, ns, "keeper-host", hosts=["keeper"]),
         )
-        spy_options = broker.connect_options(ns, "spy", hosts=["spy"])
-        spy = await nats.connect(
-            server.url,
-            user_credentials=spy_options.nats_credentials(),
-            tls=spy_options.tls,
-            inbox_prefix=spy_options.inbox_prefix,
-            allow_reconnect=False,
-        )
+        spy = await raw_member(server.url, broker, ns, "spy", ["spy"])
         try:
             await host.durable_ready()
             js = spy.jetstream(timeout=1.0)

@@ -53,8 +53,8 @@ async def test_a_handler_slower_than_ack_wait_runs_once(make_system, lazily: boo
     kwargs = {"starts": starts, "done": done, "seconds": 3.5}  # 3.5 x ack_wait
     if lazily:
         await system.register(Slow, **kwargs)
-    else:
-        await system.spawn(Slow, "a", **kwargs)
+    else:  # two replicas share the address's queue: the idle one would take a redelivery
+        await system.spawn(Slow, "a", replicas=2, **kwargs)
     for n in range(2):
         await system.tell("slow/a", Entry(n=n), durable=True)
     await done.reached(2)

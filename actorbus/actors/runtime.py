@@ -150,7 +150,7 @@ class Runtime:
         """After a reconnect the server may be a new one with a fresh store (or its
         JetStream may still be starting): each part makes again what it lost,
         tried again with backoff for up to ``start_timeout``."""
-        for restore in [*self.restorers, *([self.guard.restore_if_lost] if self.guard else [])]:
+        for restore in list(self.restorers):
             deadline = time.monotonic() + self.durable_settings.start_timeout
             attempt = 0
             while True:
@@ -171,8 +171,8 @@ class Runtime:
             await self.js.stream_info(stream_name(self.namespace))
         except nats.js.errors.NotFoundError:
             log.warning("the durable stream is gone (the broker lost its store?): making it again")
-            self._restored_at = float("-inf")  # now, whoever did it last
-            await self.durable_restore()
+            self._durable_ok = False
+            await self.durable_ready()
 
     async def _restore_leases(self) -> None:
         if self._reader_leases is not None:

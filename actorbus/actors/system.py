@@ -198,6 +198,7 @@ class ActorSystem:
             try:
                 guard = await Guard.open(system.js, system.namespace, security)
                 system.runtime.guard = system.runtime.replies.guard = guard
+                system.runtime.restorers.append(guard.restore_if_lost)
             except BaseException:
                 await conn.close(2.0)
                 raise

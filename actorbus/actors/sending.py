@@ -221,9 +221,7 @@ class Sender:
         sealed afresh (``reseal``) for that: its host may have just published it."""
         rt = self.rt
         accept = rt.guard.reply_check(session) if session is not None and rt.guard else None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        grace = loop.time() + min(_NO_RESPONDERS_GRACE, timeout / 2)
+        grace = deadline = 0.0  # set at the first no-responders answer: the happy path pays nothing
         pause = 0.01
         while True:
             try:
@@ -235,11 +233,15 @@ class Sender:
                 # Nobody got it, so asking again is safe. A subscription made a
                 # moment ago in another connection may not be known to this one's
                 # server yet, and a host may be reconnecting: ask again briefly.
-                if loop.time() + pause > grace:
+                now = asyncio.get_running_loop().time()
+                if not deadline:
+                    deadline = now + timeout
+                    grace = now + min(_NO_RESPONDERS_GRACE, timeout / 2)
+                if now + pause > grace:
                     raise NoRespondersError(address, out.intent) from None
                 await asyncio.sleep(pause)
                 pause *= 2
-                timeout = deadline - loop.time()
+                timeout = deadline - asyncio.get_running_loop().time()
                 if reseal is not None and session is None and rt.guard is not None:
                     session = await self.session(address)
                     if session is not None:

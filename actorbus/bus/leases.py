@@ -86,11 +86,11 @@ class Lease:
 class LeaseBucket:
     """Leases with one time to live, in the KV bucket ``name``."""
 
-    def __init__(self, kv: KeyValue, name: str, ttl: float) -> None:
+    def __init__(self, kv: KeyValue, config: KeyValueConfig) -> None:
         self.kv = kv
-        self.name = name
-        self.ttl = ttl
-        self.config = KeyValueConfig(bucket=name, history=1, ttl=ttl, storage=StorageType.FILE)
+        self.config = config  # as made again after a broker lost its store
+        self.name = config.bucket or ""
+        self.ttl = config.ttl or 0.0
 
     @classmethod
     async def open(
@@ -110,14 +110,12 @@ class LeaseBucket:
             actual = (await kv.status()).ttl or ttl
             if actual != ttl:
                 log.warning("lease bucket %s has ttl %gs, not %gs; using it", name, actual, ttl)
-            ttl = actual
+            config = replace(config, ttl=actual)
         except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
             raise ActorBusError(
                 "leases need JetStream, which this NATS server does not offer"
             ) from None
-        bucket = cls(kv, name, ttl)
-        bucket.config = config
-        return bucket
+        return cls(kv, config)
 
     async def restore_if_lost(self, js: JetStreamContext) -> bool:
         """Make the bucket again if it is gone (a broker back on a fresh store): the

@@ -70,12 +70,18 @@ class Listing:
     service: ServiceResponse | None = field(default=None, repr=False, compare=False)
 
     @property
-    def intents(self) -> dict[str, Any]:
-        """The intents an actor type handles, each with its message's JSON schema
-        (None for raw content), as its hosts announced them; {} for others."""
+    def native(self) -> dict[str, Any]:
+        """What an actor type's hosts announced about it (its description, skills,
+        intents, replies); {} for other services."""
         info = self.service.agent_info if self.service is not None else None
         native = info.get("actorbus") if isinstance(info, dict) else None
-        intents = native.get("intents") if isinstance(native, dict) else None
+        return native if isinstance(native, dict) else {}
+
+    @property
+    def intents(self) -> dict[str, Any]:
+        """The intents an actor type handles, each with its message's JSON schema
+        (None for raw content); {} for other services."""
+        intents = self.native.get("intents")
         return dict(intents) if isinstance(intents, dict) else {}
 
 

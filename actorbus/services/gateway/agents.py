@@ -73,19 +73,15 @@ class Agent:
 
     @classmethod
     def of(cls, listing: Listing) -> Agent:
-        info: dict[str, Any] = {}
-        if listing.service is not None and isinstance(listing.service.agent_info, dict):
-            native = listing.service.agent_info.get("actorbus")
-            info = native if isinstance(native, dict) else {}
+        info = listing.native
         skills = [dict(s) for s in info.get("skills") or () if isinstance(s, dict)]
-        intents = info.get("intents")
         replies = info.get("replies")
         return cls(
             name=listing.name,
             address=listing.address or listing.name,
             description=str(info.get("description") or ""),
             skills=skills,
-            intents=intents if isinstance(intents, dict) else {},
+            intents=listing.intents,
             tags=sorted(listing.tags),
             replies={k: v for k, v in (replies or {}).items() if isinstance(v, dict)}
             if isinstance(replies, dict)

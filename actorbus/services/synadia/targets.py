@@ -49,16 +49,11 @@ class Target:
 
     @classmethod
     def of_listing(cls, listing: Listing) -> Target:
-        info: dict[str, Any] = {}
-        if listing.service is not None and isinstance(listing.service.agent_info, dict):
-            native = listing.service.agent_info.get("actorbus")
-            info = native if isinstance(native, dict) else {}
-        intents = info.get("intents")
         return cls(
             name=listing.name,
             address=listing.address or listing.name,
-            description=str(info.get("description") or ""),
-            intents=dict(intents) if isinstance(intents, dict) else {},
+            description=str(listing.native.get("description") or ""),
+            intents=listing.intents,
         )
 
     def streams(self, intent: str) -> bool | None:

@@ -101,6 +101,7 @@ class Guard:
         self._authority: Authority | None = None
         self._listening: dict[str, tuple[str, ...]] = {}  # hosted type -> its topic patterns
         self._tokens: dict[str, str] = {}  # hosted type -> its credential (published again)
+        self._at_home: dict[str, Identity | None] = {}  # keys of types hosted elsewhere
         self._system_token = ""  # this system's credential
         self._system_topics: list[str] = []  # patterns of its raw subscriptions, one per
         self.topics = TopicKeys(trust, self._recipient)
@@ -460,11 +461,15 @@ class Guard:
         """The key of an actor type this system does not host, when this machine's
         home holds it (its hosts run here): what history opens stored messages
         with. Never made here: a reader is no host."""
-        try:
-            validate_type(kind)  # a stored envelope's dst names no path of its own
-            return Identity.load(self.home / "types" / f"{kind}.key", create=False)
-        except (InvalidAddressError, FileNotFoundError):
-            return None
+        if kind not in self._at_home:  # read once: history opens many messages of a type
+            try:
+                validate_type(kind)  # a stored envelope's dst names no path of its own
+                self._at_home[kind] = Identity.load(
+                    self.home / "types" / f"{kind}.key", create=False
+                )
+            except (InvalidAddressError, FileNotFoundError):
+                self._at_home[kind] = None
+        return self._at_home[kind]
 
     def reply_check(self, session: OutboundSession) -> Callable[[Msg], bool]:
         """The test a caller puts each reply to before taking it: tagged with the

@@ -43,8 +43,15 @@ def identities_bucket(ns: str) -> str:
 class Trust:
     """Checked credentials of one namespace, by key id and by actor type."""
 
-    def __init__(self, kv: KeyValue, ns: str, trusted: Mapping[str, PublicIdentity]) -> None:
+    def __init__(
+        self,
+        kv: KeyValue,
+        ns: str,
+        trusted: Mapping[str, PublicIdentity],
+        remake: tuple[JetStreamContext, KeyValueConfig],
+    ) -> None:
         self.kv = kv
+        self._remake = remake  # how to make the bucket again if the broker lost it
         self.namespace = ns
         self.trusted = dict(trusted)
         self._by_kid: dict[str, Credential] = {}
@@ -53,7 +60,6 @@ class Trust:
         # listener (type or "@kid") -> its topic patterns and the credential that said so
         self._listening: dict[str, tuple[tuple[str, ...], Credential]] = {}
         self._mirror = BucketMirror(kv, self._apply, identities_bucket(ns))
-        self._remake: tuple[JetStreamContext, KeyValueConfig]  # set by open()
 
     @classmethod
     async def open(
@@ -68,8 +74,7 @@ class Trust:
         description = "actorbus credentials: signers by key id, recipients by type"
         config = latest_only(identities_bucket(ns), replicas, description)
         kv = await open_bucket(js, config)
-        trust = cls(kv, ns, trusted)
-        trust._remake = (js, config)
+        trust = cls(kv, ns, trusted, (js, config))
         await trust._mirror.start(timeout)
         return trust
 

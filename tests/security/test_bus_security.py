@@ -343,10 +343,11 @@ async def test_durable_messages_stay_sealed_in_the_stream_and_open_for_the_actor
     assert opened_at_home.content == {"text": SECRET}
     assert settings.home is not None
     key = settings.home / "types" / "ledger.key"
-    key.rename(key.with_suffix(".elsewhere"))  # a machine with no host of ledger
-    [seen_by_sender] = [e async for e in sender.history(address="ledger/1")]
-    assert seen_by_sender.meta.cipher == "A256GCM"
-    assert SECRET.encode() not in seen_by_sender.content
+    key.rename(key.with_suffix(".elsewhere"))
+    elsewhere = await make_system(security=settings)  # a machine with no host of ledger
+    [seen_elsewhere] = [e async for e in elsewhere.history(address="ledger/1")]
+    assert seen_elsewhere.meta.cipher == "A256GCM"
+    assert SECRET.encode() not in seen_elsewhere.content
 
 
 async def test_a_stream_runs_on_its_session_with_frames_sealed(

@@ -314,7 +314,8 @@ class ActorbusSide:
             name=f"bench-durable-{namespace}",
             durable=DurableSettings(type_window=type_window),
         )
-        await system.durable_ready()  # streams and buckets exist before anything is timed
+        # streams and buckets exist before anything is timed
+        await system.durable_ready("sink", "lazy-sink")
         return cls(system, window, keys)
 
     def _address(self, phase: str, i: int, lazy: bool) -> str:
@@ -360,7 +361,8 @@ class ActorbusSide:
         nc = await nats.connect(system.url, name="bench-durable-cleanup")
         try:
             js = nc.jetstream()
-            for name in (stream_name(ns), dlq_stream_name(ns)):
+            names = (stream_name(ns, "sink"), stream_name(ns, "lazy-sink"), dlq_stream_name(ns))
+            for name in names:
                 with contextlib.suppress(Exception):
                     await js.delete_stream(name)
             for bucket in (idempotency_bucket(ns), stats_bucket(ns), readers_bucket(ns)):

@@ -335,8 +335,8 @@ async def bus_attacks(
     )
     try:
         js = mallory.jetstream(timeout=1.0)
-        stream = f"actorbus-{NS}-durable"
-        await caller.durable_ready()
+        stream = f"actorbus-{NS}-d-vault"
+        await caller.durable_ready("vault")
         await p.refused("bus", "bus", "delete the durable stream", lambda: js.delete_stream(stream))
         await p.refused("bus", "bus", "purge the durable stream", lambda: js.purge_stream(stream))
         # a member may listen on an actor's subject: it captures sealed requests

@@ -40,7 +40,6 @@ class DurableInbox(DurableReader):
 
     async def start(self) -> None:
         rt = self.rt
-        await rt.durable_ready()
         lazy = await self._patiently(lambda: _consumer_exists(rt, self.cls.type_name))
         if lazy:
             raise ActorBusError(
@@ -110,7 +109,7 @@ class DurableInbox(DurableReader):
 async def _consumer_exists(rt: Runtime, type_: str) -> bool:
     """Does the lazily hosted type's shared consumer exist?"""
     try:
-        await rt.js.consumer_info(stream_name(rt.namespace), type_consumer_name(type_))
+        await rt.js.consumer_info(stream_name(rt.namespace, type_), type_consumer_name(type_))
     except nats.js.errors.NotFoundError:
         return False
     return True

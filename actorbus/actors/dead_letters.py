@@ -168,7 +168,8 @@ async def get_dead_letter(rt: Runtime, seq: int) -> DeadLetter:
     if letter.original_kept or letter.original_seq is None:
         return letter
     try:
-        stored = await rt.js.get_msg(stream_name(rt.namespace), seq=letter.original_seq)
+        original = stream_name(rt.namespace, Address.parse(letter.address).type)
+        stored = await rt.js.get_msg(original, seq=letter.original_seq)
     except nats.js.errors.APIError as exc:
         if not _missing(exc):
             raise
@@ -190,8 +191,9 @@ async def replay_dead_letter(rt: Runtime, seq: int) -> None:
     headers = dict(letter.original_headers)
     # A new id for JetStream's duplicate window: the original id was stored already.
     headers[H_MSG_ID] = f"{letter.envelope_id or 'dead'}~replay~{seq}"
+    await rt.durable_queue(addr.type)
     ack = await rt.js.publish(rt.subjects.durable(addr), letter.original, headers=headers)
-    if ack.seq is None:
+    if ack.seq is None or ack.stream != stream_name(rt.namespace, addr.type):
         raise ActorBusError(f"replay of dead letter #{seq} was not stored")
     await drop_dead_letter(rt, seq)
 
@@ -216,7 +218,7 @@ async def queue_stats(rt: Runtime, address: str) -> QueueStats:
     """
     await rt.durable_ready()
     addr = Address.parse(address)
-    stream = stream_name(rt.namespace)
+    stream = stream_name(rt.namespace, addr.type)
     names = [] if addr.key in (None, "*") else [consumer_name(addr)]
     names.append(type_consumer_name(addr.type))
     for name in names:
@@ -227,7 +229,7 @@ async def queue_stats(rt: Runtime, address: str) -> QueueStats:
         shared = name == names[-1]
         pending, in_flight = info.num_pending or 0, info.num_ack_pending or 0
         delivered = (info.delivered.consumer_seq or 0) if info.delivered else 0
-        stored = await _stored(rt, info.config.filter_subject or "")
+        stored = await _stored(rt, stream, info.config.filter_subject or "")
         return QueueStats(
             address=f"{addr.type}/*" if shared else address,
             pending=pending,
@@ -246,7 +248,7 @@ async def queue_stats(rt: Runtime, address: str) -> QueueStats:
         if addr.key in (None, "*")
         else rt.subjects.durable(addr)
     )
-    waiting = await _stored(rt, subject)
+    waiting = await _stored(rt, stream, subject)
     return QueueStats(address, waiting, 0, 0, 0, started=False)
 
 
@@ -261,9 +263,12 @@ async def _reading(rt: Runtime, stream: str, name: str, info: ConsumerInfo) -> b
     return False
 
 
-async def _stored(rt: Runtime, subject: str) -> int:
-    """Messages stored in the durable stream on ``subject`` (a filter)."""
-    info = await rt.js.stream_info(stream_name(rt.namespace), subjects_filter=subject)
+async def _stored(rt: Runtime, stream: str, subject: str) -> int:
+    """Messages stored in a type's durable stream on ``subject`` (a filter)."""
+    try:
+        info = await rt.js.stream_info(stream, subjects_filter=subject)
+    except nats.js.errors.NotFoundError:
+        return 0  # nothing was ever sent to the type
     return sum((info.state.subjects or {}).values())
 
 

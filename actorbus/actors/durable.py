@@ -93,6 +93,7 @@ class DurableReader:
         self.rt = rt
         self.cls = cls
         self.consumer = name
+        self.stream = stream_name(rt.namespace, cls.type_name)
         self.what = what  # for logs and errors: an address or 'type/*'
         self.expired = 0
         self.dead_lettered = 0
@@ -113,7 +114,7 @@ class DurableReader:
         rt = self.rt
 
         async def pull_subscribe() -> JetStreamContext.PullSubscription:
-            stream = stream_name(rt.namespace)
+            stream = self.stream
             made = await self._where_to_start(stream, config)
             try:
                 # Created, or brought up to date (a consumer made by an older version
@@ -145,7 +146,7 @@ class DurableReader:
     async def _report_depth(self) -> None:
         """Refresh the queue depth and lag the metrics gauges read (they cannot ask
         the server themselves: their callbacks are synchronous)."""
-        stream = stream_name(self.rt.namespace)
+        stream = self.stream
         while True:
             try:
                 info = await self.rt.js.consumer_info(stream, self.consumer)
@@ -159,7 +160,7 @@ class DurableReader:
         """A JetStream call at start-up, tried again while a cluster elects a new
         leader (a node just died: answers come late or not at all for a few
         seconds), within ``start_timeout``."""
-        await self.rt.durable_ready()
+        await self.rt.durable_queue(self.cls.type_name, host=True)
         timeout = self.rt.durable_settings.start_timeout
         return await patiently(call, timeout, f"{self.what}: the durable queue")
 
@@ -231,9 +232,8 @@ class DurableReader:
         """After a failed fetch: if the consumer is gone (an operator deleted it, or
         the broker came back on a fresh store without the streams), make it again,
         with the streams and buckets it needs."""
-        stream = stream_name(self.rt.namespace)
         try:
-            await self.rt.js.consumer_info(stream, self.consumer)
+            await self.rt.js.consumer_info(self.stream, self.consumer)
             return  # still there: the fetch failed for another reason
         except nats.js.errors.NotFoundError:
             pass
@@ -246,7 +246,7 @@ class DurableReader:
             self.what,
             self.consumer,
         )
-        await self.rt.durable_restore()
+        await self.rt.durable_restore(self.cls.type_name)
         old, self._psub = self._psub, await self._patiently(self._pull_subscribe)
         if old is not None:
             with contextlib.suppress(Exception):

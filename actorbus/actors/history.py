@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import nats.errors
+import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from actorbus.actors.pipeline import attach_session, decode_stored
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
 
 _BATCH = 256
+_PAGE = 256  # streams a JetStream listing answers with at most
 
 
 async def read_history(
@@ -49,12 +51,39 @@ async def read_history(
             )
         stream, subject = topics_stream_name(ns), rt.subjects.topic(topic, wildcards=True)
     elif address is not None:
-        stream, subject = stream_name(ns), rt.subjects.durable(Address.parse(address))
-    else:
-        stream, subject = stream_name(ns), rt.subjects.durable_all()
-    async for env in _read(rt, stream, subject, since_seq, since):
-        if session_id is None or env.context.session_id == session_id:
+        addr = Address.parse(address)
+        stream, subject = stream_name(ns, addr.type), rt.subjects.durable(addr)
+    else:  # a session's messages, in every type's stream, merged by the time stored
+        async for env in _session(rt, session_id or "", since_seq, since):
             yield env
+        return
+    async for _, env in _read(rt, stream, subject, since_seq, since):
+        yield env
+
+
+async def _session(
+    rt: Runtime, session_id: str, since_seq: int | None, since: dt.datetime | None
+) -> AsyncIterator[Envelope]:
+    """A session's messages from every type's durable stream, oldest first
+    (``since_seq`` is per stream: each is read from there)."""
+    found: list[tuple[float, int, Envelope]] = []
+    for i, stream in enumerate(await _type_streams(rt)):
+        async for at, env in _read(rt, stream, rt.subjects.durable_all(), since_seq, since):
+            if env.context.session_id == session_id:
+                found.append((at, i, env))
+    for _, _, env in sorted(found, key=lambda f: (f[0], f[1])):
+        yield env
+
+
+async def _type_streams(rt: Runtime) -> list[str]:
+    """The names of the namespace's per-type durable streams."""
+    prefix = stream_name(rt.namespace, "")
+    names: list[str] = []
+    while True:
+        page = await rt.js.streams_info(offset=len(names))
+        names += [i.config.name or "" for i in page]
+        if len(page) < _PAGE:
+            return sorted(n for n in names if n.startswith(prefix))
 
 
 async def _read(
@@ -63,7 +92,8 @@ async def _read(
     subject: str,
     since_seq: int | None,
     since: dt.datetime | None,
-) -> AsyncIterator[Envelope]:
+) -> AsyncIterator[tuple[float, Envelope]]:
+    """The envelopes stored on ``subject``, with the time each was stored."""
     config = ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=30.0)
     if since_seq is not None:
         config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, since_seq
@@ -71,7 +101,10 @@ async def _read(
         config.deliver_policy, config.opt_start_time = DeliverPolicy.BY_START_TIME, since
     else:
         config.deliver_policy = DeliverPolicy.ALL
-    info = await rt.js.stream_info(stream)
+    try:
+        info = await rt.js.stream_info(stream)
+    except nats.js.errors.NotFoundError:
+        return  # nothing was ever sent to the type
     last = info.state.last_seq  # read up to what is stored now, so a replay ends
     if not info.state.messages or (since_seq is not None and since_seq > last):
         return
@@ -100,7 +133,7 @@ async def _read(
                         env = env.model_copy(
                             update={"meta": env.meta.model_copy(update={"traceparent": parent})}
                         )
-                    yield env
+                    yield meta.timestamp.timestamp(), env
                 if meta.sequence.stream >= last or meta.num_pending == 0:
                     return
     finally:  # also when a reader stops early and the connection is gone by then

@@ -15,6 +15,7 @@ idempotent; the key is in ``self.envelope.context.idempotency_key``.
 
 from __future__ import annotations
 
+import functools
 import logging
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -140,7 +141,14 @@ async def store(rt: Runtime, subject: str, out: Outgoing, what: str, timeout: fl
         return
     try:
         await store_message(
-            rt.mux, subject, out.body, out.headers, what, timeout, rt.durable_restore
+            rt.mux,
+            subject,
+            out.body,
+            out.headers,
+            what,
+            timeout,
+            functools.partial(rt.restore_store_of, subject),
+            rt.stream_of(subject),
         )
     except nats.errors.Error as exc:
         raise rt.conn.translate(exc) from exc

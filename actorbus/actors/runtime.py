@@ -29,7 +29,15 @@ from actorbus.actors.pipeline import encode_event
 from actorbus.actors.replies import Replies
 from actorbus.bus.client import Client
 from actorbus.bus.connection import BusConnection
-from actorbus.bus.jetstream import DurableSettings, ensure_streams, readers_bucket, stream_name
+from actorbus.bus.jetstream import (
+    DurableSettings,
+    dlq_stream_name,
+    ensure_queue,
+    ensure_streams,
+    readers_bucket,
+    stream_name,
+    topics_stream_name,
+)
 from actorbus.bus.leases import LeaseBucket
 from actorbus.bus.requests import RequestMux
 from actorbus.bus.subjects import Subjects
@@ -95,7 +103,8 @@ class Runtime:
         self.failures = FailureLog()  # handler failures, logged with their tracebacks
         self._durable_lock = asyncio.Lock()
         self._durable_ok = False
-        self._restored_at = float("-inf")
+        self._queues: dict[str, bool] = {}  # types whose durable stream is made: by a host?
+        self._restored_at: dict[str | None, float] = {}
         self._reader_leases: LeaseBucket | None = None
         self.guard: Guard | None = None  # end-to-end security, when the system has it
         # What makes again, after a reconnect, what a broker back on a fresh store
@@ -132,16 +141,44 @@ class Runtime:
                     ) from None
                 self._durable_ok = True
 
-    async def durable_restore(self) -> None:
-        """Make the durable streams and buckets again, at most every few seconds:
-        something found them gone (a broker restarted on a fresh store, an operator
-        deleted one). Creating them is idempotent, so a false alarm costs a few calls."""
-        now = time.monotonic()
-        if now - self._restored_at < _RESTORE_EVERY:
+    async def durable_queue(self, type_: str, *, host: bool = False) -> None:
+        """Make a type's durable stream once (``host``: also to this system's settings),
+        after the namespace's streams and buckets."""
+        await self.durable_ready()
+        if self._queues.get(type_) in (True, host):
             return
-        self._restored_at = now
+        hosts = self.guard.settings.hosts if self.guard is not None else None
+        may_make = hosts is None or type_ in hosts  # what the broker user was given
+        await ensure_queue(
+            self.js, self.subjects, type_, self.durable_settings, host=host, may_make=may_make
+        )
+        self._queues[type_] = host or self._queues.get(type_, False)
+
+    async def durable_restore(self, type_: str | None = None) -> None:
+        """Make the namespace's durable streams and buckets (and ``type_``'s stream)
+        again, at most every few seconds each: something found them gone (a broker
+        restarted on a fresh store, an operator deleted one). Creating them is
+        idempotent, so a false alarm costs a few calls."""
+        now = time.monotonic()
+        if now - self._restored_at.get(type_, float("-inf")) < _RESTORE_EVERY:
+            return
+        self._restored_at[type_] = now
         self._durable_ok = False
         await self.durable_ready()
+        if type_ is not None:
+            host = self._queues.pop(type_, False)
+            await self.durable_queue(type_, host=host)
+
+    def stream_of(self, subject: str) -> str:
+        """The stream that stores ``subject`` (a type's durable queue, else kept topics)."""
+        type_ = self.subjects.durable_type_of(subject)
+        if type_ is None:
+            return topics_stream_name(self.namespace)
+        return stream_name(self.namespace, type_)
+
+    async def restore_store_of(self, subject: str) -> None:
+        """:meth:`durable_restore` for the stream that stores ``subject``."""
+        await self.durable_restore(self.subjects.durable_type_of(subject))
 
     async def _reconnected(self) -> None:
         self.spawn_task(self._restore_lost(), "restoring what the broker lost")
@@ -168,10 +205,13 @@ class Runtime:
         if not self._durable_ok:
             return
         try:
-            await self.js.stream_info(stream_name(self.namespace))
+            await self.js.stream_info(dlq_stream_name(self.namespace))
         except nats.js.errors.NotFoundError:
-            log.warning("the durable stream is gone (the broker lost its store?): making it again")
+            log.warning("the durable streams are gone (the broker lost its store?): making them")
             self._durable_ok = False
+            queues, self._queues = self._queues, {}
+            for type_, host in queues.items():
+                await self.durable_queue(type_, host=host)
             await self.durable_ready()
 
     async def _restore_leases(self) -> None:

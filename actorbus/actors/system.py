@@ -259,9 +259,13 @@ class ActorSystem:
         self.learn(cls)
         self.directory.announce(cls)
 
-    async def durable_ready(self) -> None:
-        """Create the durable streams once (idempotent on the server too)."""
+    async def durable_ready(self, *types: str) -> None:
+        """Create the namespace's durable streams and buckets, and the durable queue
+        of each actor type in ``types``, once (idempotent on the server too). Sends
+        and hosts make what they need themselves; this makes it ahead of them."""
         await self.runtime.durable_ready()
+        for type_ in types:
+            await self.runtime.durable_queue(type_)
 
     @property
     def handled(self) -> KeyValue | None:

@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from actorbus.actors.durable import DurableReader
 from actorbus.actors.in_hand import Held
 from actorbus.actors.outbox import Outbox
-from actorbus.bus.jetstream import stream_name, type_consumer_config, type_consumer_name
+from actorbus.bus.jetstream import type_consumer_config, type_consumer_name
 from actorbus.bus.leases import LeaderElection, lease_key
 from actorbus.bus.tasks import spawn, stop_task
 from actorbus.codecs.errors import ActorBusError
@@ -69,14 +69,9 @@ class TypeInbox(DurableReader):
 
     async def start(self) -> None:
         rt = self.rt
-        await rt.durable_ready()
-        mine = rt.subjects.durable_type(self.cls.type_name)[:-1]  # '{ns}.d.{type}.'
-        infos = await self._patiently(lambda: rt.js.consumers_info(stream_name(rt.namespace)))
-        spawned = [
-            i.name
-            for i in infos
-            if i.name != self.consumer and (i.config.filter_subject or "").startswith(mine)
-        ]
+        infos = await self._patiently(lambda: rt.js.consumers_info(self.stream))
+        # Durable ones only: history reads through throwaway consumers.
+        spawned = [i.name for i in infos if i.name != self.consumer and i.config.durable_name]
         if spawned:
             raise ActorBusError(
                 f"{self.cls.type_name!r} has spawned durable instances in this namespace "

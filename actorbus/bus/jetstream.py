@@ -1,10 +1,14 @@
 """The JetStream layout behind durable delivery.
 
-One stream per namespace holds every durable message (``{ns}.d.{type}.{key}``):
-file storage, a duplicate window keyed by ``Nats-Msg-Id`` (the envelope id),
-``max_age`` as the default time to live, R1 locally and R3 on a cluster. A second
-stream holds dead letters (``{ns}.dlq.{type}.{key}``) with the reason and the
-attempt count. Each spawned actor address reads its messages through one durable
+One stream per actor type holds its durable messages (``actorbus-{ns}-d-{type}``
+on ``{ns}.d.{type}.{key}``): file storage, a duplicate window keyed by
+``Nats-Msg-Id`` (the envelope id), ``max_age`` as the default time to live, R1
+locally and R3 on a cluster. A stream per type, not one per namespace, because
+JetStream's API names a stream in every subject but a consumer in one token
+only: a broker can then grant a member limited to some types the consumers and
+acks of those types' streams and nothing else (``security/broker.py``). The
+namespace's stream holds dead letters (``{ns}.dlq.{type}.{key}``) with the
+reason and the attempt count. Each spawned actor address reads its messages through one durable
 pull consumer: explicit acks after the handler succeeded, one message in flight
 (``max_ack_pending``) so order per actor holds, and ``ack_wait`` as the time a
 handler may take before a crash is assumed and the message goes out again.
@@ -85,7 +89,15 @@ class DurableSettings:
         return len(self.backoff) + 1
 
 
-def stream_name(ns: str) -> str:
+def stream_name(ns: str, type_: str) -> str:
+    """The stream of one actor type's durable messages (type names are valid
+    stream-name characters: lowercase letters, digits, '_' and '-')."""
+    return f"actorbus-{ns}-d-{type_}"
+
+
+def legacy_stream_name(ns: str) -> str:
+    """The one stream of every type's durable messages that versions before the
+    per-type streams kept (``actorbus queue migrate`` moves its messages)."""
     return f"actorbus-{ns}-durable"
 
 
@@ -153,20 +165,75 @@ class DurableStores:
     attempts: KeyValue  # handler starts of redelivered messages (actors/attempts.py)
 
 
+class LegacyLayoutError(ActorBusError):
+    """The namespace's durable messages are still in the one stream of earlier
+    versions; ``actorbus queue migrate`` moves them to a stream per type."""
+
+
+def queue_config(subjects: Subjects, type_: str, s: DurableSettings) -> StreamConfig:
+    """The stream of one type's durable messages."""
+    return StreamConfig(
+        name=stream_name(subjects.ns, type_),
+        subjects=[subjects.durable_type(type_)],
+        storage=StorageType.FILE,
+        num_replicas=s.replicas,
+        max_age=s.max_age + s.retention_grace,
+        duplicate_window=s.duplicate_window,
+        discard=DiscardPolicy.OLD,
+    )
+
+
+async def ensure_queue(
+    js: JetStreamContext,
+    subjects: Subjects,
+    type_: str,
+    s: DurableSettings,
+    *,
+    host: bool,
+    may_make: bool = True,
+) -> None:
+    """Make one type's durable stream if it is missing. A host (``host=True``)
+    also brings an existing one up to its settings; a sender only checks that the
+    stream takes the type's subjects. A sender whose credentials are limited to
+    other types (``may_make=False``) may make no stream of this type: it is told
+    so at once rather than after a refused request times out."""
+    config = queue_config(subjects, type_, s)
+    name = config.name or ""
+    if not host:
+        try:
+            have = await patiently(lambda: js.stream_info(name), s.start_timeout)
+        except nats.js.errors.NotFoundError:
+            if not may_make:
+                raise ActorBusError(
+                    f"{type_!r} has no durable queue yet (stream {name}), and this "
+                    "system's credentials are limited to other actor types, so it may not "
+                    f"make one: it is made when a host of {type_!r} starts"
+                ) from None
+        else:
+            if have.config.subjects != config.subjects:
+                raise ActorBusError(
+                    f"stream {name} takes {have.config.subjects}, not {config.subjects}: "
+                    f"it was not made by actorbus, and durable messages for {type_!r} "
+                    "must not go there (an operator must remove it)"
+                )
+            return
+    await patiently(functools.partial(_create_or_update, js, config), s.start_timeout)
+
+
 async def ensure_streams(
     js: JetStreamContext, subjects: Subjects, s: DurableSettings
 ) -> DurableStores:
-    """Create or update the durable and dead-letter streams and the buckets."""
+    """Create or update the namespace's dead-letter (and kept topics) streams and
+    the buckets; refuse a namespace still in the legacy layout."""
+    legacy = legacy_stream_name(subjects.ns)
+    with contextlib.suppress(nats.js.errors.NotFoundError):
+        await patiently(lambda: js.stream_info(legacy), s.start_timeout)
+        raise LegacyLayoutError(
+            f"namespace {subjects.ns!r} still keeps its durable messages in one stream "
+            f"({legacy}), as earlier versions did: run `actorbus queue migrate "
+            f"-n {subjects.ns}` once (it moves them to a stream per actor type)"
+        )
     for config in (
-        StreamConfig(
-            name=stream_name(subjects.ns),
-            subjects=[subjects.durable_all()],
-            storage=StorageType.FILE,
-            num_replicas=s.replicas,
-            max_age=s.max_age + s.retention_grace,
-            duplicate_window=s.duplicate_window,
-            discard=DiscardPolicy.OLD,
-        ),
         StreamConfig(
             name=dlq_stream_name(subjects.ns),
             subjects=[subjects.dead_letter_all()],
@@ -223,25 +290,32 @@ async def ensure_streams(
 
 
 async def _create_or_update(js: JetStreamContext, config: StreamConfig) -> None:
+    name = config.name or ""
     try:
         await js.add_stream(config)
     except nats.js.errors.BadRequestError as exc:
+        if exc.err_code == _SUBJECTS_OVERLAP:
+            raise ActorBusError(
+                f"stream {name} cannot be made: another stream already takes its subjects "
+                f"{config.subjects} (one not made by actorbus; an operator must remove it)"
+            ) from None
         if exc.err_code != _STREAM_EXISTS_OTHERWISE:
             raise
         try:
             await js.update_stream(config)
-        except nats.js.errors.BadRequestError as refused:
-            name = config.name or ""
+        except (nats.js.errors.BadRequestError, nats.errors.TimeoutError) as refused:
             have = await js.stream_info(name)
+            why = getattr(refused, "description", None) or "no answer: not allowed to"
             raise ActorBusError(
                 f"stream {name} exists with {have.config.num_replicas} replica(s) and "
                 f"other settings, and the server refused to change it to "
-                f"{config.num_replicas} ({refused.description}): give every process of the "
+                f"{config.num_replicas} ({why}): give every process of the "
                 "namespace the same DurableSettings (--js-replicas)"
             ) from None
 
 
 _STREAM_EXISTS_OTHERWISE = 10058  # "stream name already in use with a different configuration"
+_SUBJECTS_OVERLAP = 10065  # "subjects overlap with an existing stream"
 _NO_PEERS = 10005  # "no suitable peers for placement": a node is (re)joining
 _NOT_ENABLED = (10039, 10076)  # JetStream not enabled (for the account)
 
@@ -311,6 +385,7 @@ async def store_message(
     what: str,
     timeout: float,
     restore: Callable[[], Awaitable[None]] | None = None,
+    stream: str | None = None,
 ) -> None:
     """Publish into JetStream and wait for its publish-ack, riding through a leader
     election: while no stream leader answers (no responders, a 503, no ack in
@@ -319,6 +394,9 @@ async def store_message(
 
     No responders at all may also mean the stream is gone (a broker back on a
     fresh store): ``restore`` is then called (once) to make it again.
+
+    With ``stream``, the publish-ack must come from that stream: a stream made by
+    someone else to take the subject would otherwise hold the message unnoticed.
 
     Raises :class:`StoreUnavailableError` (with the last cause) when no attempt
     was confirmed in time, :class:`ActorBusError` when JetStream refused the
@@ -349,6 +427,12 @@ async def store_message(
             reply = json.loads(ack.data or b"{}")
             error = reply.get("error")
             if error is None:
+                if stream is not None and reply.get("stream") != stream:
+                    raise ActorBusError(
+                        f"the message for {what} was stored in stream {reply.get('stream')!r}, "
+                        f"not {stream!r}: a stream not made by actorbus takes its subject "
+                        "(an operator must remove it)"
+                    )
                 return
             if error.get("code") != 503:
                 raise ActorBusError(

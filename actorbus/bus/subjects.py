@@ -126,6 +126,13 @@ class Subjects:
     def durable_all(self) -> str:
         return f"{self.ns}.d.>"
 
+    def durable_type_of(self, subject: str) -> str | None:
+        """The actor type a durable subject stores for (None: not a durable one)."""
+        prefix = f"{self.ns}.d."
+        if not subject.startswith(prefix):
+            return None
+        return subject[len(prefix) :].partition(".")[0]
+
     def dead_letter(self, addr: Address) -> str:
         return f"{self.ns}.dlq.{addr.type}.{addr.key}"
 

@@ -18,7 +18,10 @@ What a system's user may do (:func:`member_permissions`):
 - never delete, purge or reconfigure a stream (the durable queues, dead letters,
   buckets): that takes the admin user (:meth:`BrokerAuth.admin`), which the
   command line's maintenance commands use;
-- a member limited to some actor types (``types``) writes the namespace's shared
+- a member limited to some actor types (``types``) uses JetStream through an
+  allow-list (:func:`_limited_jetstream`): the consumers and acks of its own
+  types' durable streams only, so it can neither delete another type's
+  consumer nor fetch and ack its messages; it writes the namespace's shared
   buckets by name, and in the handled-keys and attempts buckets only its own
   types' entries (``<type>.…``): another type's handled key, written ahead of its
   message, would have it skipped unhandled; its attempts, dead-lettered.
@@ -55,6 +58,7 @@ from actorbus.security.keys import write_private
 
 SYSTEM_ACCOUNT: Final = "SYS"
 INBOX_ROOT: Final = "_INBOX"
+MAX_CONTROL_LINE: Final = 65536
 
 
 def _key_pair(path: Path, *, kind: str) -> nkeys.KeyPair:
@@ -107,20 +111,15 @@ def member_permissions(
     # call its agents; serving them is for members not limited to some types.
     synadia = ("$SRV.>", "agents.>")
     subs: tuple[str, ...] = (f"{ns}.>", *synadia)
-    kv: tuple[str, ...] = ("$KV.>",)
+    jetstream: tuple[str, ...] = ("$JS.API.>", "$KV.>", "$JS.ACK.>")
     if types is not None:
         per_type = [s for t in types for s in (f"{ns}.a.{t}.>", f"{ns}.any.{t}")]
         subs = (*per_type, f"{ns}.t.>", f"{ns}.sys.>", f"{ns}.ctl.>", f"{ns}.h.>")
-        kv = (
-            *(f"$KV.actorbus-{ns}-{bucket}.>" for bucket in SHARED_BUCKETS),
-            *(f"$KV.actorbus-{ns}-{bucket}.{t}.>" for bucket in PER_TYPE_BUCKETS for t in types),
-        )
+        jetstream = _limited_jetstream(ns, types)
     return Grant(
         pub_allow=(
             f"{namespace}.>",
-            "$JS.API.>",
-            *kv,
-            "$JS.ACK.>",
+            *jetstream,
             f"{INBOX_ROOT}.>",
             *synadia,
         ),
@@ -134,6 +133,39 @@ def member_permissions(
         ),
         sub_allow=(*subs, f"{inbox_prefix}.>"),
         sub_deny=(f"{namespace}.d.>",),
+    )
+
+
+def _limited_jetstream(ns: str, types: Sequence[str]) -> tuple[str, ...]:
+    """The JetStream a member limited to ``types`` may use: read-only calls
+    anywhere; streams, consumers and acks of its own types' durable streams and of
+    the namespace's shared ones (buckets, dead letters, kept topics); key-value
+    writes in the shared buckets and its own types' entries. JetStream's API names
+    the stream in every consumer call (``$JS.API.CONSUMER.<op>.<stream>...``, the
+    stream one token later for ``MSG.NEXT`` and ``DURABLE.CREATE``) and in every
+    ack (``$JS.ACK.<stream>.>``), so another type's consumers and messages are out
+    of reach whatever their consumer names."""
+    own = [f"actorbus-{ns}-d-{t}" for t in types]
+    read = [*own, f"actorbus-{ns}-topics"]  # pull consumers, acks: durable readers, history
+    watched = [  # ephemeral consumers (key-value watches), no acks
+        f"actorbus-{ns}-dlq",
+        *(f"KV_actorbus-{ns}-{b}" for b in (*SHARED_BUCKETS, *PER_TYPE_BUCKETS)),
+    ]
+    return (
+        "$JS.API.INFO",
+        "$JS.API.STREAM.INFO.*",
+        "$JS.API.STREAM.NAMES",
+        "$JS.API.STREAM.LIST",
+        "$JS.API.STREAM.MSG.GET.*",  # history and dead letters: sealed where it matters
+        "$JS.API.DIRECT.GET.>",  # key-value reads
+        *(f"$JS.API.STREAM.CREATE.{s}" for s in (*read, *watched)),
+        *(f"$JS.API.CONSUMER.*.{s}" for s in (*read, *watched)),
+        *(f"$JS.API.CONSUMER.*.{s}.>" for s in (*read, *watched)),
+        *(f"$JS.API.CONSUMER.MSG.NEXT.{s}.*" for s in read),
+        *(f"$JS.API.CONSUMER.DURABLE.CREATE.{s}.*" for s in read),
+        *(f"$JS.ACK.{s}.>" for s in read),
+        *(f"$KV.actorbus-{ns}-{bucket}.>" for bucket in SHARED_BUCKETS),
+        *(f"$KV.actorbus-{ns}-{bucket}.{t}.>" for bucket in PER_TYPE_BUCKETS for t in types),
     )
 
 
@@ -181,6 +213,9 @@ class BrokerAuth:
             f"operator: {operator.encode(self.operator)}\n"
             f"system_account: {self.system.public_key.decode()}\n"
             "resolver: MEMORY\n"
+            # A member limited to some types carries an allow-list in its JWT, which
+            # it presents in its CONNECT line (nats-server's default limit is 4 KB).
+            f"max_control_line: {MAX_CONTROL_LINE}\n"
             f"resolver_preload: {{\n{entries}\n}}\n"
         )
 

@@ -67,12 +67,12 @@ async def test_a_node_killed_mid_run_loses_nothing(cluster: EmbeddedCluster, ns:
 
 
 async def stream_leader(system: ActorSystem, ns: str, stream: str = "") -> str:
-    """The server leading the durable stream, or ``stream`` (asked until a node
-    that knows answers)."""
+    """The server leading the ledger type's durable stream, or ``stream`` (asked
+    until a node that knows answers)."""
     deadline = time.monotonic() + 30
     while True:
         try:
-            info = await system.js.stream_info(stream or stream_name(ns))
+            info = await system.js.stream_info(stream or stream_name(ns, "ledger"))
             if info.cluster is not None and info.cluster.leader:
                 return info.cluster.leader
         except Exception:
@@ -89,7 +89,7 @@ async def test_durable_tells_ride_through_a_stream_leader_failover(
     system = await r3_system(cluster, ns)
     killed = None
     try:
-        await system.durable_ready()
+        await system.runtime.durable_queue("ledger")
         leader = await stream_leader(system, ns)
         killed = node_named(cluster, leader)
         total = 300
@@ -121,16 +121,19 @@ async def test_a_store_that_never_answers_is_a_store_unavailable_error(
 
     system = await ActorSystem.connect(cluster.urls, namespace=ns, durable=R3)
     try:
-        await system.durable_ready()
-        await system.js.delete_stream(stream_name(ns))
+        await system.tell("ledger/first", Entry(n=0), durable=True)  # the stream is made
+        await system.js.delete_stream(stream_name(ns, "ledger"))
         await system.js.add_stream(
-            StreamConfig(name=f"{ns}-squatter", subjects=[f"{ns}.d.other.>"], num_replicas=3)
+            StreamConfig(name=f"{ns}-squatter", subjects=[f"{ns}.d.ledger.other"], num_replicas=3)
         )
         started = time.monotonic()
         with pytest.raises(StoreUnavailableError, match="no stream leader answered") as info:
             await system.tell("ledger/gone", Entry(n=1), durable=True, timeout=1.5)
         assert not isinstance(info.value, AskTimeoutError)
         assert 1.4 < time.monotonic() - started < 5
+        # A stream not made by actorbus that takes a type's subjects gets nothing.
+        with pytest.raises(ActorBusError, match="not made by actorbus"):
+            await system.tell("ledger/other", Entry(n=2), durable=True, timeout=1.5)
     finally:
         await system.close(timeout=2)
 

@@ -142,7 +142,7 @@ async def test_a_payload_that_cannot_validate_is_dead_lettered_at_once(
 
 async def test_a_repeated_message_id_is_stored_once(make_system) -> None:
     system = await make_system(durable=FAST)
-    await system.durable_ready()
+    await system.durable_ready("ledger")
     out = system.sender.encode("ledger/dedup", Entry(n=1), SendOptions(), durable=True)
     for _ in range(3):  # a sender retrying after a lost publish-ack
         await system.mux.request(

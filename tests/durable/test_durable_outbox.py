@@ -72,7 +72,7 @@ async def test_sends_recorded_before_a_crash_go_out_on_redelivery(make_system) -
     """As if the process died after writing the key and before sending: the record
     is there, the forward is not; the redelivered message sends it, without a rerun."""
     system = await make_system(durable=FAST)
-    await system.durable_ready()
+    await system.durable_ready("ledger")
     box = Outbox()
     forward = system.sender.encode("ledger/out", Entry(n=7), SendOptions(), durable=True)
     box.hold(system.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
@@ -98,7 +98,7 @@ async def test_sends_recorded_long_before_they_go_out_again_are_not_refused_as_s
     it is taken, not refused and dead-lettered as a replay."""
     skew = SecuritySettings(skew_ms=300)
     system = await make_system(durable=FAST, security=skew)
-    await system.durable_ready()
+    await system.durable_ready("ledger")
     progress: Progress = await spawn_ledger(system, "out")  # its key: the forward is sealed
     box = Outbox()
     session = await system.sender.session("ledger/out", queued=True)

@@ -194,7 +194,7 @@ async def test_a_deleted_consumer_is_made_again(make_system, raw_nc, lazily: boo
         consumer = consumer_name(Address.parse("slow/c"))
     await system.tell("slow/c", Entry(n=0), durable=True)
     await done.reached(1)
-    await raw_nc.jetstream().delete_consumer(stream_name(system.namespace), consumer)
+    await raw_nc.jetstream().delete_consumer(stream_name(system.namespace, "slow"), consumer)
     await system.tell("slow/c", Entry(n=1), durable=True)
     await done.reached(2)
     assert starts == [0, 1]
@@ -235,7 +235,7 @@ async def test_readers_and_senders_carry_on_after_the_broker_returns_on_a_fresh_
         server = on_a_fresh_store(server, tmp_path / "three")
         sender = await ActorSystem.connect(server.url, namespace=ns, durable=SHORT)
         try:
-            await sender.durable_ready()
+            await sender.durable_ready("slow")
             server = on_a_fresh_store(server, tmp_path / "four")
             await until_it_works(
                 lambda: sender.tell("slow/g", Entry(n=9), durable=True, timeout=2.0),

@@ -166,10 +166,10 @@ async def test_a_read_loop_that_dies_anyway_is_replaced_at_once(
     """nats-py's ordered consumer parses the reply subject of whatever arrives on its
     deliver subject inside the read loop; a forged one raises there. The reader
     stops, the client notices and reconnects, and asks are answered again."""
-    await system.durable_ready()
-    stream = stream_name(system.namespace)
+    await system.runtime.durable_queue("pz-sink")
+    stream = stream_name(system.namespace, "pz-sink")
     ordered = await system.js.subscribe(
-        f"{system.namespace}.d.>", stream=stream, ordered_consumer=True
+        f"{system.namespace}.d.pz-sink.*", stream=stream, ordered_consumer=True
     )
     await raw_nc.publish(ordered.subject, b"forged", reply="not.an.ack.subject")
     await raw_nc.flush()

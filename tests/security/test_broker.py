@@ -129,7 +129,7 @@ async def test_members_work_and_cannot_destroy_the_store(secured: Secured) -> No
         assert await caller.ask("keeper/1", "hello", timeout=WAIT) == "hello"
         await caller.tell("keeper/1", Item(n=7), durable=True)
         assert await asyncio.wait_for(Keeper.got.get(), WAIT) == 7
-        stream = f"actorbus-{secured.ns}-durable"
+        stream = f"actorbus-{secured.ns}-d-keeper"
         mallory = await secured.raw("mallory")  # a member gone bad
         try:
             js = mallory.jetstream(timeout=1.0)
@@ -178,13 +178,13 @@ async def test_a_member_cannot_read_anothers_replies_or_the_durable_subjects(
 async def test_the_admin_may_delete_what_members_may_not(secured: Secured) -> None:
     member = await system_on(secured, "member")
     try:
-        await member.durable_ready()
+        await member.durable_ready("member")
     finally:
         await member.close(timeout=2.0)
     admin = await secured.raw("admin", admin=True)
     try:
         js = admin.jetstream()
-        assert await js.delete_stream(f"actorbus-{secured.ns}-durable")
+        assert await js.delete_stream(f"actorbus-{secured.ns}-d-member")
     finally:
         await admin.close()
 
@@ -412,7 +412,7 @@ async def test_an_insider_cannot_write_another_types_handled_keys_or_attempts(
         )
         spy = await raw_member(server.url, broker, ns, "spy", ["spy"])
         try:
-            await host.durable_ready()
+            await host.durable_ready("keeper")
             js = spy.jetstream(timeout=1.0)
             handled = await js.key_value(idempotency_bucket(ns))
             attempts = await js.key_value(attempts_bucket(ns))
@@ -427,4 +427,84 @@ async def test_an_insider_cannot_write_another_types_handled_keys_or_attempts(
             await host.handled.put(idempotency_entry(Address("keeper", "1"), "order-8"), b"x")
         finally:
             await spy.close()
+            await host.close(timeout=2.0)
+
+
+async def test_an_insider_cannot_delete_or_read_another_types_durable_consumer(
+    actorbus_home: Path,
+) -> None:
+    """A member for type spy deleted keeper's durable consumer, and fetched and acked
+    keeper's messages (12 of 20 never reached keeper). Each type's messages are in a
+    stream of its own now, and a member limited to spy may touch the consumers and
+    acks of spy's stream only: every attempt on keeper's is refused, and keeper
+    gets all its messages. On its own type's stream the same calls work."""
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    from actorbus.actors.secure_broker import SecureBroker, join_options
+    from actorbus.bus.jetstream import consumer_name, stream_name
+    from actorbus.bus.subjects import Address
+
+    ns = f"i{uuid.uuid4().hex[:8]}"
+    broker = SecureBroker()
+    errors: list[Exception] = []
+
+    async def record(exc: Exception) -> None:
+        errors.append(exc)
+
+    async with EmbeddedServer(
+        ServerConfig(host="127.0.0.1", extra=broker.server_config([ns]))
+    ) as server:
+        host = await ActorSystem.connect(
+            server.url,
+            namespace=ns,
+            registry=False,
+            **await join_options(server.url, ns, "keeper-host", hosts=["keeper"]),
+        )
+        caller = await ActorSystem.connect(
+            server.url, namespace=ns, registry=False, **await join_options(server.url, ns, "c")
+        )
+        spy = await raw_member(server.url, broker, ns, "spy", ["spy"], error_cb=record)
+        try:
+            Keeper.got = asyncio.Queue()  # of this test's loop
+            await host.spawn(Keeper, "1")
+            await host.stop_actor("keeper/1")  # its consumer stays, its messages wait there
+            for n in range(5):
+                await caller.tell("keeper/1", Item(n=n), durable=True)
+            js = spy.jetstream(timeout=1.0)
+            theirs, consumer = stream_name(ns, "keeper"), consumer_name(Address("keeper", "1"))
+            refused = (nats.errors.Error, TimeoutError)
+            with pytest.raises(refused):
+                await js.delete_consumer(theirs, consumer)
+            with pytest.raises(refused):
+                await js.consumer_info(theirs, consumer)
+            thief = await js.pull_subscribe_bind(consumer, theirs)
+            with pytest.raises(refused):
+                await thief.fetch(1, timeout=1.0)
+            with pytest.raises(refused):  # nor a consumer of its own on keeper's stream
+                await js.add_consumer(
+                    theirs,
+                    ConsumerConfig(
+                        name="thief", filter_subject=f"{ns}.d.keeper.1", ack_policy=AckPolicy.ALL
+                    ),
+                )
+            await spy.publish(f"$JS.ACK.{theirs}.{consumer}.1.1.1.1.0", b"")  # a forged ack
+            await spy.flush()
+            # The same calls on spy's own stream work.
+            mine = stream_name(ns, "spy")
+            await js.add_stream(name=mine, subjects=[f"{ns}.d.spy.*"])
+            await spy.publish(f"{ns}.d.spy.1", b"own")
+            await js.add_consumer(mine, ConsumerConfig(name="own", filter_subject=f"{ns}.d.spy.1"))
+            own = await js.pull_subscribe_bind("own", mine)
+            [msg] = await own.fetch(1, timeout=WAIT)
+            await msg.ack_sync()
+            await js.delete_consumer(mine, "own")
+
+            await host.spawn(Keeper, "1")
+            got = [await asyncio.wait_for(Keeper.got.get(), WAIT) for _ in range(5)]
+            assert got == [0, 1, 2, 3, 4]  # all there, in order
+            violations = [e for e in errors if "permissions violation" in str(e).lower()]
+            assert any("$js.ack" in str(e).lower() for e in violations), violations
+        finally:
+            await spy.close()
+            await caller.close(timeout=2.0)
             await host.close(timeout=2.0)

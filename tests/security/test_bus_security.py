@@ -333,7 +333,7 @@ async def test_durable_messages_stay_sealed_in_the_stream_and_open_for_the_actor
     await host.spawn(Ledger, "1")
     await sender.tell("ledger/1", Note(text=SECRET), durable=True)
     assert await asyncio.wait_for(Ledger.got.get(), WAIT) == SECRET
-    raw = await sender.js.get_last_msg(f"actorbus-{ns}-durable", f"{ns}.d.ledger.1")
+    raw = await sender.js.get_last_msg(f"actorbus-{ns}-d-ledger", f"{ns}.d.ledger.1")
     assert SECRET.encode() not in raw.data
     # history opens it where the recipient's key is (held by a host, or in the
     # machine's home), and nowhere else

@@ -41,6 +41,9 @@ def test_every_probe_is_blocked(tmp_path: Path) -> None:
     insiders = {p["name"] for p in report["probes"] if p["dimension"] == "insider"}
     assert insiders == {
         "the durable stream reconfigured",
+        "another type's durable consumer deleted",
+        "another type's messages fetched",
+        "another type's messages, through a consumer of its own",
         "another type's idempotency key written ahead",
         "another type's attempts written ahead",
         "another member's client address as src",

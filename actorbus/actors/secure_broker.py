@@ -71,6 +71,20 @@ class SecureBroker:
         )
 
 
+def admin_connect_options(namespace: str, home: Path | None = None) -> ConnectOptions:
+    """An admin user of ``namespace`` on this machine's broker (the one whose
+    operator keys are in ``home``, by default ``ACTORBUS_HOME``): what maintenance
+    that deletes streams needs (``actorbus migrate``). Members may not."""
+    broker = SecureBroker(home)
+    creds, prefix = broker.auth.user(namespace, "actorbus-admin", admin=True)
+    return ConnectOptions(
+        name="actorbus-admin",
+        credentials=creds,
+        tls=broker.tls.client_context(),
+        inbox_prefix=prefix,
+    )
+
+
 def issued_connect_options(home: Path, name: str) -> ConnectOptions | None:
     """The way in of a deployment whose home holds a NATS user issued for it
     (``actorbus security issue --broker``), or None."""

@@ -97,7 +97,7 @@ def stream_name(ns: str, type_: str) -> str:
 
 def legacy_stream_name(ns: str) -> str:
     """The one stream of every type's durable messages that versions before the
-    per-type streams kept (``actorbus queue migrate`` moves its messages)."""
+    per-type streams kept (``actorbus migrate`` moves its messages)."""
     return f"actorbus-{ns}-durable"
 
 
@@ -167,7 +167,7 @@ class DurableStores:
 
 class LegacyLayoutError(ActorBusError):
     """The namespace's durable messages are still in the one stream of earlier
-    versions; ``actorbus queue migrate`` moves them to a stream per type."""
+    versions; ``actorbus migrate`` moves them to a stream per type."""
 
 
 def queue_config(subjects: Subjects, type_: str, s: DurableSettings) -> StreamConfig:
@@ -230,8 +230,8 @@ async def ensure_streams(
         await patiently(lambda: js.stream_info(legacy), s.start_timeout)
         raise LegacyLayoutError(
             f"namespace {subjects.ns!r} still keeps its durable messages in one stream "
-            f"({legacy}), as earlier versions did: run `actorbus queue migrate "
-            f"-n {subjects.ns}` once (it moves them to a stream per actor type)"
+            f"({legacy}), as earlier versions did: run `actorbus migrate "
+            f"--namespace {subjects.ns}` once (it moves them to a stream per actor type)"
         )
     for config in (
         StreamConfig(

@@ -17,6 +17,7 @@ from actorbus.actors.security_settings import actorbus_home
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_signals, stdout
+from actorbus.cli.durable import migrate_namespace
 
 # -- actorbus up -------------------------------------------------------------
 
@@ -65,6 +66,7 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
             "[dim]host actors with: actorbus run module:Class (commands here find this "
             "server; elsewhere: --url " + server.url + ")"
         )
+        await _migrate(server.url, namespaces)
         out.print("[dim]Ctrl-C to stop")
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -77,6 +79,20 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
         await asyncio.to_thread(server.stop_sync)
     out.print("[green]stopped")
     return EXIT_OK
+
+
+async def _migrate(url: str, namespaces: list[str]) -> None:
+    """A store kept from an earlier version is moved to this version's layout at
+    once (this machine holds the broker's keys), so that no process meets the old one."""
+    out = stdout()
+    for ns in namespaces:
+        try:
+            await migrate_namespace(url, ns, 5.0, report=lambda text: out.print(f"  {text}"))
+        except Exception as exc:
+            out.print(
+                f"[bold red]namespace {ns}: its store could not be moved to this version's "
+                f"layout[/] ({escape(str(exc))}); try `actorbus migrate --namespace {ns}`"
+            )
 
 
 def _has_files(folder: Path) -> bool:
@@ -181,6 +197,7 @@ async def _up_cluster(
             )
         )
         out.print("[dim]use DurableSettings(replicas=3) for streams that survive a node")
+        await _migrate(urls, namespaces)
         out.print("[dim]Ctrl-C to stop")
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):

@@ -1,5 +1,6 @@
-"""``actorbus dlq``, ``queue`` and ``history``: dead letters, queue depth, stored
-messages and sending them again.
+"""``actorbus dlq``, ``queue``, ``history`` and ``migrate``: dead letters, queue
+depth, stored messages and sending them again, and moving a namespace's store to
+this version's layout.
 """
 
 from __future__ import annotations
@@ -7,10 +8,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import nats
+import nats.errors
 from pydantic_core import to_jsonable_python
 from rich.markup import escape
 from rich.progress import (
@@ -25,7 +29,22 @@ from rich.table import Table
 
 from actorbus.actors import ActorSystem
 from actorbus.actors.dead_letters import DeadLetter
-from actorbus.cli.common import EXIT_USAGE, CliError, bus_options, stderr, stdout, with_system
+from actorbus.actors.secure_broker import admin_connect_options
+from actorbus.actors.security_settings import actorbus_home
+from actorbus.bus.jetstream import DurableSettings
+from actorbus.bus.legacy_queue import Moved, migrate_legacy_queue
+from actorbus.bus.probe import server_info, wants_security
+from actorbus.bus.subjects import Subjects
+from actorbus.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    bus_options,
+    resolve_url,
+    stderr,
+    stdout,
+    with_system,
+)
 from actorbus.codecs.envelope import Envelope
 
 # -- durable queues: dead letters and depth ----------------------------------
@@ -104,6 +123,67 @@ async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
         table.add_column(col, justify="right")
     table.add_row(*(str(v) for v in data.values()))
     stdout().print(table)
+
+
+# -- migrate: the store of an earlier version ---------------------------------
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    url = resolve_url(args.url)
+    home = Path(args.home) if args.home else None
+    out = stdout()
+    moved = asyncio.run(
+        migrate_namespace(url, args.namespace, args.connect_timeout, home, report=out.print)
+    )
+    if moved is None:
+        out.print(f"namespace {args.namespace}: nothing to move (already a stream per type)")
+    return EXIT_OK
+
+
+async def migrate_namespace(
+    url: str,
+    namespace: str,
+    wait: float,
+    home: Path | None = None,
+    report: Callable[[str], None] = lambda _: None,
+) -> Moved | None:
+    """Move ``namespace``'s durable messages from the one stream of earlier versions
+    to a stream per actor type (:mod:`actorbus.bus.legacy_queue`), as the broker's
+    admin: on a secured broker, one issued from the operator keys in ``home``
+    (``ACTORBUS_HOME`` by default, where ``actorbus up`` keeps them)."""
+    servers = [u.strip() for u in url.split(",") if u.strip()]
+    kwargs: dict[str, Any] = {}
+    if wants_security(await server_info(servers[0], wait)):
+        options = admin_connect_options(namespace, home)
+        kwargs = {
+            "user_credentials": options.nats_credentials(),
+            "tls": options.tls,
+            "inbox_prefix": options.inbox_prefix,
+        }
+    nc = await nats.connect(
+        servers, name="actorbus-migrate", connect_timeout=wait, allow_reconnect=False, **kwargs
+    )
+    spool = (home or actorbus_home()) / "migrations" / f"{namespace}.spool"
+    try:
+        moved = await migrate_legacy_queue(
+            nc.jetstream(), Subjects(namespace), DurableSettings(), spool, report
+        )
+    except nats.errors.Error as exc:
+        raise CliError(f"namespace {namespace}: the move failed ({exc}); run it again") from None
+    finally:
+        await nc.close()
+    if moved is not None:
+        per_type = ", ".join(f"{t} {n}" for t, n in sorted(moved.types.items())) or "none"
+        report(
+            f"namespace {namespace}: moved {moved.moved} unsettled message(s) to a stream "
+            f"per actor type ({per_type}); {moved.settled} already handled, left behind"
+        )
+        if moved.lost_originals:
+            report(
+                f"{moved.lost_originals} dead letter(s) referenced an original too large to "
+                "copy, in the old stream: those originals are gone"
+            )
+    return moved
 
 
 # -- history and rerun: stored messages ---------------------------------------
@@ -220,6 +300,24 @@ def add_parser(
     queue.add_argument("address", help="the actor address, type/key")
     bus_options(queue)
     queue.set_defaults(func=cmd_queue)
+    migrate = sub.add_parser(
+        "migrate",
+        parents=[common],
+        help="move a namespace's durable messages to this version's layout",
+        description="Earlier versions kept every actor type's durable messages in one "
+        "stream (actorbus-NS-durable); this one keeps a stream per type, so that the "
+        "broker can give each member its own types' queues and no other's. The move "
+        "deletes the old stream, so it runs as the broker's admin, issued from the "
+        "operator keys in ACTORBUS_HOME (`actorbus up` does it by itself at start). Run "
+        "again if it was cut short: the spooled messages are stored once.",
+    )
+    migrate.add_argument(
+        "--home",
+        help="where the broker's operator keys (broker/) and CA (tls/) are "
+        "(default: ACTORBUS_HOME)",
+    )
+    bus_options(migrate)
+    migrate.set_defaults(func=cmd_migrate)
     history = sub.add_parser(
         "history",
         parents=[common],

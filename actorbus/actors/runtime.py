@@ -147,11 +147,7 @@ class Runtime:
         await self.durable_ready()
         if self._queues.get(type_) in (True, host):
             return
-        hosts = self.guard.settings.hosts if self.guard is not None else None
-        may_make = hosts is None or type_ in hosts  # what the broker user was given
-        await ensure_queue(
-            self.js, self.subjects, type_, self.durable_settings, host=host, may_make=may_make
-        )
+        await ensure_queue(self.js, self.subjects, type_, self.durable_settings, host=host)
         self._queues[type_] = host or self._queues.get(type_, False)
 
     async def durable_restore(self, type_: str | None = None) -> None:

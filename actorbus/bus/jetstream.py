@@ -184,40 +184,60 @@ def queue_config(subjects: Subjects, type_: str, s: DurableSettings) -> StreamCo
 
 
 async def ensure_queue(
-    js: JetStreamContext,
-    subjects: Subjects,
-    type_: str,
-    s: DurableSettings,
-    *,
-    host: bool,
-    may_make: bool = True,
+    js: JetStreamContext, subjects: Subjects, type_: str, s: DurableSettings, *, host: bool
 ) -> None:
     """Make one type's durable stream if it is missing. A host (``host=True``)
-    also brings an existing one up to its settings; a sender only checks that the
-    stream takes the type's subjects. A sender whose credentials are limited to
-    other types (``may_make=False``) may make no stream of this type: it is told
-    so at once rather than after a refused request times out."""
+    also brings an existing one up to its settings. Any sender may make a queue
+    (a durable send to a type no host started yet is stored for it), so a sender
+    checks an existing one: a stream made to lose messages (a message limit, a
+    short age, a copy republished elsewhere) by someone else is refused, loudly."""
     config = queue_config(subjects, type_, s)
     name = config.name or ""
     if not host:
         try:
             have = await patiently(lambda: js.stream_info(name), s.start_timeout)
         except nats.js.errors.NotFoundError:
-            if not may_make:
-                raise ActorBusError(
-                    f"{type_!r} has no durable queue yet (stream {name}), and this "
-                    "system's credentials are limited to other actor types, so it may not "
-                    f"make one: it is made when a host of {type_!r} starts"
-                ) from None
+            pass
         else:
-            if have.config.subjects != config.subjects:
+            odd = _unlike(have.config, config)
+            if odd:
                 raise ActorBusError(
-                    f"stream {name} takes {have.config.subjects}, not {config.subjects}: "
-                    f"it was not made by actorbus, and durable messages for {type_!r} "
-                    "must not go there (an operator must remove it)"
+                    f"stream {name} holds {type_!r}'s durable messages with settings "
+                    f"actorbus did not give it ({'; '.join(odd)}): give every process of "
+                    "the namespace the same DurableSettings, or have an operator remove it"
                 )
             return
     await patiently(functools.partial(_create_or_update, js, config), s.start_timeout)
+
+
+def _unlike(have: StreamConfig, want: StreamConfig) -> list[str]:
+    """Where an existing queue's settings differ from the ones actorbus gives it:
+    every setting that decides what is kept, and whether copies go elsewhere."""
+    expected: dict[str, Any] = {
+        "subjects": want.subjects,
+        "retention": "limits",
+        "discard": "old",
+        "storage": "file",
+        "max_age": want.max_age,
+        "num_replicas": want.num_replicas,
+        "duplicate_window": want.duplicate_window,
+        **dict.fromkeys(("max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"), -1),
+        **dict.fromkeys(("mirror", "sources", "republish", "subject_transform", "sealed"), None),
+    }
+    odd = []
+    for name, value in expected.items():
+        got = _plain(getattr(have, name))
+        if name.startswith("max_msg") or name == "max_bytes":
+            got = -1 if got in (None, 0) else got
+        if got != value:
+            odd.append(f"{name} {got!r}, not {value!r}")
+    return odd
+
+
+def _plain(value: Any) -> Any:
+    """A setting as plain data: an enum's value; nothing for an empty list or False."""
+    value = getattr(value, "value", value)
+    return None if value in ([], False) else value
 
 
 async def ensure_streams(

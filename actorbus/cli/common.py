@@ -123,11 +123,14 @@ async def connect(
     wait_s: float,
     verbose: bool,
     js_replicas: int = 1,
-    hosts: Sequence[str] = (),
+    hosts: Sequence[str] | None = None,
     debug: bool = False,
 ) -> ActorSystem:
     """A system for a command: on a secured broker its user may subscribe to the
-    subjects of ``hosts`` (actor types) and no other type's."""
+    subjects of ``hosts`` (actor types) and no other type's. Without ``hosts``
+    (the commands that look after queues and send: ``dlq``, ``queue``,
+    ``history``, ``ask``, ``tell``...) it is not limited to types: these are the
+    operator's tools, run where its keys are, and they read every type's queue."""
     # The first contact gives up after a few quick tries; the timeout also bounds
     # a server that accepts TCP but never answers the NATS handshake.
     hint = "(is a server running? start one with `actorbus up`)"

@@ -138,9 +138,10 @@ def member_permissions(
 
 def _limited_jetstream(ns: str, types: Sequence[str]) -> tuple[str, ...]:
     """The JetStream a member limited to ``types`` may use: read-only calls
-    anywhere; streams, consumers and acks of its own types' durable streams and of
-    the namespace's shared ones (buckets, dead letters, kept topics); key-value
-    writes in the shared buckets and its own types' entries. JetStream's API names
+    anywhere; making a stream (its settings are checked by those who use it);
+    consumers and acks of its own types' durable streams and of the namespace's
+    shared ones (buckets, dead letters, kept topics); key-value writes in the
+    shared buckets and its own types' entries. JetStream's API names
     the stream in every consumer call (``$JS.API.CONSUMER.<op>.<stream>...``, the
     stream one token later for ``MSG.NEXT`` and ``DURABLE.CREATE``) and in every
     ack (``$JS.ACK.<stream>.>``), so another type's consumers and messages are out
@@ -158,7 +159,10 @@ def _limited_jetstream(ns: str, types: Sequence[str]) -> tuple[str, ...]:
         "$JS.API.STREAM.LIST",
         "$JS.API.STREAM.MSG.GET.*",  # history and dead letters: sealed where it matters
         "$JS.API.DIRECT.GET.>",  # key-value reads
-        *(f"$JS.API.STREAM.CREATE.{s}" for s in (*read, *watched)),
+        # Any stream: a durable send makes the queue of a type no host started yet.
+        # What a stream is made with is checked by its senders and hosts (and
+        # only the admin may change or delete one).
+        "$JS.API.STREAM.CREATE.*",
         *(f"$JS.API.CONSUMER.*.{s}" for s in (*read, *watched)),
         *(f"$JS.API.CONSUMER.*.{s}.>" for s in (*read, *watched)),
         *(f"$JS.API.CONSUMER.MSG.NEXT.{s}.*" for s in read),

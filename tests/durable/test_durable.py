@@ -417,3 +417,39 @@ async def test_history_and_dead_letters_read_messages_of_either_encoding(make_sy
         await asyncio.sleep(0.05)
     assert letters[0].envelope().content == {"n": 3}
     assert progress.seen == []
+
+
+async def test_a_queue_made_by_someone_else_to_lose_messages_is_refused(
+    make_system, raw_nc: Any
+) -> None:
+    """Any member may make a type's queue (a send to a type no host started yet is
+    stored for it). One made ahead with a message limit, or republishing its
+    messages elsewhere, is refused by every sender and host, naming the setting."""
+    from nats.js.api import RePublish, StreamConfig
+
+    from actorbus import ActorBusError
+    from actorbus.bus.jetstream import stream_name
+
+    system = await make_system(durable=FAST)
+    ns = system.namespace
+    js = raw_nc.jetstream()
+    await js.add_stream(
+        StreamConfig(name=stream_name(ns, "ledger"), subjects=[f"{ns}.d.ledger.*"], max_msgs=1)
+    )
+    with pytest.raises(ActorBusError, match="max_msgs 1, not -1"):
+        await system.tell("ledger/lossy", Entry(n=1), durable=True)
+    await js.delete_stream(stream_name(ns, "ledger"))
+    copy = RePublish(src=">", dest="spy.>")
+    await js.add_stream(
+        StreamConfig(name=stream_name(ns, "ledger"), subjects=[f"{ns}.d.ledger.*"], republish=copy)
+    )
+    other = await make_system(durable=FAST)
+    with pytest.raises(ActorBusError, match="republish"):
+        await other.tell("ledger/copied", Entry(n=1), durable=True)
+    # A queue made by a sender (before any host) is taken by the next sender as it is.
+    await js.delete_stream(stream_name(ns, "ledger"))
+    await system.tell("ledger/fine", Entry(n=1), durable=True)
+    third = await make_system(durable=FAST)
+    await third.tell("ledger/fine", Entry(n=2), durable=True)
+    progress = await spawn_ledger(third, "fine")
+    await progress.reached(2)

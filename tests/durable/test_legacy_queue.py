@@ -63,7 +63,8 @@ async def test_a_legacy_namespace_is_refused_then_moved_with_nothing_lost_or_rep
         await migrate_namespace(nats_server.url, ns, 5.0, tmp_path, report=cut_short)
     assert (tmp_path / "migrations" / f"{ns}.spool").exists()
     moved = await migrate_namespace(nats_server.url, ns, 5.0, tmp_path, report=said.append)
-    assert moved is not None and moved.resumed
+    assert moved is not None
+    assert moved.resumed
     assert (moved.moved, moved.types) == (6, {"ledger": 6})
     assert not (tmp_path / "migrations" / f"{ns}.spool").exists()
     info = await raw_nc.jetstream().stream_info(stream_name(ns, "ledger"))
@@ -89,7 +90,8 @@ async def test_a_move_counts_what_was_handled_already(
 ) -> None:
     await legacy_namespace(raw_nc, make_system, ns)
     moved = await migrate_namespace(nats_server.url, ns, 5.0, tmp_path)
-    assert moved is not None and not moved.resumed
+    assert moved is not None
+    assert not moved.resumed
     assert (moved.moved, moved.settled, moved.lost_originals) == (6, 2, 0)
     streams = [i.config.name for i in await raw_nc.jetstream().streams_info()]
     assert legacy_stream_name(ns) not in streams

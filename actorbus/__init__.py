@@ -26,12 +26,17 @@ from actorbus.codecs.errors import (
     RateLimitedError,
     RemoteError,
     ReplayError,
+    StateConflictError,
+    StateError,
+    StateTooLargeError,
+    StateVersionError,
     StoreUnavailableError,
     TurnTimeoutError,
     UnknownIntentError,
     ValidationFailedError,
 )
 from actorbus.codecs.wire import Encoding, SizeLimits
+from actorbus.state import StateSettings, StateStore
 
 __version__ = "0.1.0"
 
@@ -62,6 +67,12 @@ __all__ = [
     "ReplayError",
     "SecuritySettings",
     "SizeLimits",
+    "StateConflictError",
+    "StateError",
+    "StateSettings",
+    "StateStore",
+    "StateTooLargeError",
+    "StateVersionError",
     "StoreUnavailableError",
     "TurnTimeoutError",
     "UnknownIntentError",

@@ -155,3 +155,59 @@ class Blocking(Sluggish):
 
         self.handled += 1
         time.sleep(0.001)  # noqa: ASYNC251 - blocking on purpose
+
+
+# -- state that commits with a durable turn (tests/state/test_state_faults.py) --
+
+
+class Deposit(BaseModel):
+    n: int
+    amount: int
+
+
+class Balance(BaseModel):
+    balance: int = 0
+    seen: int = 0
+
+
+class Vault(Actor):
+    """A durable account with declared state: each deposit adds to the balance and
+    durably tells the ledger (``st-ledger/l``) about it, in one turn."""
+
+    type_name = "st-vault"
+    durable = True
+    state: Balance
+
+    @handler
+    async def deposit(self, d: Deposit) -> int:
+        self.state.balance += d.amount
+        self.state.seen += 1
+        await self.tell("st-ledger/l", d, durable=True)
+        return self.state.balance
+
+    @handler(intent="balance", durable=False)
+    async def read(self, _: str) -> Balance:
+        return self.state
+
+
+def _kill_at(spec: str) -> None:
+    """ACTORBUS_TEST_KILL_AT=point:n: this process SIGKILLs itself the n-th time a
+    durable turn reaches ``point`` (actorbus/actors/faults.py)."""
+    import signal
+
+    from actorbus.actors import faults
+
+    point, _, nth = spec.partition(":")
+    hits = {"n": 0}
+
+    def hook(reached: str) -> None:
+        if reached == point:
+            hits["n"] += 1
+            if hits["n"] >= int(nth):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    faults.install(hook)
+
+
+if os.environ.get("ACTORBUS_TEST_KILL_AT"):
+    _kill_at(os.environ["ACTORBUS_TEST_KILL_AT"])

@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import inspect
 import re
+import sys
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
-from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar, Unpack, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Literal,
+    NamedTuple,
+    Protocol,
+    TypeVar,
+    Unpack,
+    overload,
+)
+
+from pydantic import BaseModel
 
 from actorbus.actors.call_options import AskOptions, PublishOptions, StreamOptions, TellOptions
 from actorbus.actors.handlers import HandlerSpec, resolve_handlers
 from actorbus.bus.client import Client
 from actorbus.bus.subjects import validate_topic, validate_type
 from actorbus.codecs.envelope import Envelope
-from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.errors import ActorBusError, StateVersionError
 from actorbus.codecs.inbound import Inbound
+
+if TYPE_CHECKING:
+    from actorbus.actors.state_keeper import StateKeeper
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -75,6 +92,28 @@ class Incoming(NamedTuple):
 current_incoming: ContextVar[Incoming | None] = ContextVar("actorbus_incoming", default=None)
 
 
+def _declared_state(cls: type) -> type[BaseModel] | None:
+    """The model ``state`` is annotated with on ``cls`` (or on a base)."""
+    annotation = inspect.get_annotations(cls).get("state")
+    if annotation is None:
+        inherited: type[BaseModel] | None = getattr(cls, "state_model", None)
+        return inherited
+    if isinstance(annotation, str):  # from __future__ import annotations
+        module = sys.modules.get(cls.__module__)
+        try:
+            annotation = eval(annotation, vars(module) if module else {}, dict(vars(cls)))
+        except NameError as exc:
+            raise TypeError(
+                f"{cls.__qualname__}.state: {exc} (define the state model before the actor)"
+            ) from None
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        raise TypeError(
+            f"{cls.__qualname__}.state is annotated with {annotation!r}: declare state as a "
+            "pydantic model (state: MyState)"
+        )
+    return annotation
+
+
 def _default_type_name(cls_name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", cls_name).lower()
 
@@ -114,6 +153,12 @@ class Actor:
       may wait for one instance (per subscription: its address, its type's anycast
       address, each topic); what does not fit is dropped and counted, and an ask
       is answered with ``RateLimitedError`` unless ``mailbox_overflow = "drop"``
+    - ``state``, annotated with a pydantic model (``state: AccountState``): the
+      instance's persistent state, loaded before its first message (spawned,
+      lazily hosted or keyed), saved when a turn changed it (a durable turn's
+      together with its sends and its message), sealed to the type's key
+      (``ActorSystem.connect(state=StateSettings(...))`` chooses the store);
+      ``state_version`` and ``migrate_state`` bring older states over
     - ``skills``, ``tags``, ``description``, ``protocols``: what the registry says
       about the type (skills default to the intents it handles; the description to
       the docstring's first line); ``advertise = False`` keeps it out of the registry
@@ -143,10 +188,15 @@ class Actor:
     handlers: ClassVar[dict[str, HandlerSpec]] = {}
     topics: ClassVar[tuple[HandlerSpec, ...]] = ()
     has_durable_queue: ClassVar[bool] = False  # derived: any handler is durable
+    state_model: ClassVar[type[BaseModel] | None] = None  # derived: ``state``'s annotation
+    state_version: ClassVar[int] = 1
 
     _system: ActorContext
     _address: str
     _key: str
+    # The instance's persistent state, when its class declares one (``state:
+    # MyState``, a pydantic model): loaded before the first message.
+    state: Any
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -169,6 +219,42 @@ class Actor:
             validate_topic(spec.topic or "", wildcards=True)
         cls.topics = topics
         cls.has_durable_queue = cls.durable or any(s.durable for s in cls.handlers.values())
+        cls.state_model = _declared_state(cls)
+        if cls.state_model is not None and cls.concurrency != 1:
+            raise TypeError(
+                f"{cls.__qualname__} declares state and concurrency {cls.concurrency}: a "
+                "state is changed by one turn at a time (keep concurrency 1)"
+            )
+
+    @classmethod
+    def migrate_state(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        """Bring a state stored by version ``version`` of the state model to
+        ``state_version`` (override it when you raise ``state_version``); the
+        default refuses with :class:`~actorbus.StateVersionError`."""
+        raise StateVersionError(
+            f"{cls.type_name}: a state stored by version {version} of "
+            f"{cls.state_model.__name__ if cls.state_model else 'the state'} cannot be read "
+            f"by version {cls.state_version}: override {cls.__qualname__}.migrate_state()"
+        )
+
+    async def save_state(self) -> None:
+        """Save the state now, within the turn (it is saved at the turn's end
+        anyway): a long turn keeps what it did so far."""
+        await self._state_keeper().save(self.state)
+
+    async def clear_state(self) -> None:
+        """Delete this actor's stored state for good and start again from the
+        model's defaults."""
+        self.state = await self._state_keeper().clear()
+
+    def _state_keeper(self) -> StateKeeper:
+        keeper = self.__dict__.get("_keeper")
+        if keeper is None:
+            raise TypeError(
+                f"{type(self).__qualname__} declares no state (annotate `state` with a "
+                "pydantic model on the class)"
+            )
+        return keeper  # type: ignore[no-any-return]
 
     # -- lifecycle hooks ---------------------------------------------------
     async def on_start(self) -> None:

@@ -30,14 +30,19 @@ from actorbus.codecs.errors import (
     ActorStoppedError,
     ProtocolError,
     RemoteError,
+    StateConflictError,
+    StateError,
     UnknownIntentError,
     ValidationFailedError,
 )
 from actorbus.codecs.inbound import Inbound
+from actorbus.codecs.wire import H_STORED
+from actorbus.state.record import Position
 from actorbus.telemetry import STATE, metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
+    from actorbus.actors.state_keeper import StateKeeper
     from actorbus.actors.streaming import StreamProducers, Turn
 
 log = logging.getLogger("actorbus.actors")
@@ -78,6 +83,7 @@ class ActorCell:
         self.subscriptions: list[Any] = []
         self.restart_count = 0
         self.failure: BaseException | None = None
+        self.keeper: StateKeeper | None = None  # the declared state's, when there is one
         self.last_active = time.monotonic()  # when it last finished a message
         self._yielded_at = self.last_active
 
@@ -98,6 +104,10 @@ class ActorCell:
                 inst._system = self.env.context
                 inst._address = self.address
                 inst._key = self.key
+                if self.cls.state_model is not None:  # before on_start, which may read it
+                    self.keeper = self.rt.state_keeper(self.cls, self.key)
+                    inst.state = await self.keeper.activate()
+                    inst.__dict__["_keeper"] = self.keeper
                 await inst.on_start()
             except Exception as exc:
                 log.warning("%s: on_start failed: %r", self.address, exc)
@@ -261,9 +271,11 @@ class ActorCell:
         self._busy += 1
         arrived = self._arrival()
         gate = self._lock if self.cls.concurrency == 1 else self._gate
+        stored = msg.headers.get(H_STORED) if msg.headers else None
+        position = Position.parse(stored) if stored else None
         try:
             async with gate:
-                return await self._handle(msg, env, arrived)
+                return await self._handle(msg, env, arrived, position=position)
         finally:
             self._done()
 
@@ -313,11 +325,18 @@ class ActorCell:
         """A handler failed (metrics count it)."""
 
     async def _handle(
-        self, msg: Msg, env: Inbound, arrived: int = 0, turn: Turn | None = None
+        self,
+        msg: Msg,
+        env: Inbound,
+        arrived: int = 0,
+        turn: Turn | None = None,
+        position: Position | None = None,
     ) -> Exception | None:
         """Handle one message and answer it; returns what went wrong, if anything
         (the durable path acks, retries or dead-letters by it). ``turn``: the
-        turn held for it, when a stream may give it back (else the cell's gate)."""
+        turn held for it, when a stream may give it back (else the cell's gate).
+        ``position``: where a durable message is stored, for a declared state to
+        commit with (and to tell one it reflects already)."""
         inst = self.instance
         if inst is None and not self._ready.is_set():
             await self._ready.wait()  # starting or restarting: hold the message
@@ -329,6 +348,8 @@ class ActorCell:
             stopped = ActorStoppedError(why)
             await self.rt.replies.error(msg, stopped, env, self.address)
             return stopped
+        if position is not None and self.keeper is not None and self.keeper.applied(position):
+            return None
         spec = self.cls.handlers.get(env.intent)
         if spec is None:
             unknown = self._unknown(env.intent)
@@ -358,8 +379,12 @@ class ActorCell:
                 )
                 if failed is not None and self._crashes(failed):
                     await self._restart(failed)
+                elif self.keeper is not None:
+                    await self.keeper.end_turn(inst, failed, position)
                 return failed
             result = await getattr(inst, spec.method)(arg)
+            if self.keeper is not None:  # saved before the answer says it is done
+                await self.keeper.end_turn(inst, None, position)
             if not msg.reply:
                 return None
             if env.context.stream:  # stream() of a plain handler: one item, then the end
@@ -367,7 +392,11 @@ class ActorCell:
             else:
                 await self.rt.replies.reply(msg, env, self.address, result)
         except Exception as exc:
+            if self.keeper is not None and not isinstance(exc, StateError):
+                inst.state = self.keeper.rolled_back()  # a failed turn leaves no trace
             await self._handler_failed(msg, env, spec, exc)
+            if isinstance(exc, StateConflictError):
+                await self._give_up(exc, "saving its state (a newer activation took over)")
             return exc
         finally:
             current_incoming.reset(token)
@@ -439,14 +468,19 @@ class ObservedCell(ActorCell):
             meters.failures.add(1, {**labels, **where})
 
     async def _handle(
-        self, msg: Msg, env: Inbound, arrived: int = 0, turn: Turn | None = None
+        self,
+        msg: Msg,
+        env: Inbound,
+        arrived: int = 0,
+        turn: Turn | None = None,
+        position: Position | None = None,
     ) -> Exception | None:
         if not STATE.tracing:
-            return await super()._handle(msg, env, arrived, turn)
+            return await super()._handle(msg, env, arrived, turn, position)
         with spans.processing(
             self.address, msg.subject, msg.headers, env, len(msg.data), arrived, bool(msg.reply)
         ) as span:
-            failed = await super()._handle(msg, env, arrived, turn)
+            failed = await super()._handle(msg, env, arrived, turn, position)
             if failed is not None:
                 spans.failed(span, failed)
             return failed

@@ -31,8 +31,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import nats.errors
 import nats.js.errors
@@ -41,10 +41,12 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue
 
+from actorbus.actors import faults
 from actorbus.actors.dead_letters import dead_letter_record
 from actorbus.actors.handled_keys import HandledKeys
 from actorbus.actors.in_hand import Held, InHand
 from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release, resent
+from actorbus.bus.client import BadHeaders
 from actorbus.bus.jetstream import (
     expired_entry,
     idempotency_entry,
@@ -65,7 +67,8 @@ from actorbus.codecs.errors import (
     ValidationFailedError,
 )
 from actorbus.codecs.inbound import Inbound
-from actorbus.codecs.wire import pack
+from actorbus.codecs.wire import H_STORED, pack
+from actorbus.state.record import Position
 from actorbus.telemetry import STATE, metrics as meters, spans
 
 if TYPE_CHECKING:
@@ -283,7 +286,17 @@ class DurableReader:
             await self._dead_letter(held, address, None, why, tried)
             return None
         # Handled without a reply subject: a JetStream message's reply is its ack subject.
-        plain = Msg(_client=rt.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
+        headers: Mapping[str, str] | None = msg.headers  # nats-py says dict; ours may not be
+        if self.cls.state_model is not None and type(headers) is not BadHeaders:
+            # a declared state commits with the message's position
+            where = Position(str(self._stream_born), held.seq)
+            headers = {**(msg.headers or {}), H_STORED: where.header()}
+        plain = Msg(
+            _client=rt.nc,
+            subject=msg.subject,
+            data=msg.data,
+            headers=cast(dict[str, str] | None, headers),
+        )
         try:
             env = rt.replies.decode(plain, address)
             if rt.replies.guard is not None:  # stored time, not now: a backlog is fresh
@@ -375,6 +388,7 @@ class DurableReader:
             else:
                 await self._handled.put(entry, record)
                 await release(self.rt, box.held)
+        faults.reached(faults.AFTER_SENDS)
         await held.msg.ack()
         await self._in_hand.settled(held, self._attempts)
 

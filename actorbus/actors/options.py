@@ -9,6 +9,7 @@ from actorbus.actors.security_settings import SecuritySettings
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.wire import Encoding, SizeLimits
+from actorbus.state.store import StateSettings
 
 
 class SystemOptions(TypedDict, total=False):
@@ -24,6 +25,7 @@ class SystemOptions(TypedDict, total=False):
     stream_credit_timeout: float
     stream_start_timeout: float
     durable: DurableSettings | None
+    state: StateSettings | None
     activation_ttl: float
     registry: bool
     name: str

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats.errors
 import nats.js.errors
@@ -27,6 +27,7 @@ from actorbus.actors.guard import Guard
 from actorbus.actors.mailbox import Mailboxes
 from actorbus.actors.pipeline import encode_event
 from actorbus.actors.replies import Replies
+from actorbus.actors.state_keeper import StateKeeper
 from actorbus.bus.client import Client
 from actorbus.bus.connection import BusConnection
 from actorbus.bus.jetstream import (
@@ -43,9 +44,15 @@ from actorbus.bus.requests import RequestMux
 from actorbus.bus.subjects import Subjects
 from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.envelope import new_id
-from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.errors import ActorBusError, StateError
 from actorbus.codecs.wire import Encoding, SizeLimits
 from actorbus.security.credentials import client_address
+from actorbus.state.kv_store import KeyValueStateStore
+from actorbus.state.sealing import StateSeal
+from actorbus.state.store import StateSettings, StateStore
+
+if TYPE_CHECKING:
+    from actorbus.actors.actor import Actor
 
 log = logging.getLogger("actorbus.system")
 _RESTORE_EVERY = 2.0  # seconds between attempts to make lost durable streams again
@@ -78,6 +85,7 @@ class Runtime:
         debug: bool,
         streams: StreamSettings,
         durable: DurableSettings,
+        state: StateSettings,
     ) -> None:
         self.conn = conn
         self.nc: Client = conn.nc
@@ -90,6 +98,8 @@ class Runtime:
         self.debug = debug
         self.stream_settings = streams
         self.durable_settings = durable
+        self.state_settings = state
+        self._state_store: StateStore | None = state.store
         self.system_id = new_id()
         self.replies = Replies(conn, limits, debug)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
@@ -213,6 +223,37 @@ class Runtime:
     async def _restore_leases(self) -> None:
         if self._reader_leases is not None:
             await self._reader_leases.restore_if_lost(self.js)
+
+    # -- actor state --------------------------------------------------------
+    def state_store(self) -> StateStore:
+        """Where declared actor state is kept: the settings' store, else the
+        namespace's key-value bucket on this connection (made on first use)."""
+        if self._state_store is None:
+            s = self.state_settings
+            self._state_store = KeyValueStateStore.for_namespace(
+                self.js,
+                self.namespace,
+                self.nc.max_payload,
+                history=s.history,
+                ttl=s.ttl,
+                replicas=s.replicas or self.durable_settings.replicas,
+            )
+        return self._state_store
+
+    def state_keeper(self, cls: type[Actor], key: str) -> StateKeeper:
+        """The keeper of one activation's state, sealing to the type's key when
+        this system is secured."""
+        guard = self.guard
+        if guard is None:
+            return StateKeeper(self.state_store(), cls, key, StateSeal(None), lambda _: None)
+        held = guard.types.get(cls.type_name)
+        if held is None:
+            raise StateError(
+                f"{cls.type_name}/{key}: its state would be sealed to the type's key, which "
+                "this system does not hold (it does not host the type)"
+            )
+        seal = StateSeal(held.public)
+        return StateKeeper(self.state_store(), cls, key, seal, guard.held_key)
 
     async def reader_leases(self) -> LeaseBucket:
         """The leases that pick one reader process per lazily hosted durable type."""

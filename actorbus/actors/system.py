@@ -59,6 +59,7 @@ from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
     Encoding,
 )
+from actorbus.state.store import StateSettings
 from actorbus.telemetry import STATE, configure, flush, spans
 
 log = logging.getLogger("actorbus.system")
@@ -90,6 +91,7 @@ class ActorSystem:
                 o.get("stream_start_timeout", 2.0),
             ),
             durable=o.get("durable") or DurableSettings(),
+            state=o.get("state") or StateSettings(),
         )
         self.runtime = rt
         # The facade's view of the kernel (the same objects, read by services and tests).

@@ -30,14 +30,17 @@ from typing import TYPE_CHECKING, Any
 from nats.aio.msg import Msg
 
 from actorbus.actors.outbox import Outbox, current_outbox
+from actorbus.bus.jetstream import stream_name
 from actorbus.bus.requests import NoResponders, RequestTimeout
 from actorbus.bus.subjects import Address
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.errors import ActorNotFoundError, AskTimeoutError, error_from_wire
 from actorbus.codecs.inbound import Inbound
-from actorbus.codecs.wire import H_FWD, H_MOVED, pack, unpack
+from actorbus.codecs.wire import H_FWD, H_MOVED, H_MSG_ID, H_STORED, pack, unpack
+from actorbus.state.record import Position
 
 if TYPE_CHECKING:
+    from actorbus.actors.actor import Actor
     from actorbus.actors.cell import ActorCell
     from actorbus.actors.placement import Placement
     from actorbus.actors.residents import Residents, TypeHost
@@ -206,10 +209,31 @@ class VirtualActors:
         # Handled without a reply subject; the forwarder gets its own answer.
         plain = Msg(_client=rt.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
         if mode == "durable":
+            plain = await self._genuine_position(host.cls, plain, env)
             self.rt.spawn_task(self._handle_durable(cell, plain, env, msg.reply))
             return
         await rt.nc.publish(msg.reply, b"")  # a tell: received, the holder is alive
         cell.deliver_later(plain, env)
+
+    async def _genuine_position(self, cls: type[Actor], msg: Msg, env: Inbound) -> Msg:
+        """A forwarded durable message's position (a declared state commits with it,
+        and skips a message at or before it) is taken when the stream holds this
+        very message there; otherwise it is dropped, and the turn runs as any."""
+        stored = msg.headers.get(H_STORED) if msg.headers else None
+        if stored is None:
+            return msg
+        position = Position.parse(stored) if cls.state_model is not None else None
+        if position is not None:
+            stream = stream_name(self.rt.namespace, cls.type_name)
+            try:
+                raw = await self.rt.js.get_msg(stream, seq=position.seq)
+                if (raw.headers or {}).get(H_MSG_ID) == env.id:
+                    return msg
+            except Exception as exc:
+                log.debug("%s: position %s not checked: %r", env.dst, stored, exc)
+        log.warning("%s: a forwarded message's stream position did not check out", env.dst)
+        headers = {k: v for k, v in (msg.headers or {}).items() if k != H_STORED}
+        return Msg(_client=msg._client, subject=msg.subject, data=msg.data, headers=headers)
 
     async def _handle_durable(self, cell: ActorCell, msg: Msg, env: Inbound, inbox: str) -> None:
         box = Outbox()

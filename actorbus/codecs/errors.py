@@ -179,6 +179,35 @@ class StoreUnavailableError(ActorBusError):
     code = "E_STORE_UNAVAILABLE"
 
 
+class StateError(ActorBusError):
+    """An actor's persistent state could not be loaded or saved (the store is
+    unreachable, or the stored state cannot be opened here)."""
+
+    code = "E_STATE"
+
+
+class StateConflictError(StateError):
+    """A state write lost to a newer one: another activation of the same actor
+    (one that took over after this process lost its lease) wrote since this one
+    loaded. The stale instance stops; the newer state stands."""
+
+    code = "E_STATE_CONFLICT"
+
+
+class StateTooLargeError(StateError, ValueError):
+    """The state is larger than its store takes in one entry; refused at save,
+    never truncated."""
+
+    code = "E_STATE_TOO_LARGE"
+
+
+class StateVersionError(StateError):
+    """A stored state was written by another version of the state model and no
+    migration brings it to this one."""
+
+    code = "E_STATE_VERSION"
+
+
 class StreamCancelledError(ActorBusError):
     """The consumer of a stream stopped early; raised inside the producer."""
 
@@ -246,6 +275,10 @@ CLASS_OF_CODE: dict[str, type[ActorBusError]] = {
         ClockSkewError,
         StreamCancelledError,
         StoreUnavailableError,
+        StateError,
+        StateConflictError,
+        StateTooLargeError,
+        StateVersionError,
         RemoteError,
     )
 }

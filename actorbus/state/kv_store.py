@@ -1,0 +1,141 @@
+"""Actor state in JetStream key-value: the embedded default, nothing new to run.
+
+One bucket per namespace, ``actorbus-{ns}-state``, an entry per actor
+``<type>.<key>``: under the type, so that a broker lets only the type's hosts
+write it (``security/broker.py``'s per-type buckets), file storage, R1 on one
+node and R3 on a cluster. The bucket keeps ``history`` revisions (1: the current
+state only), drops an entry ``ttl`` seconds after its last write when one is
+set, and ``delete`` purges every revision. Compare-and-set is the key-value
+store's own (``update`` with the last revision; ``create`` when there is none).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import AsyncIterator
+
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.kv import KeyValue
+
+from actorbus.bus.bucket_mirror import open_bucket
+from actorbus.codecs.errors import StateConflictError, StateTooLargeError
+from actorbus.state.store import StoredState
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_ENCODED = "="  # a key with characters a key-value key cannot hold: "=" + base32
+_HEADROOM = 1024  # bytes of max_payload the message's own headers may take
+_STREAM_NOT_FOUND = 10059
+
+
+def state_bucket(ns: str) -> str:
+    return f"actorbus-{ns}-state"
+
+
+def state_entry(type_: str, key: str) -> str:
+    """The key-value key for an actor: readable where the actor key allows."""
+    if _PLAIN_KEY.match(key):
+        return f"{type_}.{key}"
+    encoded = base64.b32encode(key.encode()).decode().rstrip("=").lower()
+    return f"{type_}.{_ENCODED}{encoded}"
+
+
+def actor_key_of(entry_key: str) -> str:
+    """The actor key back from the part of an entry after ``<type>.``."""
+    if not entry_key.startswith(_ENCODED):
+        return entry_key
+    encoded = entry_key[1:].upper()
+    return base64.b32decode(encoded + "=" * (-len(encoded) % 8)).decode()
+
+
+class KeyValueStateStore:
+    """:class:`~actorbus.state.store.StateStore` on a JetStream key-value bucket."""
+
+    def __init__(self, js: JetStreamContext, config: KeyValueConfig, max_payload: int) -> None:
+        self._js = js
+        self._config = config
+        self._kv: KeyValue | None = None
+        self._max_size = max_payload - _HEADROOM
+
+    @classmethod
+    def for_namespace(
+        cls,
+        js: JetStreamContext,
+        ns: str,
+        max_payload: int,
+        *,
+        history: int = 1,
+        ttl: float | None = None,
+        replicas: int = 1,
+    ) -> KeyValueStateStore:
+        config = KeyValueConfig(
+            bucket=state_bucket(ns),
+            history=history,
+            ttl=ttl,
+            storage=StorageType.FILE,
+            replicas=replicas,
+            description="actorbus actor state (sealed to each actor type's key)",
+        )
+        return cls(js, config, max_payload)
+
+    @property
+    def max_size(self) -> int:
+        return self._max_size
+
+    async def _bucket(self, again: bool = False) -> KeyValue:
+        """The bucket, made on first use (and again when the broker lost it)."""
+        if self._kv is None or again:
+            self._kv = await open_bucket(self._js, self._config)
+        return self._kv
+
+    async def load(self, type_: str, key: str) -> StoredState | None:
+        entry = state_entry(type_, key)
+        for again in (False, True):
+            kv = await self._bucket(again)
+            try:
+                got = await kv.get(entry)
+            except nats.js.errors.KeyNotFoundError:  # KeyDeletedError too
+                return None
+            except nats.js.errors.NotFoundError as exc:
+                if exc.err_code != _STREAM_NOT_FOUND or again:
+                    raise
+                continue  # the bucket is gone (a fresh store): made again, and empty
+            return StoredState(got.value or b"", got.revision or 0)
+        return None
+
+    async def save(self, type_: str, key: str, data: bytes, revision: int | None) -> int:
+        if len(data) > self._max_size:
+            raise StateTooLargeError(
+                f"the state of {type_}/{key} is {len(data):,} bytes; the key-value store "
+                f"takes {self._max_size:,} at most (raise the server's max_payload, or keep "
+                "large data elsewhere and its reference in the state)"
+            )
+        entry = state_entry(type_, key)
+        kv = await self._bucket()
+        try:
+            if revision is None:
+                return await kv.create(entry, data)
+            return await kv.update(entry, data, last=revision)
+        except nats.js.errors.KeyWrongLastSequenceError:
+            raise StateConflictError(
+                f"the state of {type_}/{key} was written by another activation since "
+                f"revision {revision if revision is not None else '(none)'} was read"
+            ) from None
+
+    async def delete(self, type_: str, key: str) -> None:
+        kv = await self._bucket()
+        await kv.purge(state_entry(type_, key))
+
+    async def keys(self, type_: str) -> AsyncIterator[str]:
+        kv = await self._bucket()
+        try:
+            found = await kv.keys(filters=[f"{type_}.>"])
+        except nats.js.errors.NoKeysError:
+            return
+        for entry in sorted(found):
+            yield actor_key_of(entry.partition(".")[2])
+
+    async def close(self) -> None:
+        self._kv = None  # the connection is the system's

@@ -21,7 +21,7 @@ AGORA_STAMP := .venv-agora/.installed
 # engine and Compose for the compose test, debootstrap for its offline base
 # image, Chromium for the tracing UI's screenshot.
 SYSTEM_STAMP := $(VENV)/.installed-system
-SYSTEM_PACKAGES := docker.io docker-compose debootstrap chromium
+SYSTEM_PACKAGES := docker.io docker-compose debootstrap chromium postgresql
 
 .PHONY: demo test test-fast lint bench up trace-ui docs docs-serve clean
 

@@ -31,7 +31,6 @@ from actorbus.codecs.errors import (
     ProtocolError,
     RemoteError,
     StateConflictError,
-    StateError,
     UnknownIntentError,
     ValidationFailedError,
 )
@@ -99,19 +98,22 @@ class ActorCell:
     async def start(self) -> bool:
         """Create the instance and run on_start, restarting with backoff on failure."""
         while True:
+            where = "on_start"
             try:
                 inst = self.cls(**self.kwargs)
                 inst._system = self.env.context
                 inst._address = self.address
                 inst._key = self.key
                 if self.cls.state_model is not None:  # before on_start, which may read it
+                    where = "loading its state"
                     self.keeper = self.rt.state_keeper(self.cls, self.key)
                     inst.state = await self.keeper.activate()
                     inst.__dict__["_keeper"] = self.keeper
+                    where = "on_start"
                 await inst.on_start()
             except Exception as exc:
-                log.warning("%s: on_start failed: %r", self.address, exc)
-                if not await self._may_restart(exc, "on_start"):
+                log.warning("%s: %s failed: %r", self.address, where, exc)
+                if not await self._may_restart(exc, where):
                     return False
                 continue
             self.instance = inst
@@ -392,7 +394,7 @@ class ActorCell:
             else:
                 await self.rt.replies.reply(msg, env, self.address, result)
         except Exception as exc:
-            if self.keeper is not None and not isinstance(exc, StateError):
+            if self.keeper is not None:
                 inst.state = self.keeper.rolled_back()  # a failed turn leaves no trace
             await self._handler_failed(msg, env, spec, exc)
             if isinstance(exc, StateConflictError):

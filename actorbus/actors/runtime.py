@@ -99,7 +99,7 @@ class Runtime:
         self.stream_settings = streams
         self.durable_settings = durable
         self.state_settings = state
-        self._state_store: StateStore | None = state.store
+        self._state_store: StateStore | None = None  # opened on first use
         self.system_id = new_id()
         self.replies = Replies(conn, limits, debug)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
@@ -228,7 +228,15 @@ class Runtime:
     def state_store(self) -> StateStore:
         """Where declared actor state is kept: the settings' store, else the
         namespace's key-value bucket on this connection (made on first use)."""
-        if self._state_store is None:
+        given = self.state_settings.store
+        if given is not None and getattr(given, "namespace", self.namespace) != self.namespace:
+            raise StateError(
+                f"the state store is for namespace {getattr(given, 'namespace', '')!r}, this "
+                f"system is in {self.namespace!r}: give the store namespace={self.namespace!r}"
+            )
+        if self._state_store is None and given is not None:
+            self._state_store = given
+        elif self._state_store is None:
             s = self.state_settings
             self._state_store = KeyValueStateStore.for_namespace(
                 self.js,
@@ -239,6 +247,16 @@ class Runtime:
                 replicas=s.replicas or self.durable_settings.replicas,
             )
         return self._state_store
+
+    async def close_state_store(self) -> None:
+        """Let go of the state store (a database's connections), bounded."""
+        store, self._state_store = self._state_store, None
+        if store is not None:
+            try:
+                async with asyncio.timeout(5.0):
+                    await store.close()
+            except Exception as exc:
+                log.warning("closing the state store: %r", exc)
 
     def state_keeper(self, cls: type[Actor], key: str) -> StateKeeper:
         """The keeper of one activation's state, sealing to the type's key when

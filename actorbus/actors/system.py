@@ -547,6 +547,7 @@ class ActorSystem:
         await self.directory.close(timeout)  # discovery stops offering us at once
         await self.hosting.close(timeout)
         await self.runtime.mailboxes.close()  # drops not reported yet are said now
+        await self.runtime.close_state_store()  # after the actors saved their last turns
         if self.runtime.guard is not None:
             await self.runtime.guard.close()
 

@@ -83,7 +83,8 @@ class Grant:
 # The namespace's buckets (``actorbus-{ns}-<name>``) every member writes: the
 # credentials, the registry and its renewals and leader, topic keys, activation
 # and reader leases, counters. And those whose entries are ``<type>.…``, which
-# only the type's hosts write: handled idempotency keys, attempts. (Each name is
+# only the type's hosts write: handled idempotency keys, attempts, actor state
+# (sealed to the type's key too). (Each name is
 # defined beside its bucket; tests/security/test_broker.py checks the lists.)
 SHARED_BUCKETS: Final = (
     "identities",
@@ -95,7 +96,7 @@ SHARED_BUCKETS: Final = (
     "readers",
     "stats",
 )
-PER_TYPE_BUCKETS: Final = ("handled", "attempts")
+PER_TYPE_BUCKETS: Final = ("handled", "attempts", "state")
 
 
 def member_permissions(

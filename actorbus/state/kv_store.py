@@ -130,12 +130,17 @@ class KeyValueStateStore:
 
     async def keys(self, type_: str) -> AsyncIterator[str]:
         kv = await self._bucket()
+        # A watch filtered by the server (nats-py's keys() filters by substring).
+        watcher = await kv.watch(f"{type_}.>", ignore_deletes=True, meta_only=True)
+        found: list[str] = []
         try:
-            found = await kv.keys(filters=[f"{type_}.>"])
-        except nats.js.errors.NoKeysError:
-            return
-        for entry in sorted(found):
-            yield actor_key_of(entry.partition(".")[2])
+            while (entry := await watcher.updates(timeout=5.0)) is not None:  # type: ignore[no-untyped-call]
+                if entry.operation is None:  # a purged or deleted one is no state
+                    found.append(actor_key_of(entry.key.partition(".")[2]))
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        for key in sorted(found):
+            yield key
 
     async def close(self) -> None:
         self._kv = None  # the connection is the system's

@@ -364,6 +364,7 @@ def test_the_permission_lists_name_every_bucket_of_the_namespace() -> None:
     from actorbus.bus.service_records import registry_bucket, renewals_bucket
     from actorbus.security.broker import PER_TYPE_BUCKETS, SHARED_BUCKETS
     from actorbus.services.registry.service import leader_bucket
+    from actorbus.state.kv_store import state_bucket
 
     shared = {
         f(ns)
@@ -380,7 +381,7 @@ def test_the_permission_lists_name_every_bucket_of_the_namespace() -> None:
         )
     }
     assert shared == {f"actorbus-x-{name}" for name in SHARED_BUCKETS}
-    per_type = {idempotency_bucket("x"), attempts_bucket("x")}
+    per_type = {idempotency_bucket("x"), attempts_bucket("x"), state_bucket("x")}
     assert per_type == {f"actorbus-x-{name}" for name in PER_TYPE_BUCKETS}
 
 

@@ -10,7 +10,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from actorbus import Actor, ActorSystem, RemoteError, StateConflictError, handler
+from actorbus import (
+    Actor,
+    ActorBusError,
+    ActorSystem,
+    RemoteError,
+    StateConflictError,
+    StateError,
+    StateTooLargeError,
+    handler,
+)
 from actorbus.state.kv_store import state_bucket, state_entry
 
 WAIT = 10.0
@@ -131,3 +140,143 @@ def _local(system: ActorSystem, address: str, message: Any) -> tuple[Any, Any]:
 
     msg.headers = dict(LazyHeaders(out.headers).items())
     return msg, system.replies.decode(msg, address)
+
+
+async def test_state_is_sealed_and_written_only_by_its_types_hosts(actorbus_home: Any) -> None:
+    """On the secured broker the store holds ciphertext only, and a member for
+    another type can neither open the state nor write it."""
+    import uuid
+
+    import nats
+    import nats.errors
+
+    from actorbus.actors.secure_broker import SecureBroker, join_options
+    from actorbus.bus.server import EmbeddedServer, ServerConfig
+    from actorbus.codecs.errors import StateError
+    from actorbus.state.sealing import is_sealed, open_state
+
+    ns = f"s{uuid.uuid4().hex[:8]}"
+    broker = SecureBroker()
+    async with EmbeddedServer(
+        ServerConfig(host="127.0.0.1", extra=broker.server_config([ns]))
+    ) as server:
+        joined = await join_options(server.url, ns, "host", hosts=["st-account"])
+        host = await ActorSystem.connect(server.url, namespace=ns, registry=False, **joined)
+        spy_options = broker.connect_options(ns, "spy", hosts=["spy"])
+        spy = await nats.connect(
+            server.url,
+            user_credentials=spy_options.nats_credentials(),
+            tls=spy_options.tls,
+            inbox_prefix=spy_options.inbox_prefix,
+            allow_reconnect=False,
+        )
+        try:
+            await host.spawn(Account, "s")
+            assert await host.ask("st-account/s", Deposit(amount=42), timeout=WAIT) == 42
+            kv = await spy.jetstream(timeout=1.0).key_value(state_bucket(ns))
+            stored = await kv.get(state_entry("st-account", "s"))
+            value = stored.value or b""
+            assert is_sealed(value)
+            assert b"balance" not in value  # the record's field names are sealed too
+            with pytest.raises(StateError, match="does not hold"):
+                open_state(value, "st-account/s", lambda kid: None)
+            with pytest.raises((nats.errors.Error, TimeoutError)):  # refused: no answer
+                await kv.put(state_entry("st-account", "s"), b"\x80")
+            assert await host.ask("st-account/s", Deposit(amount=1), timeout=WAIT) == 43
+        finally:
+            await spy.close()
+            await host.close(timeout=2.0)
+
+
+class CentsState(BaseModel):
+    cents: int = 0
+
+
+class AccountInCents(Actor):
+    """Version 2 of st-account's state: cents, brought over from version 1."""
+
+    type_name = "st-account"
+    state: CentsState
+    state_version = 2
+
+    @classmethod
+    def migrate_state(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        if version == 1:
+            return {"cents": data["balance"] * 100}
+        return super().migrate_state(data, version)
+
+    @handler(intent="balance")
+    async def balance(self, _: str) -> int:
+        return self.state.cents
+
+
+class AccountWithoutMigration(Actor):
+    type_name = "st-account"
+    state: CentsState
+    state_version = 3
+    max_restarts = 0
+
+    @handler(intent="balance")
+    async def balance(self, _: str) -> int:
+        return self.state.cents
+
+
+async def test_an_older_state_loads_through_migrate_state_or_names_both_versions(
+    make_system: Any,
+) -> None:
+    system = await make_system()
+    await system.spawn(Account, "m")
+    await system.ask("st-account/m", Deposit(amount=3), timeout=WAIT)
+    await system.stop_actor("st-account/m")
+    await system.spawn(AccountInCents, "m")
+    assert await system.ask("st-account/m", "?", intent="balance", timeout=WAIT) == 300
+    await system.stop_actor("st-account/m")
+    with pytest.raises(ActorBusError, match=r"StateVersionError.*version 2 .* version 3"):
+        await system.spawn(AccountWithoutMigration, "m")
+
+
+class Hoard(BaseModel):
+    items: list[str] = []
+
+
+class Hoarder(Actor):
+    type_name = "st-hoarder"
+    state: Hoard
+
+    @handler
+    async def add(self, d: Deposit) -> int:
+        self.state.items.append("x" * d.amount)
+        return len(self.state.items)
+
+
+async def test_a_state_too_large_for_its_store_is_a_typed_error_and_nothing_changes(
+    make_system: Any,
+) -> None:
+    system = await make_system()
+    await system.spawn(Hoarder, "h")
+    assert await system.ask("st-hoarder/h", Deposit(amount=10), timeout=WAIT) == 1
+    with pytest.raises(StateTooLargeError, match="at most"):
+        await system.ask("st-hoarder/h", Deposit(amount=2 * 1024 * 1024), timeout=WAIT)
+    assert await system.ask("st-hoarder/h", Deposit(amount=10), timeout=WAIT) == 2  # undone
+
+
+async def test_the_account_keeps_its_balance_in_postgres(
+    make_system: Any, postgres_dsn: str
+) -> None:
+    from actorbus import StateSettings
+    from actorbus.state.postgres_store import PostgresStateStore
+
+    system = await make_system()
+    store = PostgresStateStore(postgres_dsn, namespace=system.namespace)
+    db = await make_system(state=StateSettings(store=store))
+    await db.spawn(Account, "pg")
+    assert await db.ask("st-account/pg", Deposit(amount=8), timeout=WAIT) == 8
+    await db.stop_actor("st-account/pg")
+    again = await make_system(
+        state=StateSettings(store=PostgresStateStore(postgres_dsn, namespace=system.namespace))
+    )
+    await again.spawn(Account, "pg")
+    assert await again.ask("st-account/pg", Deposit(amount=1), timeout=WAIT) == 9
+    wrong = await make_system(state=StateSettings(store=PostgresStateStore(postgres_dsn)))
+    with pytest.raises(StateError, match="namespace"):
+        wrong.runtime.state_store()

@@ -457,6 +457,16 @@ class Guard:
         open_content(env, session.keys.forward)
         return session
 
+    def reading_key(self, type_name: str, kid: str) -> Identity | None:
+        """The key ``kid`` of ``type_name``, to open what was sealed to it: one this
+        system holds, else one this machine's home holds (``actorbus state get``
+        where the type's hosts run)."""
+        held = self.held_key(kid)
+        if held is not None:
+            return held
+        at_home = self._key_at_home(type_name)
+        return at_home if at_home is not None and at_home.kid == kid else None
+
     def _key_at_home(self, kind: str) -> Identity | None:
         """The key of an actor type this system does not host, when this machine's
         home holds it (its hosts run here): what history opens stored messages

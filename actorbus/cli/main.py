@@ -26,6 +26,7 @@ from actorbus.cli import (
     security,
     send,
     services,
+    state,
     trace,
 )
 from actorbus.cli.common import (
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="more logging (-vv for debug)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands = (demo, broker, run, send, durable, registry, route, security, services, trace)
+    commands = (demo, broker, run, send, durable, state, registry, route, security, services, trace)
     for command in commands:
         command.add_parser(sub, common)
     return parser

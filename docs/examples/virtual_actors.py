@@ -12,17 +12,19 @@ class Deposit(BaseModel):
     amount: int
 
 
+class AccountState(BaseModel):
+    balance: int = 0
+
+
 class Account(Actor):
     keyed = True  # at most one live account/<key> in the namespace
     idle_timeout = 300.0  # passivated after 5 idle minutes, reactivated on demand
-
-    def __init__(self) -> None:
-        self.balance = 0
+    state: AccountState  # kept in the store: survives passivation, crashes, redeploys
 
     @handler
     async def deposit(self, d: Deposit) -> int:
-        self.balance += d.amount
-        return self.balance
+        self.state.balance += d.amount
+        return self.state.balance
 
 
 async def main() -> None:

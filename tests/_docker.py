@@ -202,9 +202,15 @@ class Project:
         return found
 
 
+_PREPARED: set[bool] = set()  # this session's preparations, by phoenix: once is enough
+
+
 def prepare_offline_build(phoenix: bool = True) -> None:
     """The base image from Debian's packages, the wheels and (``phoenix``) the
-    tracing UI's image (compose/offline.py)."""
+    tracing UI's image (compose/offline.py); once per test session (the source
+    does not change within one)."""
+    if phoenix in _PREPARED or (not phoenix and True in _PREPARED):
+        return
     options = ["--phoenix", PHOENIX_IMAGE] if phoenix else ["--no-phoenix"]
     done = subprocess.run(
         [sys.executable, str(REPO / "compose" / "offline.py"), "--base", BASE_IMAGE, *options],
@@ -214,6 +220,7 @@ def prepare_offline_build(phoenix: bool = True) -> None:
     )
     if done.returncode != 0:
         raise EngineMissing(f"offline build preparation failed: {done.stderr[-2000:]}")
+    _PREPARED.add(phoenix)
 
 
 @contextlib.contextmanager

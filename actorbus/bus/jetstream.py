@@ -1,7 +1,9 @@
 """The JetStream layout behind durable delivery.
 
 One stream per actor type holds its durable messages (``actorbus-{ns}-d-{type}``
-on ``{ns}.d.{type}.{key}``): file storage, a duplicate window keyed by
+on ``{ns}.d.{type}.{key}``, and its scheduled ones on ``{ns}.rem.{type}.>``,
+which the server's message scheduling publishes into the former when due): file
+storage, a duplicate window keyed by
 ``Nats-Msg-Id`` (the envelope id), ``max_age`` as the default time to live, R1
 locally and R3 on a cluster. A stream per type, not one per namespace, because
 JetStream's API names a stream in every subject but a consumer in one token
@@ -174,7 +176,8 @@ def queue_config(subjects: Subjects, type_: str, s: DurableSettings) -> StreamCo
     """The stream of one type's durable messages."""
     return StreamConfig(
         name=stream_name(subjects.ns, type_),
-        subjects=[subjects.durable_type(type_)],
+        subjects=[subjects.durable_type(type_), subjects.reminders_type(type_)],
+        allow_msg_schedules=True,  # reminders: the server's own message scheduling
         storage=StorageType.FILE,
         num_replicas=s.replicas,
         max_age=s.max_age + s.retention_grace,

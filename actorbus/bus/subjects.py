@@ -126,6 +126,11 @@ class Subjects:
     def durable_all(self) -> str:
         return f"{self.ns}.d.>"
 
+    def reminders_type(self, type_: str) -> str:
+        """Where a type's scheduled messages wait (in its durable stream, which the
+        server publishes them from into the actor's durable subject when due)."""
+        return f"{self.ns}.rem.{type_}.>"
+
     def durable_type_of(self, subject: str) -> str | None:
         """The actor type a durable subject stores for (None: not a durable one)."""
         prefix = f"{self.ns}.d."

@@ -36,12 +36,12 @@ class Progress:
             if len(self.seen) >= count and not future.done():
                 future.set_result(None)
 
-    async def reached(self, count: int) -> None:
+    async def reached(self, count: int, timeout: float = WAIT) -> None:
         if len(self.seen) >= count:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((count, future))
-        await asyncio.wait_for(future, WAIT)
+        await asyncio.wait_for(future, timeout)
 
 
 class Ledger(Actor):

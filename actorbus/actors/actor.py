@@ -8,7 +8,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import (
-    TYPE_CHECKING,
     Any,
     ClassVar,
     Literal,
@@ -28,9 +27,6 @@ from actorbus.bus.subjects import validate_topic, validate_type
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, StateVersionError
 from actorbus.codecs.inbound import Inbound
-
-if TYPE_CHECKING:
-    from actorbus.actors.state_keeper import StateKeeper
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -90,6 +86,14 @@ class Incoming(NamedTuple):
 # The message being handled in the current task; outgoing calls inherit its
 # trace and session from here, so users never thread a context by hand.
 current_incoming: ContextVar[Incoming | None] = ContextVar("actorbus_incoming", default=None)
+
+
+class StateKeeping(Protocol):
+    """What an instance does with its declared state's keeper (``state_keeper.py``)."""
+
+    async def save(self, state: BaseModel) -> None: ...
+
+    async def clear(self) -> BaseModel: ...
 
 
 def _declared_state(cls: type) -> type[BaseModel] | None:
@@ -247,7 +251,7 @@ class Actor:
         model's defaults."""
         self.state = await self._state_keeper().clear()
 
-    def _state_keeper(self) -> StateKeeper:
+    def _state_keeper(self) -> StateKeeping:
         keeper = self.__dict__.get("_keeper")
         if keeper is None:
             raise TypeError(

@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 from actorbus.actors.actor import Actor, ActorContext, Crash, Incoming, current_incoming
 from actorbus.actors.handlers import HandlerSpec
 from actorbus.actors.messages import validate
+from actorbus.actors.state_keeper import StateKeeper, keeper_for
 from actorbus.actors.streaming import SharedTurn
 from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.errors import (
@@ -41,7 +42,6 @@ from actorbus.telemetry import STATE, metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
-    from actorbus.actors.state_keeper import StateKeeper
     from actorbus.actors.streaming import StreamProducers, Turn
 
 log = logging.getLogger("actorbus.actors")
@@ -106,7 +106,7 @@ class ActorCell:
                 inst._key = self.key
                 if self.cls.state_model is not None:  # before on_start, which may read it
                     where = "loading its state"
-                    self.keeper = self.rt.state_keeper(self.cls, self.key)
+                    self.keeper = keeper_for(self.rt, self.cls, self.key)
                     inst.state = await self.keeper.activate()
                     inst.__dict__["_keeper"] = self.keeper
                     where = "on_start"

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import nats.errors
 import nats.js.errors
@@ -27,7 +27,6 @@ from actorbus.actors.guard import Guard
 from actorbus.actors.mailbox import Mailboxes
 from actorbus.actors.pipeline import encode_event
 from actorbus.actors.replies import Replies
-from actorbus.actors.state_keeper import StateKeeper
 from actorbus.bus.client import Client
 from actorbus.bus.connection import BusConnection
 from actorbus.bus.jetstream import (
@@ -48,11 +47,7 @@ from actorbus.codecs.errors import ActorBusError, StateError
 from actorbus.codecs.wire import Encoding, SizeLimits
 from actorbus.security.credentials import client_address
 from actorbus.state.kv_store import KeyValueStateStore
-from actorbus.state.sealing import StateSeal
 from actorbus.state.store import StateSettings, StateStore
-
-if TYPE_CHECKING:
-    from actorbus.actors.actor import Actor
 
 log = logging.getLogger("actorbus.system")
 _RESTORE_EVERY = 2.0  # seconds between attempts to make lost durable streams again
@@ -257,21 +252,6 @@ class Runtime:
                     await store.close()
             except Exception as exc:
                 log.warning("closing the state store: %r", exc)
-
-    def state_keeper(self, cls: type[Actor], key: str) -> StateKeeper:
-        """The keeper of one activation's state, sealing to the type's key when
-        this system is secured."""
-        guard = self.guard
-        if guard is None:
-            return StateKeeper(self.state_store(), cls, key, StateSeal(None), lambda _: None)
-        held = guard.types.get(cls.type_name)
-        if held is None:
-            raise StateError(
-                f"{cls.type_name}/{key}: its state would be sealed to the type's key, which "
-                "this system does not hold (it does not host the type)"
-            )
-        seal = StateSeal(held.public)
-        return StateKeeper(self.state_store(), cls, key, seal, guard.held_key)
 
     async def reader_leases(self) -> LeaseBucket:
         """The leases that pick one reader process per lazily hosted durable type."""

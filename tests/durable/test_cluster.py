@@ -58,7 +58,7 @@ async def test_a_node_killed_mid_run_loses_nothing(cluster: EmbeddedCluster, ns:
         for n in range(100, 200):
             await send_until_stored(system, n, deadline)
         progress = await spawn_ledger(system, "r3")
-        await progress.reached(200)
+        await progress.reached(200, timeout=45)
         assert sorted(set(progress.seen)) == list(range(200))
         assert progress.seen == sorted(progress.seen)
     finally:
@@ -101,7 +101,7 @@ async def test_durable_tells_ride_through_a_stream_leader_failover(
             if n == 100:
                 print(f"the tell during the election took {time.monotonic() - killed_at:.2f}s")
         progress = await spawn_ledger(system, "fo")
-        await progress.reached(total)
+        await progress.reached(total, timeout=45)
         assert progress.seen == list(range(total))
         assert await stream_leader(system, ns) != leader
     finally:

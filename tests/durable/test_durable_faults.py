@@ -48,7 +48,7 @@ async def test_every_message_whose_send_returned_survives_a_broker_sigkill(
                 await asyncio.sleep(0.1)  # bounded retry while the client reconnects
         confirmed.append(200)
         progress = await spawn_ledger(system, "survivor")
-        await progress.reached(len(confirmed))
+        await progress.reached(len(confirmed), timeout=WAIT)
         assert progress.seen[: len(confirmed)] == confirmed
     finally:
         if system is not None:
@@ -63,7 +63,7 @@ async def test_ten_thousand_messages_sent_while_the_actor_is_down_arrive_in_orde
     for n in range(10_000):
         await system.tell("ledger/backlog", Entry(n=n), durable=True)
     progress = await spawn_ledger(system, "backlog")
-    await progress.reached(10_000)
+    await progress.reached(10_000, timeout=WAIT)  # one at a time: ~1,000/s on a slow disk
     assert progress.seen == list(range(10_000))
 
 

@@ -76,8 +76,9 @@ class StateKeeper:
             )
             state = self._current(record)
             self._record, self._revision = record, stored.revision
-        self._record.owner = self._owner
-        await self._write(state)
+        # The claim keeps the last applied message and its sends: one acked by
+        # nobody yet is still known as applied after a crash.
+        await self._write(state.model_dump(mode="json"), self._record.applied, self._record.sends)
         return state
 
     def _current(self, record: StateRecord) -> BaseModel:
@@ -125,15 +126,14 @@ class StateKeeper:
     ) -> None:
         """Save ``state`` if it changed; a durable turn's (``position``) goes with
         its sends and position."""
-        changed = pack(state.model_dump(mode="json")) != self._saved
-        if not changed and not sends:
+        dumped = state.model_dump(mode="json")
+        if pack(dumped) == self._saved and not sends:
             return
         if position is None:
-            await self._write(state)
+            await self._write(dumped, self._record.applied, self._record.sends)
             return
-        self._record.applied, self._record.sends = position, list(sends or [])
         faults.reached(faults.BEFORE_STATE_WRITE)
-        await self._write(state)
+        await self._write(dumped, position, list(sends or []))
         faults.reached(faults.AFTER_STATE_WRITE)
 
     def rolled_back(self) -> BaseModel:
@@ -150,13 +150,15 @@ class StateKeeper:
         self._saved = pack(state.model_dump(mode="json"))
         return state
 
-    async def _write(self, state: BaseModel) -> None:
-        dumped = state.model_dump(mode="json")
-        record = self._record
-        record.state, record.version = dumped, self.cls.state_version
+    async def _write(
+        self, dumped: dict[str, Any], applied: Position | None, sends: list[list[Any]]
+    ) -> None:
+        """Write a new record; what this keeper knows changes only once it is
+        stored (a refused write leaves the last saved record in force)."""
+        record = StateRecord(self.cls.state_version, dumped, self._owner, applied, sends)
         value = self._seal.seal(self.address, record.encode())
         self._revision = await self.store.save(self.cls.type_name, self.key, value, self._revision)
-        self._saved = pack(dumped)
+        self._record, self._saved = record, pack(dumped)
 
 
 def keeper_for(rt: Runtime, cls: type[Actor], key: str) -> StateKeeper:

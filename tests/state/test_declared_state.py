@@ -280,3 +280,33 @@ async def test_the_account_keeps_its_balance_in_postgres(
     wrong = await make_system(state=StateSettings(store=PostgresStateStore(postgres_dsn)))
     with pytest.raises(StateError, match="namespace"):
         wrong.runtime.state_store()
+
+
+class DurableHoarder(Hoarder):
+    type_name = "st-dhoarder"
+    durable = True
+
+
+async def test_a_durable_turn_whose_state_write_failed_is_not_taken_as_applied(
+    make_system: Any,
+) -> None:
+    """The write of a durable turn is refused (too large): the message is not
+    marked applied, so its retries run the handler again (and fail again) until it
+    is dead-lettered; it is never acked as done unseen."""
+    from _util import eventually
+
+    from actorbus import DurableSettings
+
+    fast = DurableSettings(backoff=(0.05, 0.1), ack_wait=5.0)
+    system = await make_system(durable=fast)
+    await system.spawn(DurableHoarder, "d")
+    await system.tell("st-dhoarder/d", Deposit(amount=2 * 1024 * 1024), durable=True)
+
+    async def dead() -> list[Any]:
+        letters: list[Any] = await system.dead_letters("st-dhoarder/d")
+        return letters
+
+    [letter] = await eventually(dead, what="the too-large turn dead-lettered")
+    assert letter.code == "E_STATE_TOO_LARGE"
+    assert letter.attempts == 3  # each attempt ran the handler: none was skipped
+    assert await system.ask("st-dhoarder/d", Deposit(amount=1), timeout=WAIT) == 1

@@ -19,6 +19,7 @@ key (``state/sealing.py``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from actorbus.security.identity import Identity
 from actorbus.state.record import Position, StateRecord
 from actorbus.state.sealing import StateSeal, open_state
 from actorbus.state.store import StateStore
+from actorbus.telemetry import STATE, metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
@@ -67,7 +69,12 @@ class StateKeeper:
 
     async def activate(self) -> BaseModel:
         """Load (or start from the defaults), migrate, and claim the state."""
-        stored = await self.store.load(self.cls.type_name, self.key)
+        if STATE.tracing:
+            with spans.state_operation("load", self.address) as span:
+                stored = await self.store.load(self.cls.type_name, self.key)
+                span.set_attribute("actorbus.state.size", len(stored.data) if stored else 0)
+        else:
+            stored = await self.store.load(self.cls.type_name, self.key)
         if stored is None:
             state = self.model()
         else:
@@ -157,8 +164,24 @@ class StateKeeper:
         stored (a refused write leaves the last saved record in force)."""
         record = StateRecord(self.cls.state_version, dumped, self._owner, applied, sends)
         value = self._seal.seal(self.address, record.encode())
-        self._revision = await self.store.save(self.cls.type_name, self.key, value, self._revision)
+        if not (STATE.tracing or STATE.metrics):
+            self._revision = await self._save(value)
+        else:
+            started = time.perf_counter()
+            if STATE.tracing:
+                with spans.state_operation("save", self.address) as span:
+                    span.set_attribute("actorbus.state.size", len(value))
+                    self._revision = await self._save(value)
+            else:
+                self._revision = await self._save(value)
+            if STATE.metrics:
+                labels = {"actorbus.destination.type": self.cls.type_name}
+                meters.state_size.record(len(value), labels)
+                meters.state_write_duration.record(time.perf_counter() - started, labels)
         self._record, self._saved = record, pack(dumped)
+
+    async def _save(self, value: bytes) -> int:
+        return await self.store.save(self.cls.type_name, self.key, value, self._revision)
 
 
 def keeper_for(rt: Runtime, cls: type[Actor], key: str) -> StateKeeper:

@@ -1,5 +1,6 @@
 """OpenTelemetry metrics of the bus: request duration, message bytes, failures by
-error category, restarts, and durable queue depth and consumer lag per actor.
+error category, restarts, durable queue depth and consumer lag per actor, and
+the size and write time of actors' declared state.
 
 Attributes are limited to the source actor type, the destination actor type
 and the protocol (plus the error category on failures): actor keys, message
@@ -32,6 +33,14 @@ failures = _meter.create_counter(
 )
 restarts = _meter.create_counter(
     "actorbus.actor.restarts", description="actor instances restarted after a crash"
+)
+state_size = _meter.create_histogram(
+    "actorbus.state.size", unit="By", description="stored size of an actor's state at each save"
+)
+state_write_duration = _meter.create_histogram(
+    "actorbus.state.write.duration",
+    unit="s",
+    description="time to save an actor's state (sealed, compare-and-set, confirmed)",
 )
 mailbox_dropped = _meter.create_counter(
     "actorbus.mailbox.dropped",

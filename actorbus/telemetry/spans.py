@@ -177,6 +177,19 @@ def processing(
         process.end()
 
 
+@contextlib.contextmanager
+def state_operation(operation: str, address: str) -> Iterator[Span]:
+    """The span of loading (``load``) or saving (``save``) an actor's declared state,
+    inside the span of the turn or activation that needs it."""
+    with _tracer.start_as_current_span(
+        f"state {operation} {address}",
+        kind=SpanKind.INTERNAL,
+        attributes={"actorbus.destination": address, "actorbus.state.operation": operation},
+        record_exception=True,
+    ) as span:
+        yield span
+
+
 def _name_of(span: Span) -> str:
     name = getattr(span, "name", "")  # the SDK's span has it; the API's interface does not
     return str(name)

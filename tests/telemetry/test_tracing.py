@@ -305,3 +305,34 @@ async def test_a_stream_span_lasts_as_long_as_the_stream(make_system, spans: Any
         async for _ in stream:
             break  # leaving early (the stream closed) ends the span too
     assert "stream slow/1" in by_name(spans)
+
+
+class Tally(BaseModel):
+    count: int = 0
+
+
+class Counted(Actor):
+    type_name = "tr-counted"
+    state: Tally
+
+    @handler(intent="bump")
+    async def bump(self, _: str) -> int:
+        self.state.count += 1
+        return self.state.count
+
+
+async def test_state_load_and_save_are_spans_of_their_turns(make_system, spans: Any) -> None:
+    host = await make_system()
+    await host.spawn(Counted, "s")  # activation: a load, and the claim (a save)
+    spans.clear()
+    assert await host.ask("tr-counted/s", "x", intent="bump") == 1
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    save, process = finished["state save tr-counted/s"], finished["process tr-counted/s (bump)"]
+    assert save.parent is not None
+    assert save.parent.span_id == ids(process)[1]  # inside the turn that saved it
+    assert dict(save.attributes or {})["actorbus.state.size"] > 0
+    await host.stop_actor("tr-counted/s")
+    spans.clear()
+    await host.spawn(Counted, "s")
+    names = [s.name for s in spans.get_finished_spans()]
+    assert "state load tr-counted/s" in names

@@ -211,3 +211,19 @@ def _kill_at(spec: str) -> None:
 
 if os.environ.get("ACTORBUS_TEST_KILL_AT"):
     _kill_at(os.environ["ACTORBUS_TEST_KILL_AT"])
+
+
+class Count(BaseModel):
+    count: int = 0
+
+
+class Counted(Actor):
+    """An actor with declared state that counts the bumps it was sent."""
+
+    type_name = "counted"
+    state: Count
+
+    @handler(intent="bump")
+    async def bump(self, _: str) -> int:
+        self.state.count += 1
+        return self.state.count

@@ -6,24 +6,9 @@ import asyncio
 import json
 from typing import Any
 
-from pydantic import BaseModel
+from _actors import Counted
 
-from actorbus import Actor, handler
 from actorbus.cli.main import main
-
-
-class Tally(BaseModel):
-    count: int = 0
-
-
-class Counter(Actor):
-    type_name = "cli-counter"
-    state: Tally
-
-    @handler(intent="bump")
-    async def bump(self, _: str) -> int:
-        self.state.count += 1
-        return self.state.count
 
 
 async def cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -35,23 +20,23 @@ async def cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
 async def test_state_ls_get_rm(make_system: Any, nats_server: Any, ns: str, capsys: Any) -> None:
     host = await make_system()
     for key in ("a", "b"):
-        await host.spawn(Counter, key)
-        await host.ask(f"cli-counter/{key}", "x", intent="bump")
-    await host.ask("cli-counter/a", "x", intent="bump")
+        await host.spawn(Counted, key)
+        await host.ask(f"counted/{key}", "x", intent="bump")
+    await host.ask("counted/a", "x", intent="bump")
     bus = ("--url", nats_server.url, "--namespace", ns)
-    code, out, _ = await cli(capsys, "state", "ls", "cli-counter", *bus, "--json")
+    code, out, _ = await cli(capsys, "state", "ls", "counted", *bus, "--json")
     assert code == 0
-    assert json.loads(out) == ["cli-counter/a", "cli-counter/b"]
-    code, out, _ = await cli(capsys, "state", "get", "cli-counter/a", *bus, "--json")
+    assert json.loads(out) == ["counted/a", "counted/b"]
+    code, out, _ = await cli(capsys, "state", "get", "counted/a", *bus, "--json")
     assert code == 0
     view = json.loads(out)
     assert view["state"] == {"count": 2}
     assert (view["version"], view["sealed"]) == (1, False)
-    code, out, _ = await cli(capsys, "state", "rm", "cli-counter/b", *bus)
+    code, out, _ = await cli(capsys, "state", "rm", "counted/b", *bus)
     assert (code, "deleted") == (0, out.split()[0])
-    code, _, err = await cli(capsys, "state", "get", "cli-counter/b", *bus)
+    code, _, err = await cli(capsys, "state", "get", "counted/b", *bus)
     assert code == 1
-    assert "cli-counter/b has no state" in err
-    code, _, err = await cli(capsys, "state", "get", "cli-counter", *bus)
+    assert "counted/b has no state" in err
+    code, _, err = await cli(capsys, "state", "get", "counted", *bus)
     assert code == 1
     assert "give type/key" in err

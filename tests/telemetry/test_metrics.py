@@ -129,28 +129,16 @@ async def test_queue_depth_and_lag_per_actor_type(
         Worker.gate = None
 
 
-class Tally(BaseModel):
-    count: int = 0
-
-
-class Counted(Actor):
-    type_name = "mt-counted"
-    state: Tally
-
-    @handler(intent="bump")
-    async def bump(self, _: str) -> int:
-        self.state.count += 1
-        return self.state.count
-
-
 async def test_state_size_and_write_time_per_actor_type(make_system, recorded: Any) -> None:
+    from _actors import Counted
+
     host = await make_system()
     await host.spawn(Counted, "m")
     for _ in range(3):
-        await host.ask("mt-counted/m", "x", intent="bump")
+        await host.ask("counted/m", "x", intent="bump")
     [size] = points(recorded, "actorbus.state.size")
     [duration] = points(recorded, "actorbus.state.write.duration")
-    assert dict(size.attributes) == {"actorbus.destination.type": "mt-counted"}
+    assert dict(size.attributes) == {"actorbus.destination.type": "counted"}
     assert size.count == duration.count == 4  # the activation's claim and three turns
     assert size.min > 0
     assert duration.max > 0

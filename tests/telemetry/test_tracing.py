@@ -307,32 +307,20 @@ async def test_a_stream_span_lasts_as_long_as_the_stream(make_system, spans: Any
     assert "stream slow/1" in by_name(spans)
 
 
-class Tally(BaseModel):
-    count: int = 0
-
-
-class Counted(Actor):
-    type_name = "tr-counted"
-    state: Tally
-
-    @handler(intent="bump")
-    async def bump(self, _: str) -> int:
-        self.state.count += 1
-        return self.state.count
-
-
 async def test_state_load_and_save_are_spans_of_their_turns(make_system, spans: Any) -> None:
+    from _actors import Counted
+
     host = await make_system()
     await host.spawn(Counted, "s")  # activation: a load, and the claim (a save)
     spans.clear()
-    assert await host.ask("tr-counted/s", "x", intent="bump") == 1
+    assert await host.ask("counted/s", "x", intent="bump") == 1
     finished = {s.name: s for s in spans.get_finished_spans()}
-    save, process = finished["state save tr-counted/s"], finished["process tr-counted/s (bump)"]
+    save, process = finished["state save counted/s"], finished["process counted/s (bump)"]
     assert save.parent is not None
     assert save.parent.span_id == ids(process)[1]  # inside the turn that saved it
     assert dict(save.attributes or {})["actorbus.state.size"] > 0
-    await host.stop_actor("tr-counted/s")
+    await host.stop_actor("counted/s")
     spans.clear()
     await host.spawn(Counted, "s")
     names = [s.name for s in spans.get_finished_spans()]
-    assert "state load tr-counted/s" in names
+    assert "state load counted/s" in names

@@ -10,6 +10,7 @@ from typing import Any
 
 import nats
 import pytest
+from _util import eventually
 from nats.js.api import StreamConfig
 from test_durable import Entry, spawn_ledger
 
@@ -74,7 +75,12 @@ async def test_a_legacy_namespace_is_refused_then_moved_with_nothing_lost_or_rep
     a, b = await spawn_ledger(fresh, "a"), await spawn_ledger(fresh, "b")
     await a.reached(3)
     await b.reached(3)
-    await asyncio.sleep(0.3)  # a repeat would come within this (messages are local)
+
+    async def settled() -> bool:  # every moved message acked: no repeat can follow
+        stats = [await fresh.queue_stats(f"ledger/{k}") for k in ("a", "b")]
+        return all(s.pending == 0 and s.in_flight == 0 for s in stats)
+
+    await eventually(settled, what="the moved messages acked")
     assert (a.seen, b.seen) == ([2, 3, 4], [0, 1, 2])
 
     # Run again (from the command line): nothing left to move.

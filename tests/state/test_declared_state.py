@@ -4,10 +4,10 @@ failed, fenced against a stale activation, sealed to the type's key."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
+from _util import eventually
 from pydantic import BaseModel
 
 from actorbus import (
@@ -89,11 +89,9 @@ async def test_a_keyed_actor_keeps_its_state_across_passivation(make_system: Any
     system = await make_system()
     await system.register(KeyedAccount)
     assert await system.ask("st-keyed/k", Deposit(amount=9), timeout=WAIT) == 9
-    for _ in range(100):  # passivated after idle_timeout (0.3 s) by the sweep
-        if "st-keyed/k" not in system.local_actors():
-            break
-        await asyncio.sleep(0.05)
-    assert "st-keyed/k" not in system.local_actors()
+    await eventually(  # passivated after idle_timeout (0.3 s) by the sweep
+        lambda: "st-keyed/k" not in system.local_actors(), what="passivated"
+    )
     assert await system.ask("st-keyed/k", Deposit(amount=1), timeout=WAIT) == 10
 
 

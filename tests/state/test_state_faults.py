@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from _actors import Balance, Deposit
-from _util import run_host
+from _util import eventually, run_host
 
 from actorbus import Actor, handler
 from actorbus.actors import faults
@@ -47,12 +47,12 @@ async def _all_arrived(got: list[int], changed: asyncio.Event, total: int) -> No
 async def _drained(system: Any, address: str) -> None:
     """Every message stored for ``address`` so far is acked: anything it sent was
     stored before that, so once the ledger is drained too no repeat can follow."""
-    async with asyncio.timeout(WAIT):
-        while True:
-            stats = await system.queue_stats(address)
-            if stats.pending == 0 and stats.in_flight == 0:
-                return
-            await asyncio.sleep(0.05)
+
+    async def empty() -> bool:
+        stats = await system.queue_stats(address)
+        return stats.pending == 0 and stats.in_flight == 0
+
+    await eventually(empty, WAIT, f"{address}'s queue drained")
 
 
 async def _ledger(system: Any) -> tuple[list[int], asyncio.Event]:

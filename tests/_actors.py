@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -227,3 +228,47 @@ class Counted(Actor):
     async def bump(self, _: str) -> int:
         self.state.count += 1
         return self.state.count
+
+
+# -- reminders (tests/state/test_reminders.py) ----------------------------------
+
+
+class Nudge(BaseModel):
+    note: str = ""
+
+
+class Nudges(BaseModel):
+    notes: list[str] = []
+    keys: list[str] = []
+
+
+class Nudged(Actor):
+    """Keeps every reminder firing it got (the note and its idempotency key), and
+    sets, cancels and lists its reminders when asked."""
+
+    type_name = "rm-nudged"
+    state: Nudges
+
+    @handler(durable=True)
+    async def nudge(self, n: Nudge) -> None:
+        self.state.notes.append(n.note)
+        self.state.keys.append(self.envelope.context.idempotency_key or "")
+
+    @handler(intent="remind")
+    async def set_reminder(self, spec: dict[str, Any]) -> str:
+        name = spec["name"]
+        when = {k: spec[k] for k in ("after", "every") if k in spec}
+        reminder = await self.remind(name, Nudge(note=name), **when)
+        return reminder.schedule
+
+    @handler(intent="cancel")
+    async def cancel(self, name: str) -> bool:
+        return await self.cancel_reminder(name)
+
+    @handler(intent="reminders")
+    async def reminders(self, _: str) -> list[str]:
+        return [r.name for r in await self.list_reminders()]
+
+    @handler(intent="nudges")
+    async def nudges(self, _: str) -> Nudges:
+        return self.state

@@ -8,6 +8,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import (
+    TYPE_CHECKING,
     Any,
     ClassVar,
     Literal,
@@ -28,6 +29,11 @@ from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, StateVersionError
 from actorbus.codecs.inbound import Inbound
 
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from actorbus.actors.reminders import Reminder, Reminders
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -39,6 +45,7 @@ class ActorContext(Protocol):
     namespace: str
     system_id: str
     nc: Client
+    reminders: Reminders
 
     async def ask(
         self,
@@ -259,6 +266,42 @@ class Actor:
                 "pydantic model on the class)"
             )
         return keeper  # type: ignore[no-any-return]
+
+    # -- reminders and timers -----------------------------------------------
+    async def remind(
+        self,
+        name: str,
+        message: Any,
+        *,
+        after: float | dt.timedelta | None = None,
+        at: dt.datetime | None = None,
+        every: float | dt.timedelta | None = None,
+        intent: str | None = None,
+    ) -> Reminder:
+        """Have the broker deliver ``message`` to this actor ``after`` seconds, ``at``
+        a time or ``every`` so many seconds, as a durable message: it fires while
+        the actor is passivated (and activates it), after its process crashed and
+        after a broker restart. Each firing is taken once under its own
+        idempotency key (``self.envelope.context.idempotency_key``). Setting ``name`` again
+        replaces the reminder; inside a durable turn it is set when the turn
+        commits. The type needs a durable handler for ``message``."""
+        cls = type(self)
+        if not cls.has_durable_queue:
+            raise TypeError(
+                f"{cls.__qualname__} has no durable handler: a reminder arrives as a durable "
+                "message (@handler(durable=True), or durable = True on the class)"
+            )
+        return await self._system.reminders.set(
+            self.address, name, message, after=after, at=at, every=every, intent=intent
+        )
+
+    async def cancel_reminder(self, name: str) -> bool:
+        """Cancel one of this actor's reminders; False when it had none of that name."""
+        return await self._system.reminders.cancel(self.address, name)
+
+    async def list_reminders(self) -> list[Reminder]:
+        """This actor's reminders, as the broker keeps them."""
+        return await self._system.reminders.list(self.address)
 
     # -- lifecycle hooks ---------------------------------------------------
     async def on_start(self) -> None:

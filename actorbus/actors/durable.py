@@ -46,6 +46,7 @@ from actorbus.actors.dead_letters import dead_letter_record
 from actorbus.actors.handled_keys import HandledKeys
 from actorbus.actors.in_hand import Held, InHand
 from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release, resent
+from actorbus.actors.reminders import firing_key
 from actorbus.bus.client import BadHeaders
 from actorbus.bus.jetstream import (
     expired_entry,
@@ -67,7 +68,7 @@ from actorbus.codecs.errors import (
     ValidationFailedError,
 )
 from actorbus.codecs.inbound import Inbound
-from actorbus.codecs.wire import H_STORED, pack
+from actorbus.codecs.wire import H_FIRED, H_STORED, pack
 from actorbus.state.record import Position
 from actorbus.telemetry import STATE, metrics as meters, spans
 
@@ -297,19 +298,29 @@ class DurableReader:
             data=msg.data,
             headers=cast(dict[str, str] | None, headers),
         )
+        fired = _fired(msg)
         try:
             env = rt.replies.decode(plain, address)
+            stored_ms = int(msg.metadata.timestamp.timestamp() * 1000)
             if rt.replies.guard is not None:  # stored time, not now: a backlog is fresh
-                stored_ms = int(msg.metadata.timestamp.timestamp() * 1000)
                 await rt.replies.admit(
                     plain,
                     env,
                     address,
                     self.cls.security,
                     stored_ms=stored_ms,
-                    redelivered=held.delivery > 1,
+                    # a firing repeats its reminder's envelope: checked below instead
+                    redelivered=held.delivery > 1 or fired is not None,
                 )
-            if env.context.ttl_ms is None:
+            if fired is not None:
+                firing = await firing_key(rt, address, env, fired, msg.data, stored_ms)
+                if firing is None:  # its reminder was cancelled or replaced
+                    await msg.ack()
+                    await self._in_hand.settled(held, self._attempts)
+                    self.skipped += 1
+                    return None
+                env.context.idempotency_key = firing  # each firing taken once
+            elif env.context.ttl_ms is None:
                 _check_default_ttl(env, address, rt.durable_settings.max_age)
         except ExpiredError as err:
             await self._count_expired(err, address)
@@ -319,7 +330,7 @@ class DurableReader:
         except ActorBusError as err:
             await self._dead_letter(held, address, None, err, tried + 1)
             return None
-        entry = self._idempotency_entry(address, env)
+        entry = self._idempotency_entry(address, env, fired is not None)
         if entry is not None:
             handled = await self._handled.get(entry)
             if handled is not None:
@@ -377,7 +388,7 @@ class DurableReader:
         return box if failed is None else failed
 
     async def _succeeded(self, held: Held, address: str, env: Inbound, box: Outbox) -> None:
-        entry = self._idempotency_entry(address, env)
+        entry = self._idempotency_entry(address, env, _fired(held.msg) is not None)
         if entry is None:
             await release(self.rt, box.held)  # at least once: nothing to record
         else:
@@ -417,12 +428,14 @@ class DurableReader:
         backoff = self._backoff
         return backoff[min(attempt, len(backoff)) - 1]
 
-    def _idempotency_entry(self, address: str, env: Inbound) -> str | None:
+    def _idempotency_entry(self, address: str, env: Inbound, fired: bool) -> str | None:
+        """The handled-key entry ``env`` is taken once under: its key's, when its
+        handler is idempotent or it is a reminder's firing."""
         key = env.context.idempotency_key
         if key is None:
             return None
         spec = self.cls.handlers.get(env.intent)
-        if not (spec.idempotent if spec is not None else self.cls.idempotent):
+        if not (fired or (spec.idempotent if spec is not None else self.cls.idempotent)):
             return None
         return idempotency_entry(Address.parse(address), key)
 
@@ -494,6 +507,12 @@ class DurableReader:
             except Exception as again:
                 log.error("%s: and it could not be dead-lettered: %r", address, again)
         self._in_hand.let_go(held)
+
+
+def _fired(msg: Msg) -> str | None:
+    """A reminder firing's ``Ab-Fired`` header (None: not a firing)."""
+    headers = msg.headers
+    return headers.get(H_FIRED) if headers else None
 
 
 def _unexpected(exc: Exception) -> ActorBusError:

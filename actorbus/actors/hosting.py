@@ -25,6 +25,7 @@ from actorbus.actors.placement import Placement
 from actorbus.actors.residents import Residents, TypeHost
 from actorbus.actors.runtime import Runtime
 from actorbus.actors.streaming import StreamProducers
+from actorbus.actors.reminder_relay import ReminderRelay
 from actorbus.actors.type_inbox import TypeInbox
 from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.subjects import Address, validate_key
@@ -62,6 +63,7 @@ class Hosting:
             rt, self.placement, self.residents, self.lazy_cell, self.stop_actor
         )
         self.inboxes: dict[ActorCell, DurableInbox] = {}
+        self.relays: dict[str, ReminderRelay] = {}  # per type whose durable queue is read here
 
     async def spawn(
         self,
@@ -107,6 +109,7 @@ class Hosting:
                 inbox = DurableInbox(self.rt, cell)
                 await inbox.start()
                 self.inboxes[cell] = inbox
+                await self._relay(cls.type_name)
         await self._confirm_subscriptions()
         return address
 
@@ -163,7 +166,15 @@ class Hosting:
                 self.virtual.forward_durable,
             )
             await host.inbox.start()
+            await self._relay(type_name)
         await self._confirm_subscriptions()
+
+    async def _relay(self, type_: str) -> None:
+        """Relay the type's reminder firings into its queue (once per process)."""
+        if type_ not in self.relays:
+            relay = ReminderRelay(self.rt, type_)
+            await relay.start()
+            self.relays[type_] = relay
 
     async def _route_lazy(self, host: TypeHost, key: str, msg: Msg) -> None:
         address = f"{host.cls.type_name}/{key}"
@@ -276,7 +287,10 @@ class Hosting:
         """Stop readers, actors and leases, each bounded by ``timeout``."""
         await _drain([sub for host in self.residents.hosts.values() for sub in host.subs], timeout)
         inboxes = [host.inbox for host in self.residents.hosts.values() if host.inbox is not None]
-        await asyncio.gather(*(inbox.stop(timeout) for inbox in inboxes))
+        relays, self.relays = list(self.relays.values()), {}
+        await asyncio.gather(
+            *(inbox.stop(timeout) for inbox in inboxes), *(r.stop(timeout) for r in relays)
+        )
         cells = [c for cs in self.residents.cells.values() for c in cs]
         self.residents.cells.clear()
         await self.virtual.close()

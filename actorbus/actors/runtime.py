@@ -39,6 +39,7 @@ from actorbus.bus.jetstream import (
     topics_stream_name,
 )
 from actorbus.bus.leases import LeaseBucket
+from actorbus.bus.schedules import ensure_reminders, reminder_stream_name
 from actorbus.bus.requests import RequestMux
 from actorbus.bus.subjects import Subjects
 from actorbus.bus.tasks import backoff_delay, spawn
@@ -109,6 +110,7 @@ class Runtime:
         self._durable_lock = asyncio.Lock()
         self._durable_ok = False
         self._queues: dict[str, bool] = {}  # types whose durable stream is made: by a host?
+        self._reminder_streams: set[str] = set()  # types whose reminder stream is made
         self._restored_at: dict[str | None, float] = {}
         self._reader_leases: LeaseBucket | None = None
         self.guard: Guard | None = None  # end-to-end security, when the system has it
@@ -155,6 +157,14 @@ class Runtime:
         await ensure_queue(self.js, self.subjects, type_, self.durable_settings, host=host)
         self._queues[type_] = host or self._queues.get(type_, False)
 
+    async def reminder_stream(self, type_: str) -> None:
+        """Make a type's reminder stream once (``bus/schedules.py``)."""
+        if type_ in self._reminder_streams:
+            return
+        await self.durable_ready()
+        await ensure_reminders(self.js, self.subjects, type_, self.durable_settings)
+        self._reminder_streams.add(type_)
+
     async def durable_restore(self, type_: str | None = None) -> None:
         """Make the namespace's durable streams and buckets (and ``type_``'s stream)
         again, at most every few seconds each: something found them gone (a broker
@@ -173,12 +183,20 @@ class Runtime:
     def stream_of(self, subject: str) -> str:
         """The stream that stores ``subject`` (a type's durable queue, else kept topics)."""
         type_ = self.subjects.durable_type_of(subject)
-        if type_ is None:
-            return topics_stream_name(self.namespace)
-        return stream_name(self.namespace, type_)
+        if type_ is not None:
+            return stream_name(self.namespace, type_)
+        type_ = self.subjects.reminder_type_of(subject)
+        if type_ is not None:
+            return reminder_stream_name(self.namespace, type_)
+        return topics_stream_name(self.namespace)
 
     async def restore_store_of(self, subject: str) -> None:
         """:meth:`durable_restore` for the stream that stores ``subject``."""
+        reminders = self.subjects.reminder_type_of(subject)
+        if reminders is not None:
+            self._reminder_streams.discard(reminders)
+            await self.reminder_stream(reminders)
+            return
         await self.durable_restore(self.subjects.durable_type_of(subject))
 
     async def _reconnected(self) -> None:
@@ -211,6 +229,7 @@ class Runtime:
             log.warning("the durable streams are gone (the broker lost its store?): making them")
             self._durable_ok = False
             queues, self._queues = self._queues, {}
+            self._reminder_streams.clear()
             for type_, host in queues.items():
                 await self.durable_queue(type_, host=host)
             await self.durable_ready()

@@ -44,6 +44,7 @@ from actorbus.actors.pipeline import (
 from actorbus.actors.ref import ActorRef
 from actorbus.actors.runtime import Runtime, StreamSettings
 from actorbus.actors.secure_broker import first_join, secure_start
+from actorbus.actors.reminders import Reminders
 from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
 from actorbus.actors.subscriber import subscribe
@@ -118,6 +119,7 @@ class ActorSystem:
         self.virtual = self.hosting.virtual
         # Chosen once: the plain sender, or the one that traces and measures every send.
         self.sender = (ObservedSender if STATE.tracing or STATE.metrics else Sender)(rt)
+        self.reminders = Reminders(rt, self.sender)
         self._system_subs: list[Subscription] = []
         self._closing = False
         self._closed = asyncio.Event()

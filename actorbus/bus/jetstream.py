@@ -1,9 +1,8 @@
 """The JetStream layout behind durable delivery.
 
 One stream per actor type holds its durable messages (``actorbus-{ns}-d-{type}``
-on ``{ns}.d.{type}.{key}``, and its scheduled ones on ``{ns}.rem.{type}.>``,
-which the server's message scheduling publishes into the former when due): file
-storage, a duplicate window keyed by
+on ``{ns}.d.{type}.{key}``; its reminders wait in a stream of their own,
+``bus/schedules.py``): file storage, a duplicate window keyed by
 ``Nats-Msg-Id`` (the envelope id), ``max_age`` as the default time to live, R1
 locally and R3 on a cluster. A stream per type, not one per namespace, because
 JetStream's API names a stream in every subject but a consumer in one token
@@ -176,8 +175,7 @@ def queue_config(subjects: Subjects, type_: str, s: DurableSettings) -> StreamCo
     """The stream of one type's durable messages."""
     return StreamConfig(
         name=stream_name(subjects.ns, type_),
-        subjects=[subjects.durable_type(type_), subjects.reminders_type(type_)],
-        allow_msg_schedules=True,  # reminders: the server's own message scheduling
+        subjects=[subjects.durable_type(type_)],
         storage=StorageType.FILE,
         num_replicas=s.replicas,
         max_age=s.max_age + s.retention_grace,
@@ -210,7 +208,7 @@ async def ensure_queue(
                     "the namespace the same DurableSettings, or have an operator remove it"
                 )
             return
-    await patiently(functools.partial(_create_or_update, js, config), s.start_timeout)
+    await patiently(functools.partial(create_or_update, js, config), s.start_timeout)
 
 
 def _unlike(have: StreamConfig, want: StreamConfig) -> list[str]:
@@ -226,6 +224,9 @@ def _unlike(have: StreamConfig, want: StreamConfig) -> list[str]:
         "duplicate_window": want.duplicate_window,
         **dict.fromkeys(("max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"), -1),
         **dict.fromkeys(("mirror", "sources", "republish", "subject_transform", "sealed"), None),
+        # A stream that takes schedules lets any sender purge a key's messages
+        # (a schedule message rolls up its subject): reminders live elsewhere.
+        "allow_msg_schedules": None,
     }
     odd = []
     for name, value in expected.items():
@@ -278,7 +279,7 @@ async def ensure_streams(
             else []
         ),
     ):
-        await patiently(functools.partial(_create_or_update, js, config), s.start_timeout)
+        await patiently(functools.partial(create_or_update, js, config), s.start_timeout)
     handled = await patiently(
         lambda: js.create_key_value(
             KeyValueConfig(
@@ -312,7 +313,7 @@ async def ensure_streams(
     return DurableStores(handled, stats, attempts)
 
 
-async def _create_or_update(js: JetStreamContext, config: StreamConfig) -> None:
+async def create_or_update(js: JetStreamContext, config: StreamConfig) -> None:
     name = config.name or ""
     try:
         await js.add_stream(config)

@@ -127,9 +127,32 @@ class Subjects:
         return f"{self.ns}.d.>"
 
     def reminders_type(self, type_: str) -> str:
-        """Where a type's scheduled messages wait (in its durable stream, which the
-        server publishes them from into the actor's durable subject when due)."""
+        """Everything in a type's reminder stream: its schedules and their firings."""
         return f"{self.ns}.rem.{type_}.>"
+
+    def reminder(self, addr: Address, name: str) -> str:
+        """Where the schedule of one reminder is kept (the server fires it when due)."""
+        return f"{self.ns}.rem.{addr.type}.{addr.key}.{name}"
+
+    def reminders_of(self, addr: Address | str) -> str:
+        """The schedules of one address's reminders (or a type's, given its name)."""
+        if isinstance(addr, str):
+            return f"{self.ns}.rem.{addr}.*.*"
+        return f"{self.ns}.rem.{addr.type}.{addr.key}.*"
+
+    def fired(self, addr: Address) -> str:
+        """Where the server puts a firing of one of ``addr``'s reminders."""
+        return f"{self.ns}.rem.{addr.type}.{addr.key}"
+
+    def fired_type(self, type_: str) -> str:
+        return f"{self.ns}.rem.{type_}.*"
+
+    def reminder_type_of(self, subject: str) -> str | None:
+        """The actor type whose reminder stream takes ``subject`` (None: none)."""
+        prefix = f"{self.ns}.rem."
+        if not subject.startswith(prefix):
+            return None
+        return subject[len(prefix) :].partition(".")[0]
 
     def durable_type_of(self, subject: str) -> str | None:
         """The actor type a durable subject stores for (None: not a durable one)."""

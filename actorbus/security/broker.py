@@ -112,14 +112,18 @@ def member_permissions(
     # call its agents; serving them is for members not limited to some types.
     synadia = ("$SRV.>", "agents.>")
     subs: tuple[str, ...] = (f"{ns}.>", *synadia)
+    pubs: tuple[str, ...] = (f"{ns}.>",)
     jetstream: tuple[str, ...] = ("$JS.API.>", "$KV.>", "$JS.ACK.>")
     if types is not None:
         per_type = [s for t in types for s in (f"{ns}.a.{t}.>", f"{ns}.any.{t}")]
         subs = (*per_type, f"{ns}.t.>", f"{ns}.sys.>", f"{ns}.ctl.>", f"{ns}.h.>")
+        # Everything in the namespace but another type's reminders (setting,
+        # replacing or cancelling them is for that type's hosts).
+        pubs = (*(f"{ns}.{p}.>" for p in _OPEN_PREFIXES), *(f"{ns}.rem.{t}.>" for t in types))
         jetstream = _limited_jetstream(ns, types)
     return Grant(
         pub_allow=(
-            f"{namespace}.>",
+            *pubs,
             *jetstream,
             f"{INBOX_ROOT}.>",
             *synadia,
@@ -137,6 +141,11 @@ def member_permissions(
     )
 
 
+# The namespace's subject families (``bus/subjects.py``) open to every member's
+# publishes: all but ``rem`` (reminders, per type).
+_OPEN_PREFIXES: Final = ("a", "any", "d", "dlq", "q", "lazy", "t", "sys", "ctl", "h")
+
+
 def _limited_jetstream(ns: str, types: Sequence[str]) -> tuple[str, ...]:
     """The JetStream a member limited to ``types`` may use: read-only calls
     anywhere; making a stream (its settings are checked by those who use it);
@@ -147,7 +156,7 @@ def _limited_jetstream(ns: str, types: Sequence[str]) -> tuple[str, ...]:
     stream one token later for ``MSG.NEXT`` and ``DURABLE.CREATE``) and in every
     ack (``$JS.ACK.<stream>.>``), so another type's consumers and messages are out
     of reach whatever their consumer names."""
-    own = [f"actorbus-{ns}-d-{t}" for t in types]
+    own = [f"actorbus-{ns}-{kind}-{t}" for t in types for kind in ("d", "r")]
     read = [*own, f"actorbus-{ns}-topics"]  # pull consumers, acks: durable readers, history
     watched = [  # ephemeral consumers (key-value watches), no acks
         f"actorbus-{ns}-dlq",

@@ -21,7 +21,7 @@ the key-value default): p50 within 1.5x, throughput at least 0.6x.
 
     python bench/state.py [--rounds 5] [--seq 1000] [--tput 4000] [--inflight 50]
                           [--passivated 5000] [--postgres-dsn DSN] [--out bench/results]
-                          [--quick]
+                          [--quick] [--memory-only]
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
     rounds: list[dict[str, Any]] = []
     with tempfile_store() as store, _postgres(a.postgres_dsn) as dsn:
         async with EmbeddedServer(ServerConfig(store_dir=store)) as server:
-            for r in range(a.rounds):
+            for r in range(0 if a.memory_only else a.rounds):
                 variants = ["stateless", "kv"] + (["postgres"] if dsn else [])
                 if r % 2:
                     variants.reverse()
@@ -229,14 +229,38 @@ def _ratios(rounds: list[dict[str, Any]], side: str) -> dict[str, float]:
     }
 
 
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def _memory_plot(data: dict[str, Any], n: int) -> Any:
+    def plot(path: Path) -> bool:
+        plt = _pyplot()
+        if plt is None:
+            return False
+        fig, ax = plt.subplots(figsize=(5, 4))
+        sides = list(data["memory_mib"])
+        ax.bar(sides, [data["memory_mib"][s] for s in sides], color=["#888", "#2a7"])
+        ax.set_title(f"host heap growth (MiB) after {n:,} passivated actors")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return True
+
+    return plot
+
+
 def _plot(data: dict[str, Any]) -> Any:
     def plot(path: Path) -> bool:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
+        plt = _pyplot()
+        if plt is None:
             return False
         sides = [s for s in ("stateless", "kv", "postgres") if s in data["rounds"][0]]
         fig, axes = plt.subplots(1, 3, figsize=(13, 4))
@@ -272,11 +296,20 @@ def main() -> None:
     p.add_argument("--postgres-dsn", default=None)
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     p.add_argument("--quick", action="store_true", help="a smoke run: small numbers")
+    p.add_argument(
+        "--memory-only", action="store_true", help="only the heap after --passivated actors"
+    )
     a = p.parse_args()
     if a.quick:
         a.rounds, a.seq, a.tput, a.activations, a.passivated = 2, 200, 400, 20, 200
     console = report_console()
     data = asyncio.run(run(a))
+    if a.memory_only:
+        data |= {"machine": machine_info(), "when": datetime.now(UTC).isoformat(timespec="seconds")}
+        verdict = f"heap after {a.passivated} activated and passivated: {data['memory_mib']} MiB"
+        plot = _memory_plot(data, a.passivated)
+        write_report(console, a.out, "state_memory", data, plot, verdict)
+        return
     data["ratios"] = {s: _ratios(data["rounds"], s) for s in ("kv", "postgres")}
     data["machine"] = machine_info()
     data["when"] = datetime.now(UTC).isoformat(timespec="seconds")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -272,3 +272,26 @@ class Nudged(Actor):
     @handler(intent="nudges")
     async def nudges(self, _: str) -> Nudges:
         return self.state
+
+
+class Ticker(Actor):
+    """Starts an in-memory timer on its first message; passivated when idle."""
+
+    type_name = "rm-ticker"
+    idle_timeout = 0.5
+    ticks: ClassVar[dict[str, int]] = {}
+    timers: ClassVar[dict[str, Any]] = {}
+
+    async def on_start(self) -> None:
+        Ticker.timers[self.key] = self._timer_set()
+
+    @handler(intent="start")
+    async def start(self, seconds: str) -> None:
+        self.every(float(seconds), self.tick)
+
+    @handler(intent="stop")
+    async def stop(self, name: str) -> bool:
+        return self.cancel_timer(name)
+
+    async def tick(self) -> None:
+        Ticker.ticks[self.key] = Ticker.ticks.get(self.key, 0) + 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from typing import (
     TYPE_CHECKING,
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import datetime as dt
 
     from actorbus.actors.reminders import Reminder, Reminders
+    from actorbus.actors.timers import Timers
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -302,6 +303,29 @@ class Actor:
     async def list_reminders(self) -> list[Reminder]:
         """This actor's reminders, as the broker keeps them."""
         return await self._system.reminders.list(self.address)
+
+    def every(
+        self, seconds: float | dt.timedelta, tick: Callable[[], Awaitable[None]], *, name: str = ""
+    ) -> None:
+        """Call ``tick`` (an async method of this actor) every ``seconds`` while this
+        instance lives: in memory, stopped when the instance stops (passivation,
+        restart, shutdown); a durable schedule is :meth:`remind`. Each tick is a
+        turn of its own (never beside a message; a state it changed is saved) and
+        does not keep an idle instance alive. ``name`` (default: the method's
+        name) replaces a timer of the same name."""
+        interval = seconds.total_seconds() if not isinstance(seconds, int | float) else seconds
+        self._timer_set().start(name or getattr(tick, "__name__", "timer"), interval, tick)
+
+    def cancel_timer(self, name: str) -> bool:
+        """Stop a timer started by :meth:`every`; False when none of that name runs."""
+        return self._timer_set().cancel(name)
+
+    def _timer_set(self) -> Timers:
+        timers = self.__dict__.get("_timers")
+        if timers is None:
+            who = getattr(self, "_address", type(self).__qualname__)
+            raise RuntimeError(f"{who} is not running: timers start in on_start or a handler")
+        return timers  # type: ignore[no-any-return]
 
     # -- lifecycle hooks ---------------------------------------------------
     async def on_start(self) -> None:

@@ -25,6 +25,7 @@ from actorbus.actors.handlers import HandlerSpec
 from actorbus.actors.messages import validate
 from actorbus.actors.state_keeper import StateKeeper, keeper_for
 from actorbus.actors.streaming import SharedTurn
+from actorbus.actors.timers import Timers
 from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -83,6 +84,7 @@ class ActorCell:
         self.restart_count = 0
         self.failure: BaseException | None = None
         self.keeper: StateKeeper | None = None  # the declared state's, when there is one
+        self.timers = Timers(self.address, self.timer_turn)  # the instance's every(...)
         self.last_active = time.monotonic()  # when it last finished a message
         self._yielded_at = self.last_active
 
@@ -104,6 +106,7 @@ class ActorCell:
                 inst._system = self.env.context
                 inst._address = self.address
                 inst._key = self.key
+                inst.__dict__["_timers"] = self.timers
                 if self.cls.state_model is not None:  # before on_start, which may read it
                     where = "loading its state"
                     self.keeper = keeper_for(self.rt, self.cls, self.key)
@@ -181,6 +184,7 @@ class ActorCell:
             await self.start()
 
     async def _call_on_stop(self) -> None:
+        await self.timers.stop()
         inst, self.instance = self.instance, None
         if inst is None:
             return
@@ -314,6 +318,30 @@ class ActorCell:
         self.last_active = time.monotonic()
         if self._busy == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
+
+    async def timer_turn(self, name: str, tick: Callable[[], Awaitable[None]]) -> None:
+        """One tick of a timer, as a turn of its own (``actors/timers.py``): never
+        beside a message, its state change saved, and not counted as activity."""
+        if self.state != "running":
+            return
+        self._busy += 1  # stop() waits for it like for a message
+        try:
+            async with self._lock if self.cls.concurrency == 1 else self._gate:
+                inst = self.instance
+                if inst is None:
+                    return
+                try:
+                    await tick()
+                    if self.keeper is not None:
+                        await self.keeper.end_turn(inst, None, None)
+                except Exception as exc:
+                    if self.keeper is not None:
+                        inst.state = self.keeper.rolled_back()
+                    log.warning("%s: timer %r failed: %r", self.address, name, exc)
+        finally:
+            self._busy -= 1  # the idle clock is left alone: a timer keeps no one alive
+            if self._busy == 0 and self._idle is not None and not self._idle.done():
+                self._idle.set_result(None)
 
     # -- what an observed cell adds (see ObservedCell); nothing here -------------
     def _arrival(self) -> int:

@@ -22,10 +22,10 @@ from actorbus.actors.address_inbox import DurableInbox
 from actorbus.actors.cell import ActorCell, CellEnv, ObservedCell
 from actorbus.actors.mailbox import ENTRANCE, limits_of
 from actorbus.actors.placement import Placement
+from actorbus.actors.reminder_relay import ReminderRelay
 from actorbus.actors.residents import Residents, TypeHost
 from actorbus.actors.runtime import Runtime
 from actorbus.actors.streaming import StreamProducers
-from actorbus.actors.reminder_relay import ReminderRelay
 from actorbus.actors.type_inbox import TypeInbox
 from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.subjects import Address, validate_key
@@ -106,10 +106,10 @@ class Hosting:
             else:
                 await self._subscribe_topics(cell)
             if cls.has_durable_queue and hosted is None:  # else the type's reader has it
+                await self._relay(cls.type_name)
                 inbox = DurableInbox(self.rt, cell)
                 await inbox.start()
                 self.inboxes[cell] = inbox
-                await self._relay(cls.type_name)
         await self._confirm_subscriptions()
         return address
 
@@ -165,8 +165,8 @@ class Hosting:
                 lambda key: self.virtual.place(host, key),
                 self.virtual.forward_durable,
             )
-            await host.inbox.start()
             await self._relay(type_name)
+            await host.inbox.start()
         await self._confirm_subscriptions()
 
     async def _relay(self, type_: str) -> None:

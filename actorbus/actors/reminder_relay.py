@@ -107,7 +107,7 @@ class ReminderRelay:
             except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
                 return
             except nats.js.errors.NotFoundError:
-                log.warning("%s: the reminder stream's consumer is gone: making it again", self.type)
+                log.warning("%s: the reminder relay's consumer is gone: made again", self.type)
                 await self.rt.reminder_stream(self.type)
                 self._psub = await self._subscribe()
                 continue
@@ -123,7 +123,7 @@ class ReminderRelay:
         scheduler, next_at = headers.get(H_SCHEDULER, ""), headers.get(H_SCHEDULE_NEXT, "")
         prefix = msg.subject + "."
         if not scheduler.startswith(prefix) or "." in scheduler[len(prefix) :]:
-            log.warning("%s: a message on %s is no reminder's firing; dropped", self.type, msg.subject)
+            log.warning("%s: not a reminder's firing on %s; dropped", self.type, msg.subject)
             await msg.term()
             return
         name = scheduler[len(prefix) :]

@@ -171,7 +171,6 @@ class Reminders:
         return dict(last.headers or {})
 
 
-
 async def firing_key(
     rt: Runtime, address: str, env: Inbound, fired: str, data: bytes, stored_ms: int
 ) -> str | None:
@@ -263,4 +262,3 @@ def _schedule(
     assert at is not None
     schedule = at_schedule(at)
     return schedule, f"at:{schedule.removeprefix('@at ')}"
-

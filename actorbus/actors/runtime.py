@@ -39,8 +39,8 @@ from actorbus.bus.jetstream import (
     topics_stream_name,
 )
 from actorbus.bus.leases import LeaseBucket
-from actorbus.bus.schedules import ensure_reminders, reminder_stream_name
 from actorbus.bus.requests import RequestMux
+from actorbus.bus.schedules import ensure_reminders, reminder_stream_name
 from actorbus.bus.subjects import Subjects
 from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.envelope import new_id

@@ -42,9 +42,9 @@ from actorbus.actors.pipeline import (
     Outgoing,
 )
 from actorbus.actors.ref import ActorRef
+from actorbus.actors.reminders import Reminders
 from actorbus.actors.runtime import Runtime, StreamSettings
 from actorbus.actors.secure_broker import first_join, secure_start
-from actorbus.actors.reminders import Reminders
 from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
 from actorbus.actors.subscriber import subscribe

@@ -194,12 +194,18 @@ async def ensure_queue(
     short age, a copy republished elsewhere) by someone else is refused, loudly."""
     config = queue_config(subjects, type_, s)
     name = config.name or ""
+    try:
+        have = await patiently(lambda: js.stream_info(name), s.start_timeout)
+    except nats.js.errors.NotFoundError:
+        have = None
+    if have is not None and have.config.allow_msg_schedules:
+        raise LegacyLayoutError(
+            f"stream {name} was made by an earlier actorbus to take message schedules, "
+            "which lets any sender purge a key's messages: run `actorbus migrate "
+            f"--namespace {subjects.ns}` (the operator) to move them to a stream made anew"
+        )
     if not host:
-        try:
-            have = await patiently(lambda: js.stream_info(name), s.start_timeout)
-        except nats.js.errors.NotFoundError:
-            pass
-        else:
+        if have is not None:
             odd = _unlike(have.config, config)
             if odd:
                 raise ActorBusError(
@@ -224,9 +230,6 @@ def _unlike(have: StreamConfig, want: StreamConfig) -> list[str]:
         "duplicate_window": want.duplicate_window,
         **dict.fromkeys(("max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"), -1),
         **dict.fromkeys(("mirror", "sources", "republish", "subject_transform", "sealed"), None),
-        # A stream that takes schedules lets any sender purge a key's messages
-        # (a schedule message rolls up its subject): reminders live elsewhere.
-        "allow_msg_schedules": None,
     }
     odd = []
     for name, value in expected.items():

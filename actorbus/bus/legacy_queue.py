@@ -15,6 +15,12 @@ only an admin may delete it. The move:
    back instead of the stream that is gone);
 4. removes the spool.
 
+The per-type streams of the version before this one were made to take message
+schedules (for reminders), which lets anyone who may send a type durable
+messages purge a key's with one schedule message, and the server cannot turn
+that off: each such stream is rebuilt the same way (its unsettled messages
+spooled, the stream deleted, made anew, the messages stored again).
+
 A message acked out of order just before the move (above its consumer's ack
 floor) is stored again and may run a second time: at-least-once, as after any
 crash. Dead letters that only reference an original too large to copy (near
@@ -68,11 +74,36 @@ async def migrate_legacy_queue(
     spool: Path,
     report: Callable[[str], None] = lambda _: None,
 ) -> Moved | None:
-    """Move the namespace's legacy durable stream (module docstring); None when
-    there is none and no spool of a move cut short. ``js`` must be allowed to
+    """Move the namespace's legacy durable stream, and rebuild each type's stream
+    made to take message schedules (module docstring); None when there is
+    nothing to move and no spool of a move cut short. ``js`` must be allowed to
     delete streams (the broker's admin, or an open server)."""
-    legacy = legacy_stream_name(subjects.ns)
     result = Moved()
+    ns = subjects.ns
+    moved = await _move(js, subjects, settings, legacy_stream_name(ns), spool, report, result)
+    rebuilt = {p.suffixes[-2].lstrip("."): p for p in spool.parent.glob(f"{spool.stem}.*.spool")}
+    for info in await js.streams_info():
+        name = info.config.name or ""
+        type_ = name.removeprefix(f"actorbus-{ns}-d-")
+        if type_ != name and info.config.allow_msg_schedules:
+            rebuilt.setdefault(type_, spool.with_suffix(f".{type_}.spool"))
+    for type_, its_spool in sorted(rebuilt.items()):
+        source = stream_name(ns, type_)
+        moved |= await _move(js, subjects, settings, source, its_spool, report, result)
+    return result if moved else None
+
+
+async def _move(
+    js: JetStreamContext,
+    subjects: Subjects,
+    settings: DurableSettings,
+    source: str,
+    spool: Path,
+    report: Callable[[str], None],
+    result: Moved,
+) -> bool:
+    """Move ``source``'s unsettled messages (through ``spool``) to the streams
+    actorbus makes now; False when it is gone and nothing is spooled."""
     spooled = await asyncio.to_thread(_read_spool, spool)
     if spooled is not None:
         result.resumed = True
@@ -80,38 +111,41 @@ async def migrate_legacy_queue(
         report(f"finishing a move cut short: {len(messages)} message(s) in {spool}")
     else:
         try:
-            info = await js.stream_info(legacy)
+            info = await js.stream_info(source)
         except nats.js.errors.NotFoundError:
-            return None
+            return False
         # The new streams keep the old one's replicas (R3 on a cluster).
         settings = dataclasses.replace(settings, replicas=info.config.num_replicas or 1)
-        report(f"{legacy}: {info.state.messages} message(s) stored; reading what is unsettled")
-        messages, result.settled = await _unsettled(js, legacy, subjects.ns)
+        report(f"{source}: {info.state.messages} message(s) stored; reading what is unsettled")
+        messages, settled = await _unsettled(js, source, subjects.ns)
+        result.settled += settled
         result.lost_originals = await _referenced_originals(js, subjects.ns)
         await asyncio.to_thread(_write_spool, spool, messages)
-        report(f"{len(messages)} unsettled message(s) spooled to {spool}; deleting {legacy}")
+        report(f"{len(messages)} unsettled message(s) spooled to {spool}; deleting {source}")
     with contextlib.suppress(nats.js.errors.NotFoundError):  # gone already if resumed
-        await js.delete_stream(legacy)
+        await js.delete_stream(source)
+    made: set[str] = set()
     for subject, headers, data in messages:
         type_ = subjects.durable_type_of(subject)
         if type_ is None:
             continue
-        if type_ not in result.types:
+        if type_ not in made:
             await ensure_queue(js, subjects, type_, settings, host=True)
-            result.types[type_] = 0
+            made.add(type_)
+            result.types.setdefault(type_, 0)
         ack = await js.publish(subject, data, headers=headers or None)
         if ack.stream != stream_name(subjects.ns, type_):
             raise ActorBusError(f"a moved message went to stream {ack.stream!r}")
         result.types[type_] += 1
         result.moved += 1
     await asyncio.to_thread(spool.unlink)
-    return result
+    return True
 
 
 async def _unsettled(
     js: JetStreamContext, legacy: str, ns: str
 ) -> tuple[list[tuple[str, dict[str, str], bytes]], int]:
-    """The legacy stream's messages that no consumer settled, in order, and how
+    """A stream's durable messages that no consumer settled, in order, and how
     many it settled."""
     floors = [
         (c.config.filter_subject or f"{ns}.d.>", _floor(c)) for c in await js.consumers_info(legacy)

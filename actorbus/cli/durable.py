@@ -109,13 +109,15 @@ def _letter_json(letter: DeadLetter) -> dict[str, Any]:
 
 async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
     stats = await system.queue_stats(args.address)
-    if not stats.started and stats.pending == 0:
+    reminders = await system.reminders.list(args.address.removesuffix("/*"))
+    if not stats.started and stats.pending == 0 and not reminders:
         raise CliError(
             f"no durable queue for {args.address}: nothing was stored for it and no "
             f"actor ever read it (namespace {args.namespace})"
         )
     data = dataclasses.asdict(stats)
     if args.json:
+        data["reminders"] = [dataclasses.asdict(r) for r in reminders]
         stdout().print_json(data=data)
         return
     table = Table(title=f"durable queue of {args.address}")
@@ -123,6 +125,13 @@ async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
         table.add_column(col, justify="right")
     table.add_row(*(str(v) for v in data.values()))
     stdout().print(table)
+    if reminders:
+        waiting = Table(title=f"reminders of {args.address}")
+        for col in ("address", "name", "schedule"):
+            waiting.add_column(col)
+        for r in reminders:
+            waiting.add_row(r.address, r.name, r.schedule)
+        stdout().print(waiting)
 
 
 # -- migrate: the store of an earlier version ---------------------------------

@@ -32,7 +32,7 @@ H_SEQ = "Ab-Seq"
 H_CREDIT = "Ab-Credit"
 H_FWD = "Ab-Fwd"  # forwarded to the process hosting a keyed actor: ask | tell | durable
 H_STORED = "Ab-Stored"  # a durable message's stream position, set by its reader (state/record.py)
-H_FIRED = "Ab-Fired"  # a reminder's firing: "<name> <next firing>", set by its relay (actors/reminders.py)
+H_FIRED = "Ab-Fired"  # a reminder's firing: "<name> <next firing>" (actors/reminder_relay.py)
 H_MOVED = "Ab-Moved"  # that process no longer hosts it: the holder now (or empty)
 H_MSG_ID = "Nats-Msg-Id"  # JetStream deduplication
 

@@ -43,6 +43,7 @@ async def make_dead_letter(url: str, ns: str) -> None:
         await asyncio.wait_for(poll(), 10)
         await system.stop_actor("grumpy/1")
         await system.tell("grumpy/1", Job(n=6), durable=True)  # waits in the queue
+        await system.reminders.set("grumpy/1", "later", Job(n=7), after=3600)
     finally:
         await system.close()
 
@@ -68,6 +69,11 @@ def test_dlq_and_queue_commands(nats_server: Any, ns: str, capsys: Any) -> None:
 
     stats = run_json(capsys, "queue", "grumpy/1", *bus, "--json")
     assert stats["pending"] == 1  # job 6, waiting for the actor to come back
+    [reminder] = stats["reminders"]
+    assert (reminder["address"], reminder["name"]) == ("grumpy/1", "later")
+    assert reminder["schedule"].startswith("@at ")
+    assert main(["queue", "grumpy", *bus]) == 0  # the type's: every key's reminders
+    assert "reminders of grumpy" in capsys.readouterr().out
 
     assert main(["dlq", "drop", str(letters[0]["seq"]), *bus]) == 0
     assert "dropped dead letter" in capsys.readouterr().out

@@ -101,3 +101,39 @@ async def test_a_move_counts_what_was_handled_already(
     assert (moved.moved, moved.settled, moved.lost_originals) == (6, 2, 0)
     streams = [i.config.name for i in await raw_nc.jetstream().streams_info()]
     assert legacy_stream_name(ns) not in streams
+
+
+async def test_a_queue_made_to_take_schedules_is_refused_then_rebuilt(
+    make_system: Any, raw_nc: nats.NATS, nats_server: Any, ns: str, tmp_path: Path
+) -> None:
+    """The version before kept each type's reminders in its durable queue, whose
+    stream then took message schedules: one schedule message from any sender
+    purged a key's waiting messages. Such a queue is refused, and migrate
+    rebuilds it with its unsettled messages."""
+    js = raw_nc.jetstream()
+    await js.add_stream(
+        StreamConfig(
+            name=stream_name(ns, "ledger"),
+            subjects=[f"{ns}.d.ledger.*", f"{ns}.rem.ledger.>"],
+            allow_msg_schedules=True,
+        )
+    )
+    sender = await make_system(registry=False)
+    for n in range(3):
+        addr = Address("ledger", "s")
+        out = sender.sender.encode(str(addr), Entry(n=n), SendOptions(), durable=True)
+        await sender.mux.request(sender.subjects.durable(addr), out.body, out.headers, 5)
+    system = await make_system(registry=False)
+    with pytest.raises(LegacyLayoutError, match=f"actorbus migrate --namespace {ns}"):
+        await spawn_ledger(system, "s")
+    moved = await migrate_namespace(nats_server.url, ns, 5.0, tmp_path)
+    assert moved is not None
+    assert (moved.moved, moved.types) == (3, {"ledger": 3})
+    info = await js.stream_info(stream_name(ns, "ledger"))
+    assert not info.config.allow_msg_schedules
+    assert info.config.subjects == [f"{ns}.d.ledger.*"]
+    fresh = await make_system(registry=False)
+    progress = await spawn_ledger(fresh, "s")
+    await progress.reached(3)
+    assert progress.seen == [0, 1, 2]
+    assert await migrate_namespace(nats_server.url, ns, 5.0, tmp_path) is None  # done

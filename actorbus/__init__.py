@@ -5,9 +5,11 @@ subpackages (``actorbus.bus``, ``actorbus.codecs`` ...).
 """
 
 from actorbus.actors import Actor, ActorRef, ActorSystem, Crash, handler
+from actorbus.actors.reminders import Reminders
 from actorbus.actors.security_settings import SecuritySettings
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
+from actorbus.bus.schedules import Reminder
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -63,6 +65,8 @@ __all__ = [
     "NoRespondersError",
     "ProtocolError",
     "RateLimitedError",
+    "Reminder",
+    "Reminders",
     "RemoteError",
     "ReplayError",
     "SecuritySettings",

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from actorbus.actors.call_options import AskOptions, PublishOptions, StreamOptions, TellOptions
 from actorbus.actors.handlers import HandlerSpec, resolve_handlers
 from actorbus.bus.client import Client
+from actorbus.bus.schedules import Reminder
 from actorbus.bus.subjects import validate_topic, validate_type
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, StateVersionError
@@ -32,7 +33,6 @@ from actorbus.codecs.inbound import Inbound
 if TYPE_CHECKING:
     import datetime as dt
 
-    from actorbus.actors.reminders import Reminder, Reminders
     from actorbus.actors.timers import Timers
 
 T = TypeVar("T")
@@ -46,7 +46,7 @@ class ActorContext(Protocol):
     namespace: str
     system_id: str
     nc: Client
-    reminders: Reminders
+    reminders: ReminderBook
 
     async def ask(
         self,
@@ -73,6 +73,26 @@ class ActorContext(Protocol):
         returns: type[Any] | None = None,
         **options: Unpack[StreamOptions],
     ) -> AsyncIterator[Any]: ...
+
+
+class ReminderBook(Protocol):
+    """What an actor does with its reminders (``actors/reminders.py``)."""
+
+    async def set(
+        self,
+        address: str,
+        name: str,
+        message: Any,
+        *,
+        after: float | dt.timedelta | None = None,
+        at: dt.datetime | None = None,
+        every: float | dt.timedelta | None = None,
+        intent: str | None = None,
+    ) -> Reminder: ...
+
+    async def cancel(self, address: str, name: str) -> bool: ...
+
+    async def list(self, target: str) -> list[Reminder]: ...
 
 
 class Crash(ActorBusError):

@@ -308,8 +308,10 @@ class DurableReader:
                     env,
                     address,
                     self.cls.security,
-                    stored_ms=stored_ms,
-                    # a firing repeats its reminder's envelope: checked below instead
+                    # A firing repeats its reminder's envelope, sealed when it was set
+                    # (its session long over by now): taken as it stood then, and
+                    # checked below against its reminder instead of the replay window.
+                    stored_ms=stored_ms if fired is None else env.ts,
                     redelivered=held.delivery > 1 or fired is not None,
                 )
             if fired is not None:

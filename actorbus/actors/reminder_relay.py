@@ -24,6 +24,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
@@ -65,8 +66,8 @@ class ReminderRelay:
 
     async def start(self) -> None:
         rt = self.rt
-        await rt.reminder_stream(self.type)
         await rt.durable_queue(self.type)
+        await rt.reminder_stream(self.type)
         self._psub = await self._subscribe()
         self._task = supervise(f"reminder relay of {self.type}", self._run)
 

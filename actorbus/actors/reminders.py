@@ -22,10 +22,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import nats.errors
 import nats.js.errors
 
 from actorbus.actors.outbox import store
@@ -39,6 +37,7 @@ from actorbus.bus.schedules import (
     H_TTL,
     LAST_FIRING,
     MIN_EVERY,
+    Reminder,
     at_schedule,
     every_schedule,
     reminder_stream_name,
@@ -59,19 +58,6 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KEY = "reminder:"
 _CANCELLED = ".cancelled"  # where a cancelled reminder's last firing goes (nobody reads it)
 _SLACK_MS = 2_000  # a firing's next time may sit this far off its stored time
-
-
-@dataclass(frozen=True, slots=True)
-class Reminder:
-    """One reminder as the broker keeps it."""
-
-    address: str
-    name: str
-    schedule: str  # "@at 2026-11-26T18:00:00Z" or "@every 30000ms"
-
-    @property
-    def repeats(self) -> bool:
-        return self.schedule.startswith("@every")
 
 
 class Reminders:

@@ -204,16 +204,15 @@ async def ensure_queue(
             "which lets any sender purge a key's messages: run `actorbus migrate "
             f"--namespace {subjects.ns}` (the operator) to move them to a stream made anew"
         )
-    if not host:
-        if have is not None:
-            odd = _unlike(have.config, config)
-            if odd:
-                raise ActorBusError(
-                    f"stream {name} holds {type_!r}'s durable messages with settings "
-                    f"actorbus did not give it ({'; '.join(odd)}): give every process of "
-                    "the namespace the same DurableSettings, or have an operator remove it"
-                )
-            return
+    if not host and have is not None:
+        odd = _unlike(have.config, config)
+        if odd:
+            raise ActorBusError(
+                f"stream {name} holds {type_!r}'s durable messages with settings "
+                f"actorbus did not give it ({'; '.join(odd)}): give every process of "
+                "the namespace the same DurableSettings, or have an operator remove it"
+            )
+        return
     await patiently(functools.partial(create_or_update, js, config), s.start_timeout)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
+from dataclasses import dataclass
 from typing import Final
 
 from nats.js import JetStreamContext
@@ -42,6 +43,20 @@ H_SCHEDULE_NEXT: Final = "Nats-Schedule-Next"  # likewise: the next firing, or "
 LAST_FIRING: Final = "purge"
 
 MIN_EVERY: Final = 1.0  # seconds: the scheduler's resolution
+
+
+@dataclass(frozen=True, slots=True)
+class Reminder:
+    """One reminder as the broker keeps it."""
+
+    address: str
+    name: str
+    schedule: str  # "@at 2026-11-26T18:00:00Z" or "@every 30000ms"
+
+    @property
+    def repeats(self) -> bool:
+        """An ``every=`` reminder (until cancelled), not a one-time one."""
+        return self.schedule.startswith("@every")
 
 
 def reminder_stream_name(ns: str, type_: str) -> str:

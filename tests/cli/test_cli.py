@@ -590,7 +590,9 @@ async def test_run_hosts_an_example_actor(
         await p.wait_for_line("ready")
         async with ActorSystem.connect(server.url, namespace=ns) as system:
             # Sent as plain data with the intent spelled out, like a non-Python client.
-            reply = await system.ask(address, {"text": "hi"}, intent="Ping", timeout=WAIT)
+            reply = await system.ask(
+                address, {"text": "hi"}, intent="Ping", returns=dict, timeout=WAIT
+            )
         assert reply == {"text": "hi", "by": address}
         assert await p.terminate() == 0, p.stderr
     assert p.lines[-1].strip() == "stopped"

@@ -4,6 +4,9 @@ cancellable, listed; and a firing copied or forged by a sender is not run."""
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from _actors import Nudge, Nudged, Nudges
@@ -12,6 +15,26 @@ from _util import eventually
 from actorbus import ActorSystem
 
 WAIT = 20.0
+
+
+@contextlib.asynccontextmanager
+async def secured_host(ns: str) -> AsyncIterator[tuple[Any, Any, ActorSystem]]:
+    """A secured broker (TLS, NATS users per member) and a member limited to
+    rm-nudged hosting it lazily: (server, broker, host)."""
+    from actorbus.actors.secure_broker import SecureBroker, join_options
+    from actorbus.bus.server import EmbeddedServer, ServerConfig
+
+    broker = SecureBroker()
+    async with EmbeddedServer(
+        ServerConfig(host="127.0.0.1", extra=broker.server_config([ns]))
+    ) as server:
+        joined = await join_options(server.url, ns, "host", hosts=["rm-nudged"])
+        host = await ActorSystem.connect(server.url, namespace=ns, registry=False, **joined)
+        try:
+            await host.register(Nudged)
+            yield server, broker, host
+        finally:
+            await host.close(timeout=2.0)
 
 
 async def nudges(system: ActorSystem, address: str) -> Nudges:
@@ -109,25 +132,16 @@ async def test_insiders_can_neither_touch_a_reminder_nor_make_a_firing_run_again
     message (the durable queues take none); a firing it copies into the queue
     runs no second time; a firing it forges ahead of a reminder's time is
     refused and dead-lettered."""
-    import uuid
-
     import nats
     import nats.errors
     import pytest
 
-    from actorbus.actors.secure_broker import SecureBroker, join_options
     from actorbus.bus.jetstream import stream_name
     from actorbus.bus.schedules import reminder_stream_name
-    from actorbus.bus.server import EmbeddedServer, ServerConfig
     from actorbus.codecs.wire import H_FIRED
 
     ns = f"r{uuid.uuid4().hex[:8]}"
-    broker = SecureBroker()
-    async with EmbeddedServer(
-        ServerConfig(host="127.0.0.1", extra=broker.server_config([ns]))
-    ) as server:
-        joined = await join_options(server.url, ns, "host", hosts=["rm-nudged"])
-        host = await ActorSystem.connect(server.url, namespace=ns, registry=False, **joined)
+    async with secured_host(ns) as (server, broker, host):
         spy_options = broker.connect_options(ns, "spy", hosts=["spy"])
         violations: list[Exception] = []
 
@@ -143,7 +157,6 @@ async def test_insiders_can_neither_touch_a_reminder_nor_make_a_firing_run_again
             error_cb=record,
         )
         try:
-            await host.register(Nudged)
             address = "rm-nudged/v"
             await host.ask(address, {"name": "later", "after": 3600}, intent="remind")
             await host.ask(address, {"name": "soon", "after": 1}, intent="remind")
@@ -201,7 +214,6 @@ async def test_insiders_can_neither_touch_a_reminder_nor_make_a_firing_run_again
             assert violations, "the broker reported the refused publish"
         finally:
             await spy.close()
-            await host.close(timeout=2.0)
 
 
 async def _fired_while_away(system: ActorSystem, key: str, n: int = 1) -> None:
@@ -301,3 +313,23 @@ async def test_an_in_memory_timer_ticks_without_keeping_its_actor_alive(
     assert await system.ask("rm-ticker/t", "tick", intent="stop", timeout=WAIT) is False
     assert Ticker.timers["t"] is not timers
     assert Ticker.ticks["t"] == stopped_at
+
+
+async def test_a_reminder_due_after_its_senders_session_ended_still_opens(
+    actorbus_home: Any, monkeypatch: Any
+) -> None:
+    """A reminder is sealed on a session when it is set; it fires long after that
+    session ended (sessions last minutes, reminders days), and is opened as it
+    stood when it was sealed."""
+    from actorbus.security import sessions
+
+    monkeypatch.setattr(sessions, "SESSION_LIFETIME_MS", 1_500)
+    async with secured_host(f"r{uuid.uuid4().hex[:8]}") as (_, _, host):
+        await host.ask("rm-nudged/s", {"name": "late", "after": 4}, intent="remind")
+
+        async def fired() -> Nudges | None:
+            seen = await nudges(host, "rm-nudged/s")
+            return seen if seen.notes else None
+
+        assert (await eventually(fired, WAIT, "the late reminder")).notes == ["late"]
+        assert await host.dead_letters("rm-nudged/s") == []

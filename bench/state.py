@@ -162,6 +162,9 @@ async def _memory(url: str, stateful: bool, n: int) -> float:
             )
             for i in range(lo, min(n, lo + 100)):
                 await host.stop_actor(f"{keyed.type_name}/m{i}")
+            if (lo + 100) % 10_000 == 0:
+                side = "with state" if stateful else "without"
+                print(f"memory, {side}: {lo + 100:,} of {n:,} activated and passivated")
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()

@@ -35,6 +35,7 @@ from actorbus.bus.schedules import (
     H_SCHEDULE_NEXT,
     H_SCHEDULER,
     LAST_FIRING,
+    RELAY_CONSUMER,
     reminder_stream_name,
     schedule_time,
 )
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("actorbus.reminders")
 
-_CONSUMER = "relay"
 _FETCH_WAIT = 0.5  # seconds a fetch waits for work; also bounds how long stop() takes
 _MISSED = dt.timedelta(seconds=1)  # a firing whose next one is this far past is stale
 
@@ -74,7 +74,7 @@ class ReminderRelay:
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         rt = self.rt
         config = ConsumerConfig(
-            durable_name=_CONSUMER,
+            durable_name=RELAY_CONSUMER,
             filter_subject=rt.subjects.fired_type(self.type),
             ack_policy=AckPolicy.EXPLICIT,
             ack_wait=rt.durable_settings.ack_wait,
@@ -84,7 +84,10 @@ class ReminderRelay:
         async def subscribe() -> JetStreamContext.PullSubscription:
             await rt.js.add_consumer(self.stream, config=config)
             return await rt.js.pull_subscribe(
-                config.filter_subject or "", durable=_CONSUMER, stream=self.stream, config=config
+                config.filter_subject or "",
+                durable=RELAY_CONSUMER,
+                stream=self.stream,
+                config=config,
             )
 
         return await patiently(subscribe, rt.durable_settings.start_timeout, self.stream)

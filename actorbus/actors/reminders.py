@@ -37,6 +37,7 @@ from actorbus.bus.schedules import (
     H_TTL,
     LAST_FIRING,
     MIN_EVERY,
+    RELAY_CONSUMER,
     Reminder,
     at_schedule,
     every_schedule,
@@ -145,6 +146,22 @@ class Reminders:
             _, _, type_, key, name = subject.split(".", 4)
             found.append(Reminder(f"{type_}/{key}", name, schedule))
         return found
+
+    async def waiting(self, type_: str) -> int:
+        """Firings of ``type_``'s reminders that the broker made and no host has
+        taken into the type's queue yet (none is running)."""
+        rt = self.rt
+        stream = reminder_stream_name(rt.namespace, type_)
+        try:
+            info = await rt.js.consumer_info(stream, RELAY_CONSUMER)
+            return (info.num_pending or 0) + (info.num_ack_pending or 0)
+        except nats.js.errors.NotFoundError:
+            pass  # no host ever ran: every firing in the stream waits
+        try:
+            held = await rt.js.stream_info(stream, subjects_filter=rt.subjects.fired_type(type_))
+        except nats.js.errors.NotFoundError:
+            return 0
+        return sum((held.state.subjects or {}).values())
 
     async def _last(self, type_: str, subject: str) -> dict[str, str] | None:
         """The headers of the schedule kept on ``subject`` (None: none is)."""

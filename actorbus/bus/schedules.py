@@ -43,6 +43,7 @@ H_SCHEDULE_NEXT: Final = "Nats-Schedule-Next"  # likewise: the next firing, or "
 LAST_FIRING: Final = "purge"
 
 MIN_EVERY: Final = 1.0  # seconds: the scheduler's resolution
+RELAY_CONSUMER: Final = "relay"  # the type's hosts' shared consumer of its firings
 
 
 @dataclass(frozen=True, slots=True)

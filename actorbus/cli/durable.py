@@ -110,7 +110,8 @@ def _letter_json(letter: DeadLetter) -> dict[str, Any]:
 async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
     stats = await system.queue_stats(args.address)
     reminders = await system.reminders.list(args.address.removesuffix("/*"))
-    if not stats.started and stats.pending == 0 and not reminders:
+    fired = await system.reminders.waiting(args.address.partition("/")[0])
+    if not stats.started and stats.pending == 0 and not reminders and not fired:
         raise CliError(
             f"no durable queue for {args.address}: nothing was stored for it and no "
             f"actor ever read it (namespace {args.namespace})"
@@ -118,6 +119,7 @@ async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
     data = dataclasses.asdict(stats)
     if args.json:
         data["reminders"] = [dataclasses.asdict(r) for r in reminders]
+        data["fired_waiting"] = fired
         stdout().print_json(data=data)
         return
     table = Table(title=f"durable queue of {args.address}")
@@ -132,6 +134,11 @@ async def _queue(system: ActorSystem, args: argparse.Namespace) -> None:
         for r in reminders:
             waiting.add_row(r.address, r.name, r.schedule)
         stdout().print(waiting)
+    if fired:
+        stdout().print(
+            f"{fired} reminder firing(s) of {args.address.partition('/')[0]} wait for a host of "
+            "the type to take them into its queue"
+        )
 
 
 # -- migrate: the store of an earlier version ---------------------------------

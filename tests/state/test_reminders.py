@@ -244,6 +244,7 @@ async def test_a_reminder_due_while_its_process_is_dead_fires_once_it_is_back(
         h.proc.send_signal(signal.SIGKILL)
         await h.proc.wait()
     await _fired_while_away(system, "k")  # due and fired with no host running
+    assert await system.reminders.waiting("rm-nudged") == 1
     async with run_host("_actors:Nudged", nats_server.url, ns, "*"):
 
         async def fired() -> Nudges | None:
@@ -251,6 +252,7 @@ async def test_a_reminder_due_while_its_process_is_dead_fires_once_it_is_back(
             return seen if seen.notes else None
 
         assert (await eventually(fired, WAIT, "the reminder handled")).notes == ["crash"]
+        assert await system.reminders.waiting("rm-nudged") == 0
 
 
 async def test_reminders_survive_a_broker_restart(tmp_path: Any, ns: str) -> None:

@@ -183,7 +183,8 @@ def _postgres(dsn: str | None) -> Iterator[str | None]:
 async def run(a: argparse.Namespace) -> dict[str, Any]:
     console = report_console()
     rounds: list[dict[str, Any]] = []
-    with tempfile_store() as store, _postgres(a.postgres_dsn) as dsn:
+    postgres = contextlib.nullcontext(None) if a.memory_only else _postgres(a.postgres_dsn)
+    with tempfile_store() as store, postgres as dsn:
         async with EmbeddedServer(ServerConfig(store_dir=store)) as server:
             for r in range(0 if a.memory_only else a.rounds):
                 variants = ["stateless", "kv"] + (["postgres"] if dsn else [])

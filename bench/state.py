@@ -309,7 +309,11 @@ def main() -> None:
     console = report_console()
     data = asyncio.run(run(a))
     if a.memory_only:
-        data |= {"machine": machine_info(), "when": datetime.now(UTC).isoformat(timespec="seconds")}
+        data |= {
+            "machine": machine_info(),
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "args": {"passivated": a.passivated},
+        }
         verdict = f"heap after {a.passivated} activated and passivated: {data['memory_mib']} MiB"
         plot = _memory_plot(data, a.passivated)
         write_report(console, a.out, "state_memory", data, plot, verdict)

@@ -259,6 +259,7 @@ class Runtime:
                 history=s.history,
                 ttl=s.ttl,
                 replicas=s.replicas or self.durable_settings.replicas,
+                request=self.mux.request,
             )
         return self._state_store
 

@@ -85,7 +85,8 @@ class StateKeeper:
             self._record, self._revision = record, stored.revision
         # The claim keeps the last applied message and its sends: one acked by
         # nobody yet is still known as applied after a crash.
-        await self._write(state.model_dump(mode="json"), self._record.applied, self._record.sends)
+        dumped = state.model_dump(mode="json")
+        await self._write(dumped, pack(dumped), self._record.applied, self._record.sends)
         return state
 
     def _current(self, record: StateRecord) -> BaseModel:
@@ -134,13 +135,14 @@ class StateKeeper:
         """Save ``state`` if it changed; a durable turn's (``position``) goes with
         its sends and position."""
         dumped = state.model_dump(mode="json")
-        if pack(dumped) == self._saved and not sends:
+        packed = pack(dumped)
+        if packed == self._saved and not sends:
             return
         if position is None:
-            await self._write(dumped, self._record.applied, self._record.sends)
+            await self._write(dumped, packed, self._record.applied, self._record.sends)
             return
         faults.reached(faults.BEFORE_STATE_WRITE)
-        await self._write(dumped, position, list(sends or []))
+        await self._write(dumped, packed, position, list(sends or []))
         faults.reached(faults.AFTER_STATE_WRITE)
 
     def rolled_back(self) -> BaseModel:
@@ -158,7 +160,11 @@ class StateKeeper:
         return state
 
     async def _write(
-        self, dumped: dict[str, Any], applied: Position | None, sends: list[list[Any]]
+        self,
+        dumped: dict[str, Any],
+        packed: bytes,
+        applied: Position | None,
+        sends: list[list[Any]],
     ) -> None:
         """Write a new record; what this keeper knows changes only once it is
         stored (a refused write leaves the last saved record in force)."""
@@ -178,7 +184,7 @@ class StateKeeper:
                 labels = {"actorbus.destination.type": self.cls.type_name}
                 meters.state_size.record(len(value), labels)
                 meters.state_write_duration.record(time.perf_counter() - started, labels)
-        self._record, self._saved = record, pack(dumped)
+        self._record, self._saved = record, packed
 
     async def _save(self, value: bytes) -> int:
         return await self.store.save(self.cls.type_name, self.key, value, self._revision)

@@ -18,20 +18,27 @@ from actorbus.state.store import StateStore
 Make = Callable[..., StateStore]
 
 
-@pytest.fixture(params=["kv", "postgres"])
+@pytest.fixture(params=["kv", "kv-client", "postgres"])
 async def make_store(request: Any, system: Any) -> AsyncIterator[Make]:
     """A factory of stores of one backend (``ttl=`` where a test needs one), on a
-    namespace of the test's own; each closed at the end."""
+    namespace of the test's own; each closed at the end. ``kv`` writes on the
+    system's request path, as a system's own store does; ``kv-client`` through
+    nats-py's key-value client alone."""
     made: list[StateStore] = []
     ns = f"c{uuid.uuid4().hex[:10]}"
-    if request.param == "kv":
+    if request.param.startswith("kv"):
+        path = system.mux.request if request.param == "kv" else None
 
         def make(ttl: float | None = None) -> StateStore:
             from actorbus.state.kv_store import KeyValueStateStore
 
             # A bucket of its own per ttl: the bucket's ttl is its max_age.
             store = KeyValueStateStore.for_namespace(
-                system.js, f"{ns}{'t' if ttl else ''}", system.nc.max_payload, ttl=ttl
+                system.js,
+                f"{ns}{'t' if ttl else ''}",
+                system.nc.max_payload,
+                ttl=ttl,
+                request=path,
             )
             made.append(store)
             return store

@@ -82,11 +82,14 @@ async def migrate_legacy_queue(
     ns = subjects.ns
     moved = await _move(js, subjects, settings, legacy_stream_name(ns), spool, report, result)
     rebuilt = {p.suffixes[-2].lstrip("."): p for p in spool.parent.glob(f"{spool.stem}.*.spool")}
-    for info in await js.streams_info():
-        name = info.config.name or ""
-        type_ = name.removeprefix(f"actorbus-{ns}-d-")
-        if type_ != name and info.config.allow_msg_schedules:
-            rebuilt.setdefault(type_, spool.with_suffix(f".{type_}.spool"))
+    offset = 0
+    while page := await js.streams_info(offset):  # a page at a time: a server may hold many
+        offset += len(page)
+        for info in page:
+            name = info.config.name or ""
+            type_ = name.removeprefix(f"actorbus-{ns}-d-")
+            if type_ != name and info.config.allow_msg_schedules:
+                rebuilt.setdefault(type_, spool.with_suffix(f".{type_}.spool"))
     for type_, its_spool in sorted(rebuilt.items()):
         source = stream_name(ns, type_)
         moved |= await _move(js, subjects, settings, source, its_spool, report, result)

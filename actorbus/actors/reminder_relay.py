@@ -112,7 +112,7 @@ class ReminderRelay:
                 return
             except nats.js.errors.NotFoundError:
                 log.warning("%s: the reminder relay's consumer is gone: made again", self.type)
-                await self.rt.reminder_stream(self.type)
+                await self.rt.restore_store_of(self.rt.subjects.fired_type(self.type))
                 self._psub = await self._subscribe()
                 continue
             for msg in batch:

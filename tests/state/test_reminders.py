@@ -240,7 +240,7 @@ async def test_a_reminder_due_while_its_process_is_dead_fires_once_it_is_back(
 
     system = await make_system()
     async with run_host("_actors:Nudged", nats_server.url, ns, "*") as h:
-        await system.ask("rm-nudged/k", {"name": "crash", "after": 2}, intent="remind")
+        await system.ask("rm-nudged/k", {"name": "crash", "after": 1}, intent="remind")
         h.proc.send_signal(signal.SIGKILL)
         await h.proc.wait()
     await _fired_while_away(system, "k")  # due and fired with no host running
@@ -274,7 +274,7 @@ async def test_reminders_survive_a_broker_restart(tmp_path: Any, ns: str) -> Non
             connect_options=ConnectOptions(reconnect_deadline=30.0),
         )
         await system.register(Nudged)
-        await system.ask("rm-nudged/b", {"name": "soon", "after": 3}, intent="remind")
+        await system.ask("rm-nudged/b", {"name": "soon", "after": 2}, intent="remind")
         await system.ask("rm-nudged/b", {"name": "tick", "every": 1}, intent="remind")
         server.kill()
         server.start_sync()  # same port, same store

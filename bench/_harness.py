@@ -220,6 +220,18 @@ def step(progress: Progress, task: TaskID, description: str) -> None:
     progress.refresh()
 
 
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, or None when it is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
 def write_report(
     console: Console,
     out: Path,

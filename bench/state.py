@@ -39,7 +39,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _harness import machine_info, percentile, positive_int, report_console, write_report
+from _harness import (
+    machine_info,
+    percentile,
+    positive_int,
+    pyplot,
+    report_console,
+    write_report,
+)
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, StateSettings, handler
@@ -233,20 +240,9 @@ def _ratios(rounds: list[dict[str, Any]], side: str) -> dict[str, float]:
     }
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    return plt
-
-
 def _memory_plot(data: dict[str, Any], n: int) -> Any:
     def plot(path: Path) -> bool:
-        plt = _pyplot()
+        plt = pyplot()
         if plt is None:
             return False
         fig, ax = plt.subplots(figsize=(5, 4))
@@ -263,7 +259,7 @@ def _memory_plot(data: dict[str, Any], n: int) -> Any:
 
 def _plot(data: dict[str, Any]) -> Any:
     def plot(path: Path) -> bool:
-        plt = _pyplot()
+        plt = pyplot()
         if plt is None:
             return False
         sides = [s for s in ("stateless", "kv", "postgres") if s in data["rounds"][0]]

@@ -31,31 +31,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _harness import machine_info, positive_int, report_console, write_report
+from _harness import machine_info, positive_int, pyplot, report_console, write_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from _actors import Balance, Deposit
+from _actors import Balance, Deposit, Ledger
 from _util import run_host
 
-from actorbus import Actor, ActorSystem, handler
+from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 
 ACK_WAIT = 1.0  # a killed host's message in hand comes back this fast
-
-
-class Ledger(Actor):
-    """Where the vault's sends arrive: every one recorded, repeats included."""
-
-    type_name = "st-ledger"
-    durable = True
-
-    def __init__(self, got: list[int], changed: asyncio.Event) -> None:
-        self.got, self.changed = got, changed
-
-    @handler
-    async def deposit(self, d: Deposit) -> None:
-        self.got.append(d.n)
-        self.changed.set()
 
 
 async def _drill(url: str, n: int, kills: int, seed: int, console: Any) -> dict[str, Any]:
@@ -143,12 +128,8 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
 
 def _plot(data: dict[str, Any]) -> Any:
     def plot(path: Path) -> bool:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
+        plt = pyplot()
+        if plt is None:
             return False
         calm = [r["seconds"] for r in data["runs"] if not r["kills"]]
         killed = [r["seconds"] for r in data["runs"] if r["kills"]]

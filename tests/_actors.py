@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
@@ -189,6 +190,21 @@ class Vault(Actor):
     @handler(intent="balance", durable=False)
     async def read(self, _: str) -> Balance:
         return self.state
+
+
+class Ledger(Actor):
+    """Where the vault's sends arrive: every one is recorded, repeats included."""
+
+    type_name = "st-ledger"
+    durable = True
+
+    def __init__(self, got: list[int], changed: asyncio.Event) -> None:
+        self.got, self.changed = got, changed
+
+    @handler
+    async def deposit(self, d: Deposit) -> None:
+        self.got.append(d.n)
+        self.changed.set()
 
 
 def _kill_at(spec: str) -> None:

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import nats
+
 TESTS_DIR = Path(__file__).resolve().parent
 HOST_SCRIPT = TESTS_DIR / "_host.py"
 
@@ -258,3 +260,24 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"not within {timeout:g}s: {what or check} (last: {result!r})")
         await asyncio.sleep(interval)
+
+
+async def raw_member(
+    url: str,
+    broker: Any,
+    ns: str,
+    name: str,
+    types: list[str],
+    error_cb: Any = None,
+) -> nats.NATS:
+    """A plain nats-py connection with the NATS user a member hosting ``types`` gets
+    (a ``SecureBroker``'s): what an insider holds, used for what it should not do."""
+    options = broker.connect_options(ns, name, hosts=types)
+    return await nats.connect(
+        url,
+        user_credentials=options.nats_credentials(),
+        tls=options.tls,
+        inbox_prefix=options.inbox_prefix,
+        allow_reconnect=False,
+        **({"error_cb": error_cb} if error_cb is not None else {}),
+    )

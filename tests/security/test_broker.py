@@ -16,7 +16,7 @@ import nats
 import nats.errors
 import nats.js.errors
 import pytest
-from _util import WAIT
+from _util import WAIT, raw_member
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, ConnectionLostError, ConnectOptions, handler
@@ -76,27 +76,6 @@ async def secured(tmp_path: Path) -> AsyncIterator[Secured]:
     s = Secured(tmp_path / "home", f"b{uuid.uuid4().hex[:8]}")
     async with s.server:
         yield s
-
-
-async def raw_member(
-    url: str,
-    broker: Any,
-    ns: str,
-    name: str,
-    types: list[str],
-    error_cb: Any = None,
-) -> nats.NATS:
-    """A plain nats-py connection with the NATS user a member hosting ``types`` gets
-    (a ``SecureBroker``'s): what an insider holds, used for what it should not do."""
-    options = broker.connect_options(ns, name, hosts=types)
-    return await nats.connect(
-        url,
-        user_credentials=options.nats_credentials(),
-        tls=options.tls,
-        inbox_prefix=options.inbox_prefix,
-        allow_reconnect=False,
-        **({"error_cb": error_cb} if error_cb is not None else {}),
-    )
 
 
 async def system_on(s: Secured, name: str) -> ActorSystem:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _util import eventually
+from _util import eventually, raw_member
 from pydantic import BaseModel
 
 from actorbus import (
@@ -160,14 +160,7 @@ async def test_state_is_sealed_and_written_only_by_its_types_hosts(actorbus_home
     ) as server:
         joined = await join_options(server.url, ns, "host", hosts=["st-account"])
         host = await ActorSystem.connect(server.url, namespace=ns, registry=False, **joined)
-        spy_options = broker.connect_options(ns, "spy", hosts=["spy"])
-        spy = await nats.connect(
-            server.url,
-            user_credentials=spy_options.nats_credentials(),
-            tls=spy_options.tls,
-            inbox_prefix=spy_options.inbox_prefix,
-            allow_reconnect=False,
-        )
+        spy = await raw_member(server.url, broker, ns, "spy", ["spy"])
         try:
             await host.spawn(Account, "s")
             assert await host.ask("st-account/s", Deposit(amount=42), timeout=WAIT) == 42

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from _actors import Nudge, Nudged, Nudges
-from _util import eventually
+from _util import eventually, raw_member
 
 from actorbus import ActorSystem
 
@@ -142,20 +142,12 @@ async def test_insiders_can_neither_touch_a_reminder_nor_make_a_firing_run_again
 
     ns = f"r{uuid.uuid4().hex[:8]}"
     async with secured_host(ns) as (server, broker, host):
-        spy_options = broker.connect_options(ns, "spy", hosts=["spy"])
         violations: list[Exception] = []
 
         async def record(exc: Exception) -> None:
             violations.append(exc)
 
-        spy = await nats.connect(
-            server.url,
-            user_credentials=spy_options.nats_credentials(),
-            tls=spy_options.tls,
-            inbox_prefix=spy_options.inbox_prefix,
-            allow_reconnect=False,
-            error_cb=record,
-        )
+        spy = await raw_member(server.url, broker, ns, "spy", ["spy"], error_cb=record)
         try:
             address = "rm-nudged/v"
             await host.ask(address, {"name": "later", "after": 3600}, intent="remind")

@@ -12,29 +12,13 @@ import signal
 from typing import Any
 
 import pytest
-from _actors import Balance, Deposit
+from _actors import Balance, Deposit, Ledger
 from _util import eventually, run_host
 
-from actorbus import Actor, handler
 from actorbus.actors import faults
 
 WAIT = 30.0
 ACK_WAIT = 1.0  # a killed host's message comes back this fast
-
-
-class Ledger(Actor):
-    """Where the vault's sends arrive: every one is recorded, repeats included."""
-
-    type_name = "st-ledger"
-    durable = True
-
-    def __init__(self, got: list[int], changed: asyncio.Event) -> None:
-        self.got, self.changed = got, changed
-
-    @handler
-    async def deposit(self, d: Deposit) -> None:
-        self.got.append(d.n)
-        self.changed.set()
 
 
 async def _all_arrived(got: list[int], changed: asyncio.Event, total: int) -> None:

@@ -110,16 +110,35 @@ class ReminderRelay:
                 continue
             except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
                 return
-            except nats.js.errors.NotFoundError:
-                log.warning("%s: the reminder relay's consumer is gone: made again", self.type)
-                await self.rt.restore_store_of(self.rt.subjects.fired_type(self.type))
-                self._psub = await self._subscribe()
+            except Exception as exc:  # a broker hiccup, or its store lost: not the relay's end
+                log.warning("%s: reminder relay fetch failed: %r", self.type, exc)
+                await asyncio.sleep(_FETCH_WAIT)
+                await self._restore_if_gone()
                 continue
             for msg in batch:
                 try:
                     await self._relay(msg)
                 except (nats.errors.Error, ConnectionError, TimeoutError) as exc:
                     log.warning("%s: a reminder firing not relayed yet: %r", self.type, exc)
+
+    async def _restore_if_gone(self) -> None:
+        """After a failed fetch: make the stream and the shared consumer again if
+        they are gone (the broker came back on a fresh store; a fetch from a
+        stream that is not there answers 503, not 404)."""
+        try:
+            await self.rt.js.consumer_info(self.stream, RELAY_CONSUMER)
+            return  # still there: the fetch failed for another reason
+        except nats.js.errors.NotFoundError:
+            pass
+        except Exception as exc:  # the broker away: the next fetch tries again
+            log.debug("%s: relay consumer check: %r", self.type, exc)
+            return
+        log.warning("%s: the reminder relay's consumer is gone: making it again", self.type)
+        await self.rt.restore_store_of(self.rt.subjects.fired_type(self.type))
+        old, self._psub = self._psub, await self._subscribe()
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.unsubscribe()
 
     async def _relay(self, msg: Msg) -> None:
         rt = self.rt

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
@@ -76,12 +77,15 @@ class BucketMirror:
         self._loaded = asyncio.Event()
         self._watcher: KeyValue.KeyWatcher | None = None
         self._task: asyncio.Task[None] | None = None
+        self._born: dt.datetime | None = None  # when the bucket's stream was made
 
     async def start(self, timeout: float) -> None:
+        born = (await self._kv.status()).stream_info.created
         self._watcher = await self._kv.watchall()
         self._task = supervise(f"mirror of {self._name}", self._run, logger=log)
         async with asyncio.timeout(timeout):
             await self._loaded.wait()
+        self._born = born  # only now: a start that failed is tried again
 
     async def _run(self) -> None:
         """Apply every change the watcher reports; restarted with a new watcher
@@ -145,15 +149,24 @@ class BucketMirror:
     ) -> bool:
         """Make the bucket again if it is gone (a broker back on a fresh store),
         with what was mirrored from it forgotten (``forget``) and the watcher on
-        the new one; False when it is there."""
+        the new one; also when another member made it again first (its stream was
+        born after ours). False when it is the bucket this mirror follows."""
         try:
-            await self._kv.status()
-            return False
+            born = (await self._kv.status()).stream_info.created
         except nats.js.errors.NotFoundError:
-            pass
-        log.warning("bucket %s is gone (the broker lost its store?): making it again", self._name)
-        await self.stop()
-        self._kv = await open_bucket(js, config)
+            log.warning(
+                "bucket %s is gone (the broker lost its store?): making it again", self._name
+            )
+            await self.stop()
+            self._kv = await open_bucket(js, config)
+        else:
+            if born == self._born:
+                return False
+            # Another member made it again first: it is there, but empty of what we
+            # mirrored, and our watcher follows the stream that was lost.
+            log.warning("bucket %s was made again (the broker lost its store?)", self._name)
+            await self.stop()
+        self._born = None
         self.last_seq = 0
         self._loaded = asyncio.Event()
         forget()

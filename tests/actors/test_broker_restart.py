@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from _util import eventually, on_a_fresh_store, until_it_works
 from pydantic import BaseModel
 
@@ -43,7 +44,7 @@ class Clerk(Actor):
 
 
 async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
-    tmp_path: Path, ns: str
+    tmp_path: Path, ns: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "before"))
     server.start_sync()
@@ -90,6 +91,8 @@ async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
         )
         await asyncio.wait_for(noted.wait(), 20)
         assert notes == [1, 2]
+        crashed = [r.getMessage() for r in caplog.records if r.name == "actorbus.tasks"]
+        assert not crashed, "a background task crashed (a lost store is no crash)"
     finally:
         for system in systems:
             await system.close(timeout=2)
@@ -155,3 +158,46 @@ async def test_a_system_whose_broker_is_gone_closes_at_once(tmp_path: Path, ns: 
     started = loop.time()
     await host.close(timeout=10)
     assert loop.time() - started < 3.0
+
+
+async def test_a_registry_bucket_made_again_by_another_member_is_followed(
+    tmp_path: Path, ns: str
+) -> None:
+    """The first member back makes the lost buckets again; the others must see that
+    the bucket they find is a new one and register again (they took it for theirs,
+    and their records stayed missing until the next renewal, or for good)."""
+    import nats
+
+    from actorbus.bus.service_records import ServiceRecords
+
+    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "before"))
+    server.start_sync()
+    connections = []
+    try:
+        for _ in range(2):
+            connections.append(
+                await nats.connect(server.url, max_reconnect_attempts=-1, reconnect_time_wait=0.05)
+            )
+        first, second = [await ServiceRecords.open(nc.jetstream(), ns) for nc in connections]
+        assert not await second.restore_if_lost()  # nothing lost yet
+        server = on_a_fresh_store(server, tmp_path / "after")
+        await eventually(
+            lambda: all(nc.is_connected and nc.stats["reconnects"] for nc in connections),
+            what="both reconnected",
+        )
+
+        async def made_again() -> bool:
+            try:
+                return await first.restore_if_lost()
+            except Exception:  # JetStream of the new server still starting
+                return False
+
+        await eventually(made_again, what="the first member back made the buckets again")
+        assert await second.restore_if_lost(), "the second took the new bucket for its own"
+        assert not await second.restore_if_lost()
+        await first.close()
+        await second.close()
+    finally:
+        for nc in connections:
+            await nc.close()
+        server.stop_sync()

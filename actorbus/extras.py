@@ -14,6 +14,7 @@ extra           brings
 ``protocols``   spec validation in the A2ACP and UAP codecs (jsonschema)
 ``otlp``        exporting spans and metrics over OTLP/HTTP (Jaeger, Phoenix)
 ``reload``      ``actorbus run --reload`` (watchfiles)
+``agents``      ``actorbus.agents``: the openai and anthropic SDKs, the mcp client
 ``postgres``    actor state in PostgreSQL (asyncpg)
 ``testing``     ``actorbus.testing``: pytest fixtures with a real broker
 ``all``         every one of them

@@ -32,6 +32,9 @@ EXTRAS_ONLY = (
     "pytest",
     "pytest_asyncio",
     "opentelemetry.exporter",
+    "openai",
+    "anthropic",
+    "mcp",
 )
 
 BLOCKER = textwrap.dedent(
@@ -90,6 +93,11 @@ async def test_the_runtime_needs_no_extra() -> None:
                 actorbus.codecs.uap.validate_request("ServiceRequest", {})
             except MissingExtraError as e:
                 print("missing", e)
+            from actorbus.agents import OpenAIModel
+            try:
+                OpenAIModel("a-model", api_key="k")
+            except MissingExtraError as e:
+                print("missing", e)
             """
         ),
         env={"ACTORBUS_NATS_SERVER": find_nats_server()},
@@ -98,7 +106,8 @@ async def test_the_runtime_needs_no_extra() -> None:
     assert "reply LEAN" in out
     assert "the HTTP gateway needs the 'aiohttp' package: pip install 'actorbus[gateway]'" in out
     assert "pip install 'actorbus[registry]'" in out
-    assert out.count("missing") == 3, out
+    assert "the OpenAI model client needs the 'openai' package: pip install 'actorbus[agents]'" in out
+    assert out.count("missing") == 4, out
 
 
 @pytest.fixture(scope="module")

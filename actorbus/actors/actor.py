@@ -33,6 +33,7 @@ from actorbus.codecs.inbound import Inbound
 if TYPE_CHECKING:
     import datetime as dt
 
+    from actorbus.actors.directory import DiscoveryQuery, Listing
     from actorbus.actors.timers import Timers
 
 T = TypeVar("T")
@@ -73,6 +74,8 @@ class ActorContext(Protocol):
         returns: type[Any] | None = None,
         **options: Unpack[StreamOptions],
     ) -> AsyncIterator[Any]: ...
+
+    async def discover(self, **query: Unpack[DiscoveryQuery]) -> list[Listing]: ...
 
 
 class ReminderBook(Protocol):
@@ -179,6 +182,10 @@ class Actor:
     - ``crash_on``: exception types that restart the instance (``Crash`` always does)
     - ``keyed``: a virtual actor: at most one live instance of each ``type/key`` in the
       whole namespace (an activation lease); other processes forward to it
+    - ``key_by_session``: a lazily hosted type whose messages to the bare type
+      address go to the instance keyed by the message's session id (one actor,
+      and one state, per conversation: what an agent behind the gateway wants,
+      where each A2A context is a session)
     - ``idle_timeout``: seconds without a message after which a lazily activated
       instance is passivated (stopped; the next message activates it again)
     - ``mailbox_size`` / ``mailbox_bytes``: messages (10,000) and bytes (32 MiB) that
@@ -208,6 +215,7 @@ class Actor:
     restart_backoff: ClassVar[tuple[float, float]] = (0.1, 5.0)
     crash_on: ClassVar[tuple[type[BaseException], ...]] = ()
     keyed: ClassVar[bool] = False
+    key_by_session: ClassVar[bool] = False
     idle_timeout: ClassVar[float | None] = None
     mailbox_size: ClassVar[int] = 10_000
     mailbox_bytes: ClassVar[int] = 32 * 1024 * 1024

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from actorbus.actors.delivery import DeliveryPolicy
+from actorbus.actors.handlers import HandlerSpec
 from actorbus.bus.registration import Registration
 from actorbus.bus.service_records import ServiceRecords
 from actorbus.bus.tasks import spawn, stop_task
@@ -76,6 +77,14 @@ class Listing:
         info = self.service.agent_info if self.service is not None else None
         native = info.get("actorbus") if isinstance(info, dict) else None
         return native if isinstance(native, dict) else {}
+
+    @property
+    def calls(self) -> dict[str, dict[str, Any]]:
+        """How each intent is called (``handler``, ``streams``, ``durable``,
+        ``opens_task``);
+        {} for services that do not say (an older actorbus: all plain asks)."""
+        calls = self.native.get("calls")
+        return dict(calls) if isinstance(calls, dict) else {}
 
     @property
     def intents(self) -> dict[str, Any]:
@@ -214,6 +223,7 @@ def service_record(cls: type[Actor], system_id: str) -> ServiceResponse:
     )
     info[AGENT_PROTOCOL].update(
         {
+            "calls": {intent: call_kind(spec) for intent, spec in cls.handlers.items()},
             "protocols": list(cls.protocols),
             "keyed": cls.keyed,
             "delivery": DeliveryPolicy.of(cls).to_json(),
@@ -229,6 +239,19 @@ def service_record(cls: type[Actor], system_id: str) -> ServiceResponse:
         path=cls.type_name,
         service_id=f"{system_id}-{cls.type_name}",
     )
+
+
+def call_kind(spec: HandlerSpec) -> dict[str, Any]:
+    """How an intent is called, for callers that choose by it (an agent offers a
+    model only the tools it can call): the handler's name, whether it streams,
+    is durable (told, stored, no reply), may keep a gateway task open (its
+    reply can be a question for a person)."""
+    return {
+        "handler": spec.method,
+        "streams": spec.streaming,
+        "durable": spec.durable,
+        "opens_task": spec.opens_task,
+    }
 
 
 def skills_of_class(cls: type[Actor]) -> tuple[str, ...]:

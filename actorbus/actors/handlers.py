@@ -49,6 +49,7 @@ class HandlerSpec:
     durable: bool = False
     idempotent: bool = False
     reply_model: type[BaseModel] | None = None  # a one-shot handler's declared reply
+    opens_task: bool = False  # may reply a model marked ``__opens_task__`` (gateway tasks)
 
 
 @overload
@@ -140,10 +141,20 @@ def _spec_for(cls: type, name: str, fn: Callable[..., Any], opts: HandlerOptions
     if isinstance(ret, type) and issubclass(ret, BaseModel):
         remember(ret)
         reply_model = None if streaming else ret
+    opens_task = any(getattr(t, "__opens_task__", False) for t in (ret, *typing.get_args(ret)))
     durable = opts.durable if opts.durable is not None else bool(getattr(cls, "durable", False))
     idempotent = opts.idempotent
     if idempotent is None:
         idempotent = bool(getattr(cls, "idempotent", False))
     return HandlerSpec(
-        name, intent, kind, model, streaming, opts.topic, durable, idempotent, reply_model
+        name,
+        intent,
+        kind,
+        model,
+        streaming,
+        opts.topic,
+        durable,
+        idempotent,
+        reply_model,
+        opens_task,
     )

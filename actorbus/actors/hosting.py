@@ -28,7 +28,7 @@ from actorbus.actors.runtime import Runtime
 from actorbus.actors.streaming import StreamProducers
 from actorbus.actors.type_inbox import TypeInbox
 from actorbus.actors.virtual import VirtualActors
-from actorbus.bus.subjects import Address, validate_key
+from actorbus.bus.subjects import Address, session_key, validate_key
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError
 from actorbus.telemetry import STATE
@@ -145,9 +145,7 @@ class Hosting:
         everyone = f"{type_name}/*"
 
         async def on_anycast(msg: Msg) -> None:
-            local = [a for a in self.residents.cells if a.startswith(type_name + "/")]
-            key = local[next(host.rr) % len(local)].split("/", 1)[1] if local else "default"
-            await self._route_lazy(host, key, msg)
+            await self._route_lazy(host, self._anycast_key(host), msg, anycast=True)
 
         direct = await self.rt.nc.subscribe(
             s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct, **limits
@@ -176,15 +174,28 @@ class Hosting:
             await relay.start()
             self.relays[type_] = relay
 
-    async def _route_lazy(self, host: TypeHost, key: str, msg: Msg) -> None:
+    async def _route_lazy(
+        self, host: TypeHost, key: str, msg: Msg, *, anycast: bool = False
+    ) -> None:
         address = f"{host.cls.type_name}/{key}"
         env = await self.rt.replies.decode_or_answer(msg, address, host.cls.security)
         if env is None:
             return
+        session = env.context.session_id
+        if anycast and host.cls.key_by_session and session:
+            key = session_key(session)  # each conversation is an actor of its own
+            address = f"{host.cls.type_name}/{key}"
         if host.cls.keyed and not self.placement.holds(address):
             self.virtual.route(host, key, msg, env)  # claim, or forward to the holder
             return
         self.lazy_cell(host, key).deliver_later(msg, env)
+
+    def _anycast_key(self, host: TypeHost) -> str:
+        """Which instance a message to the bare type address goes to: one active
+        here in turn, else ``default`` (a type keyed by session: its session's)."""
+        type_name = host.cls.type_name
+        local = [a for a in self.residents.cells if a.startswith(type_name + "/")]
+        return local[next(host.rr) % len(local)].split("/", 1)[1] if local else "default"
 
     def lazy_cell(self, host: TypeHost, key: str) -> ActorCell:
         """The local instance of ``type/key``, activated now if there is none."""

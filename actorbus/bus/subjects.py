@@ -18,6 +18,7 @@ and ``-``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -69,6 +70,16 @@ def validate_key(key: str, where: str | None = None) -> None:
             f"invalid actor key {key!r} in {where or key!r}: 1-256 characters, "
             "no whitespace, '.', '*' or '>'"
         )
+
+
+def session_key(session_id: str) -> str:
+    """The actor key of a session (a conversation keyed by it): the id itself when
+    it is a valid key, else a digest of it (a session id is the caller's text)."""
+    try:
+        validate_key(session_id)
+    except InvalidAddressError:
+        return "s-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+    return session_id
 
 
 def validate_namespace(ns: str) -> str:

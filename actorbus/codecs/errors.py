@@ -214,6 +214,14 @@ class StreamCancelledError(ActorBusError):
     code = "E_CANCELLED"
 
 
+class ModelError(ActorBusError):
+    """A model provider failed a call for good (retries spent, a refused request,
+    a deadline passed), or its answer did not fit what was asked (structured
+    output that does not validate). Says which model and why."""
+
+    code = "E_MODEL"
+
+
 class RemoteError(ActorBusError):
     """A handler raised an exception of its own; the caller sees its type and message.
 
@@ -279,6 +287,7 @@ CLASS_OF_CODE: dict[str, type[ActorBusError]] = {
         StateConflictError,
         StateTooLargeError,
         StateVersionError,
+        ModelError,
         RemoteError,
     )
 }

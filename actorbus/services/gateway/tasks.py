@@ -116,6 +116,7 @@ class InputRequired(BaseModel):
     """An actor's reply that asks the outside client for more input."""
 
     __intent__: ClassVar[str] = "gateway.input-required"
+    __opens_task__: ClassVar[bool] = True  # the registry says the intent keeps a task open
     message: Any  # what to ask: text, data (any JSON), or bytes
 
 
@@ -123,6 +124,7 @@ class AuthRequired(BaseModel):
     """An actor's reply saying the client must authenticate before it goes on."""
 
     __intent__: ClassVar[str] = "gateway.auth-required"
+    __opens_task__: ClassVar[bool] = True
     message: Any
 
 
@@ -132,6 +134,7 @@ class Working(BaseModel):
     message the client sees meanwhile."""
 
     __intent__: ClassVar[str] = "gateway.working"
+    __opens_task__: ClassVar[bool] = True
     message: Any = None
 
 

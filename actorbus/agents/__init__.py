@@ -1,0 +1,46 @@
+"""AI agents on the actor runtime (``pip install 'actorbus[agents]'``).
+
+An :class:`Agent` is an actor type with instructions, a model and tools; each
+conversation is an actor of its own whose state is its memory. Models are
+reached through their providers' official SDKs (:class:`OpenAIModel` for OpenAI
+and every OpenAI-compatible server, :class:`AnthropicModel`); tools are Python
+functions (:func:`tool`), actors anywhere on the bus (:func:`actor_tools`,
+:class:`ActorTool`), or anything with a :class:`Tool`'s shape.
+"""
+
+from actorbus.agents.agent import Agent, AgentAnswer, AgentState, AgentTask, DurableTask
+from actorbus.agents.anthropic_model import AnthropicModel
+from actorbus.agents.bus_tools import ActorTool, BusTools, ToolSource, actor_tools
+from actorbus.agents.messages import ChatMessage, ModelTurn, ToolCall, ToolSpec, Usage
+from actorbus.agents.model import ModelClient, ModelSettings, model_from_env
+from actorbus.agents.openai_model import OpenAIModel
+from actorbus.agents.run import RunRecord, StepLimitError
+from actorbus.agents.tools import FunctionTool, Tool, ToolContext, tool
+
+__all__ = [
+    "ActorTool",
+    "Agent",
+    "AgentAnswer",
+    "AgentState",
+    "AgentTask",
+    "AnthropicModel",
+    "BusTools",
+    "ChatMessage",
+    "DurableTask",
+    "FunctionTool",
+    "ModelClient",
+    "ModelSettings",
+    "ModelTurn",
+    "OpenAIModel",
+    "RunRecord",
+    "StepLimitError",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolSource",
+    "ToolSpec",
+    "Usage",
+    "actor_tools",
+    "model_from_env",
+    "tool",
+]

@@ -1,0 +1,244 @@
+"""The ``Agent`` actor: instructions, a model, tools, memory, resumable runs.
+
+An agent type is a lazily hosted, keyed actor type, keyed by session: every
+conversation (an A2A context through the gateway, a ``session_id`` on the bus,
+or an explicit key, ``assistant/alice``) is an actor of its own, with its own
+persistent state (sealed like any actor's), activated where its lease is held
+and passivated when idle. Its state holds the conversation (bounded by
+``memory_window``; older turns go through :meth:`Agent.summarize`) and the runs
+not finished yet, so memory survives passivation, a crash and a redeploy, and a
+run resumes where it stopped (``run.py``).
+
+Three ways in:
+
+- ``chat`` (text in, tokens out): a stream; the gateway streams it over A2A SSE
+  and MCP, and collects it for a plain A2A ``message/send``.
+- ``run`` (:class:`AgentTask` in, :class:`AgentAnswer` out): an ask; ``run_id``
+  resumes a run that failed part-way.
+- ``run_durably`` (:class:`DurableTask`): a durable message; the run is recorded
+  step by step, resumes after SIGKILL on redelivery, and its answer is told
+  (durably, exactly once) to ``reply_to``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from actorbus.actors.actor import Actor
+from actorbus.actors.handlers import handler
+from actorbus.agents import telemetry
+from actorbus.agents.bus_tools import ToolSource
+from actorbus.agents.messages import ChatMessage, ToolCall, Usage
+from actorbus.agents.model import ModelClient, TokenSink, model_from_env, structured
+from actorbus.agents.run import AgentRun, RunRecord, RunSettings
+from actorbus.agents.tools import Tool, ToolContext
+from actorbus.codecs.envelope import new_id
+
+_KEPT_RUNS = 16  # unfinished runs kept in the state (the oldest are dropped)
+
+
+class AgentTask(BaseModel):
+    """A prompt for :meth:`Agent.run`; the same ``run_id`` resumes a run that failed."""
+
+    prompt: str
+    run_id: str | None = None
+
+
+class AgentAnswer(BaseModel):
+    """A run's answer: its text, the structured output when the agent declares
+    one (as JSON data), and what it took."""
+
+    text: str
+    output: Any = None
+    run_id: str
+    steps: int
+    usage: Usage = Field(default_factory=Usage)
+
+
+class DurableTask(BaseModel):
+    """A prompt sent durably: the run survives its host's crash and its answer is
+    told to ``reply_to`` (an address) exactly once."""
+
+    prompt: str
+    reply_to: str | None = None
+
+
+class AgentState(BaseModel):
+    """An agent's memory: the conversation, a summary of what fell out of its
+    window, the runs not finished, the tokens used."""
+
+    conversation: list[ChatMessage] = Field(default_factory=list)
+    summary: str = ""
+    runs: dict[str, RunRecord] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+
+
+ModelChoice = ModelClient | Callable[[], ModelClient] | None
+
+
+class Agent(Actor):
+    """Base class of agents; set the class attributes, add handlers if you like.
+
+    - ``instructions``: the system prompt
+    - ``model``: a :class:`~actorbus.agents.ModelClient`, or a function making one
+      (called once per process), or None for :func:`~actorbus.agents.model_from_env`
+    - ``tools``: tools (``@tool`` functions, :class:`ActorTool`) and sources of
+      tools looked up at each run (:func:`actor_tools`, MCP servers)
+    - ``max_steps``: model calls per run (a run still calling tools after it
+      fails with :class:`StepLimitError`)
+    - ``tool_timeout``: seconds a tool call may take before it is cancelled (its
+      result then says so to the model); a tool's own ``timeout`` wins
+    - ``memory_window``: messages of the conversation kept verbatim
+    - ``output``: a pydantic model the final answer must fit (structured output)
+    """
+
+    keyed = True
+    key_by_session = True
+    idle_timeout = 300.0
+    advertise = False  # the base class is not an agent anyone can call
+
+    instructions: ClassVar[str] = "You are a helpful assistant."
+    model: ClassVar[ModelChoice] = None
+    tools: ClassVar[Sequence[Tool | ToolSource]] = ()
+    max_steps: ClassVar[int] = 10
+    tool_timeout: ClassVar[float] = 60.0
+    memory_window: ClassVar[int] = 40
+    output: ClassVar[type[BaseModel] | None] = None
+
+    state: AgentState
+    _made_model: ClassVar[ModelClient | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        cls.advertise = cls.__dict__.get("advertise", True)
+        cls._made_model = None
+        super().__init_subclass__(**kwargs)
+        if cls.max_steps < 1 or cls.memory_window < 2:
+            raise TypeError(f"{cls.__qualname__}: max_steps >= 1 and memory_window >= 2")
+
+    # -- the ways in -------------------------------------------------------------
+    @handler
+    async def chat(self, text: str) -> AsyncIterator[str]:
+        """Answer ``text``, streaming the answer's tokens as the model writes them."""
+        tokens: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def sink(token: str) -> None:
+            tokens.put_nowait(token)
+
+        running = asyncio.create_task(self.answer(text, new_id(), sink))
+        running.add_done_callback(lambda _: tokens.put_nowait(None))
+        try:
+            while (token := await tokens.get()) is not None:
+                yield token
+            await running
+        finally:
+            if not running.done():  # the caller went away: so does the run
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+
+    @handler
+    async def run(self, task: AgentTask) -> AgentAnswer:
+        """Answer a task; its ``run_id`` (when given) resumes what a failed run did."""
+        return await self.answer(task.prompt, task.run_id or new_id())
+
+    @handler(durable=True)
+    async def run_durably(self, task: DurableTask) -> None:
+        """Answer a durable task (resumed on redelivery after a crash) and tell the
+        answer to ``reply_to``."""
+        answer = await self.answer(task.prompt, f"d-{self.envelope.id}")
+        if task.reply_to:
+            await self.tell(task.reply_to, answer, durable=True)
+
+    # -- the run -----------------------------------------------------------------
+    async def chat_model(self) -> ModelClient:
+        """This type's model client, made on first use once per process (in a
+        thread: importing a provider's SDK takes the better part of a second)."""
+        cls = type(self)
+        if cls._made_model is None:
+            chosen = cls.model
+            if isinstance(chosen, ModelClient):
+                cls._made_model = chosen
+            else:
+                cls._made_model = await asyncio.to_thread(chosen or model_from_env)
+        return cls._made_model
+
+    async def answer(
+        self, prompt: str, run_id: str, on_token: TokenSink | None = None
+    ) -> AgentAnswer:
+        """Run (or resume) run ``run_id`` on ``prompt`` and remember the exchange."""
+        model = await self.chat_model()
+        record = self.state.runs.get(run_id)
+        if record is None:
+            record = RunRecord(id=run_id, messages=[*self.context(), ChatMessage.user(prompt)])
+            self._keep_run(record)
+        run = AgentRun(
+            record,
+            model=model,
+            tools=await self.resolve_tools(),
+            settings=RunSettings(type(self).max_steps, type(self).tool_timeout, type(self).output),
+            checkpoint=self.save_state,
+            context=lambda call: self.tool_context(run_id, call),
+            on_token=on_token,
+        )
+        with telemetry.agent_run(self.type_name, run_id, model.model):
+            final = await run.answer()
+        output = type(self).output
+        data = None
+        if output is not None:
+            data = structured(output, final.content, model.model).model_dump(mode="json")
+        del self.state.runs[run_id]
+        self.state.usage = self.state.usage + record.usage
+        await self.remember(prompt, final)
+        return AgentAnswer(
+            text=final.content, output=data, run_id=run_id, steps=record.steps, usage=record.usage
+        )
+
+    def context(self) -> list[ChatMessage]:
+        """What a new run starts from: the instructions (with the summary of older
+        turns), then the conversation so far."""
+        system = type(self).instructions
+        if self.state.summary:
+            system += f"\n\nEarlier in this conversation: {self.state.summary}"
+        return [ChatMessage.system(system), *self.state.conversation]
+
+    def tool_context(self, run_id: str, call: ToolCall) -> ToolContext:
+        """A tool call's context; its key is the same when the run resumes."""
+        return ToolContext(f"{self.address}:{run_id}:{call.id}", run_id, self)
+
+    async def resolve_tools(self) -> list[Tool]:
+        """The tools offered for a run: the fixed ones and what each source finds now."""
+        found: list[Tool] = []
+        for t in type(self).tools:
+            if isinstance(t, ToolSource):
+                found += await t.tools(self)
+            else:
+                found.append(t)
+        return found
+
+    async def remember(self, prompt: str, final: ChatMessage) -> None:
+        """Keep the exchange in the conversation; what falls out of the window
+        goes through :meth:`summarize`."""
+        conversation = self.state.conversation
+        conversation += [ChatMessage.user(prompt), ChatMessage(role="assistant", content=final.content)]
+        window = type(self).memory_window
+        if len(conversation) > window:
+            dropped = conversation[:-window]
+            self.state.conversation = conversation[-window:]
+            self.state.summary = await self.summarize(dropped, self.state.summary)
+
+    async def summarize(self, dropped: list[ChatMessage], summary: str) -> str:
+        """The summary of older turns, given the ones leaving the window. The
+        default keeps the summary as it is (the dropped turns are forgotten);
+        override it to ask a model, say, for a few sentences."""
+        return summary
+
+    def _keep_run(self, record: RunRecord) -> None:
+        runs = self.state.runs
+        runs[record.id] = record
+        for old in list(runs)[: max(0, len(runs) - _KEPT_RUNS)]:
+            del runs[old]

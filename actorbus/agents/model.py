@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolSpec
 from actorbus.codecs.errors import ModelError
@@ -110,7 +110,10 @@ def structured(output: type[BaseModel], text: str, model: str) -> BaseModel:
     """The answer's text as ``output``; ModelError saying what did not fit."""
     try:
         return output.model_validate_json(text)
-    except ValueError as exc:
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()[:3]
+        )
         raise ModelError(
-            f"{model} answered {text[:200]!r}, which is not a valid {output.__name__}: {exc}"
+            f"{model} answered {text[:200]!r}, which is not a valid {output.__name__}: {problems}"
         ) from None

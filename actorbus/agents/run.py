@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from actorbus.actors import faults
 from actorbus.agents import telemetry
 from actorbus.agents.messages import ChatMessage, ToolCall, Usage
 from actorbus.agents.model import ModelClient, TokenSink
@@ -126,16 +127,19 @@ class AgentRun:
         rec.steps += 1
         rec.usage = rec.usage + turn.usage
         await self.checkpoint()
+        faults.reached(faults.MODEL_ANSWERED)
 
     async def _run_tools(self, calls: list[ToolCall]) -> None:
         rec = self.record
         rec.begun = sorted(set(rec.begun) | {c.id for c in calls})
         await self.checkpoint()  # begun before it has effects: a resumed run knows
+        faults.reached(faults.TOOLS_BEGUN)
         results = await asyncio.gather(*(self._one(c) for c in calls))
         for c, text in zip(calls, results, strict=True):
             rec.messages.append(ChatMessage.tool_result(c, text))
         rec.begun = [b for b in rec.begun if b not in {c.id for c in calls}]
         await self.checkpoint()
+        faults.reached(faults.TOOLS_ANSWERED)
 
     async def _one(self, call: ToolCall) -> str:
         found = self.tools.get(call.name)

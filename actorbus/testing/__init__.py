@@ -27,6 +27,9 @@ point), in pytest-asyncio's auto and strict modes alike::
   in the same namespace (an agent in one, its caller in another: two processes'
   worth of wiring in one test).
 - ``actorbus_server``: the session's server (``.url``), for a client of your own.
+- ``scripted_model``: a model server speaking OpenAI's and Anthropic's wire
+  formats, scripted by the test (:mod:`actorbus.testing.scripted_model`; needs
+  ``actorbus[agents]``): point an agent's model at ``scripted_model.openai_url``.
 
 Outside pytest, :func:`running_system` does the same in one ``async with``.
 """
@@ -106,6 +109,16 @@ async def actorbus_system(actorbus_systems: SystemFactory) -> ActorSystem:
     return await actorbus_systems()
 
 
+@pytest_asyncio.fixture
+async def scripted_model() -> AsyncIterator[Any]:
+    """A :class:`~actorbus.testing.scripted_model.ScriptedModel` for this test, on a
+    free loopback port, stopped after it."""
+    from actorbus.testing.scripted_model import ScriptedModel
+
+    async with ScriptedModel() as model:
+        yield model
+
+
 __all__ = [
     "SystemFactory",
     "actorbus_server",
@@ -113,5 +126,6 @@ __all__ = [
     "actorbus_systems",
     "fresh_namespace",
     "running_system",
+    "scripted_model",
     "systems_on",
 ]

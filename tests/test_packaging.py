@@ -106,7 +106,9 @@ async def test_the_runtime_needs_no_extra() -> None:
     assert "reply LEAN" in out
     assert "the HTTP gateway needs the 'aiohttp' package: pip install 'actorbus[gateway]'" in out
     assert "pip install 'actorbus[registry]'" in out
-    assert "the OpenAI model client needs the 'openai' package: pip install 'actorbus[agents]'" in out
+    assert (
+        "the OpenAI model client needs the 'openai' package: pip install 'actorbus[agents]'" in out
+    )
     assert out.count("missing") == 4, out
 
 

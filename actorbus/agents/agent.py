@@ -224,7 +224,10 @@ class Agent(Actor):
         """Keep the exchange in the conversation; what falls out of the window
         goes through :meth:`summarize`."""
         conversation = self.state.conversation
-        conversation += [ChatMessage.user(prompt), ChatMessage(role="assistant", content=final.content)]
+        conversation += [
+            ChatMessage.user(prompt),
+            ChatMessage(role="assistant", content=final.content),
+        ]
         window = type(self).memory_window
         if len(conversation) > window:
             dropped = conversation[:-window]

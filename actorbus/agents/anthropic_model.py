@@ -130,7 +130,9 @@ def _turns(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
             else:
                 out.append({"role": "user", "content": [block]})
         elif m.role == "assistant" and m.tool_calls:
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+            blocks: list[dict[str, Any]] = (
+                [{"type": "text", "text": m.content}] if m.content else []
+            )
             blocks += [
                 {"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c)}
                 for c in m.tool_calls

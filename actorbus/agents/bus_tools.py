@@ -76,9 +76,7 @@ class ActorTool:
             )
             return f"accepted: {self.address} handles it once (key {key})"
         if self.streams:
-            return [
-                item async for item in agent.stream(self.address, message, intent=self.intent)
-            ]
+            return [item async for item in agent.stream(self.address, message, intent=self.intent)]
         return await agent.ask(
             self.address, message, intent=self.intent, timeout=self.timeout, idempotency_key=key
         )

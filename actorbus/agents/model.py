@@ -85,9 +85,7 @@ def model_from_env(model: str | None = None) -> ModelClient:
     from actorbus.agents.anthropic_model import AnthropicModel
     from actorbus.agents.openai_model import OpenAIModel
 
-    anthropic = bool(os.environ.get("ANTHROPIC_API_KEY")) and not os.environ.get(
-        "OPENAI_API_KEY"
-    )
+    anthropic = bool(os.environ.get("ANTHROPIC_API_KEY")) and not os.environ.get("OPENAI_API_KEY")
     name = model or os.environ.get("ACTORBUS_MODEL")
     if anthropic:
         name = name or os.environ.get("ANTHROPIC_MODEL")
@@ -112,7 +110,8 @@ def structured(output: type[BaseModel], text: str, model: str) -> BaseModel:
         return output.model_validate_json(text)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()[:3]
+            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}"
+            for e in exc.errors()[:3]
         )
         raise ModelError(
             f"{model} answered {text[:200]!r}, which is not a valid {output.__name__}: {problems}"

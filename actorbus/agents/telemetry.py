@@ -94,7 +94,11 @@ class ModelCall:
             ):
                 token_usage.record(
                     count,
-                    {**attributes, "gen_ai.operation.name": "chat", "gen_ai.token.type": token_type},
+                    {
+                        **attributes,
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.token.type": token_type,
+                    },
                 )
         span = self.span
         if span is None:

@@ -302,27 +302,40 @@ class ScriptedModel:
             yield "message_start", {"type": "message_start", "message": start}
             for i, block in enumerate(blocks):
                 empty = {**block, "text": ""} if block["type"] == "text" else {**block, "input": {}}
-                yield "content_block_start", {
-                    "type": "content_block_start",
-                    "index": i,
-                    "content_block": empty,
-                }
-                if block["type"] == "text":
-                    deltas = [{"type": "text_delta", "text": w} for w in _WORDS.findall(block["text"])]
-                else:
-                    deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
-                for delta in deltas:
-                    yield "content_block_delta", {
-                        "type": "content_block_delta",
+                yield (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
                         "index": i,
-                        "delta": delta,
-                    }
+                        "content_block": empty,
+                    },
+                )
+                if block["type"] == "text":
+                    deltas = [
+                        {"type": "text_delta", "text": w} for w in _WORDS.findall(block["text"])
+                    ]
+                else:
+                    deltas = [
+                        {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+                    ]
+                for delta in deltas:
+                    yield (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": delta,
+                        },
+                    )
                 yield "content_block_stop", {"type": "content_block_stop", "index": i}
-            yield "message_delta", {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": reply.output_tokens},
-            }
+            yield (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": reply.output_tokens},
+                },
+            )
             yield "message_stop", {"type": "message_stop"}
 
         return await _sse(request, events())
@@ -351,4 +364,3 @@ async def _sse(
         await resp.write(f"data: {done}\n\n".encode())
     await resp.write_eof()
     return resp
-

@@ -26,7 +26,6 @@ from actorbus.agents import (
     AgentTask,
     ChatMessage,
     OpenAIModel,
-    StepLimitError,
     ToolContext,
     tool,
 )
@@ -324,7 +323,10 @@ async def test_spans_follow_the_genai_conventions(
     assert tool_span.attributes["gen_ai.tool.name"] == "calculator_add"
     assert tool_span.attributes["openinference.span.kind"] == "TOOL"
     for span in [*chat, tool_span]:
-        assert span.parent is not None and span.parent.span_id == agent.context.span_id
+        assert span.parent is not None
+        assert span.parent.span_id == agent.context.span_id
     # The tool actor's own turn, in another system, is in the same trace under the tool.
-    handled = [s for s in spans.get_finished_spans() if s.context.trace_id == agent.context.trace_id]
+    handled = [
+        s for s in spans.get_finished_spans() if s.context.trace_id == agent.context.trace_id
+    ]
     assert any("calculator" in s.name and s.name != tool_span.name for s in handled)

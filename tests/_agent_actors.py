@@ -76,6 +76,10 @@ class Mailer(Actor):
         self.state.effects[key] = receipt
         return receipt
 
+    @handler(intent="counts")
+    async def counts(self, _: str) -> Sent:
+        return self.state
+
 
 class Answers(Actor):
     """Where durable agent runs tell their answers."""
@@ -102,3 +106,6 @@ class Researcher(Agent):
     instructions = "You research and report by mail."
     tools = (shout, actor_tools("calculator", "mailer"))
     tool_timeout = 20.0
+    # Each host killed mid-run is an attempt of the durable message: a test that
+    # kills six in a row needs more than the usual four.
+    retry_backoff = (0.1,) * 8

@@ -3,7 +3,9 @@
 Usage: python tests/_host.py module:Class url namespace key replicas [ack_wait]
 
 With ``ack_wait`` (seconds), durable queues use it and short retries, so a test
-that kills this process sees the in-flight message come back quickly.
+that kills this process sees the in-flight message come back quickly
+(``ACTORBUS_TEST_READER_LEASE``, seconds, shortens a lazily hosted type's reader
+lease too).
 
 Spawns ``replicas`` instances of the class at ``type/key`` (key ``*``: hosts the
 type lazily with ``register()``), prints "ready" and serves until SIGTERM (or
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import signal
 import sys
 
@@ -32,7 +35,12 @@ async def main(
         loop.add_signal_handler(sig, stop.set)
     durable = None
     if ack_wait is not None:
-        durable = DurableSettings(ack_wait=ack_wait, backoff=(0.1, 0.2, 0.4))
+        # A lazily hosted type's reader lease: how soon a killed host's reader is
+        # replaced (ACTORBUS_TEST_READER_LEASE: shorter for tests that kill hosts).
+        lease = float(os.environ.get("ACTORBUS_TEST_READER_LEASE", "3.0"))
+        durable = DurableSettings(
+            ack_wait=ack_wait, backoff=(0.1, 0.2, 0.4), reader_lease_ttl=lease
+        )
     system = await ActorSystem.connect(
         url, namespace=namespace, durable=durable, activation_ttl=1.5
     )

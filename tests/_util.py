@@ -230,6 +230,18 @@ async def until_it_works(call: Callable[[], Any], what: str, timeout: float = 20
     await eventually(works, what=what, timeout=timeout)
 
 
+async def queue_drained(system: Any, address: str, timeout: float = 30.0) -> None:
+    """Every durable message stored for ``address`` so far is acked: whatever its
+    turns sent was stored before that, so once the receivers' queues are drained
+    too, no repeat can follow (the bound on "nothing more arrives")."""
+
+    async def empty() -> bool:
+        stats = await system.queue_stats(address)
+        return bool(stats.pending == 0 and stats.in_flight == 0)
+
+    await eventually(empty, timeout, f"{address}'s queue drained")
+
+
 def on_a_fresh_store(server: Any, store_dir: Path) -> Any:
     """Stop ``server`` and start a new one on its port with an empty ``store_dir``
     (a broker that lost its JetStream data); returns the new one, started."""

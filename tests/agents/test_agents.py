@@ -223,6 +223,7 @@ async def test_actors_on_the_bus_are_its_tools(
     assert sorted(offered) == [
         "calculator_add",
         "calculator_count",
+        "mailer_counts",
         "mailer_send",
         "shout",
     ]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from _actors import Balance, Deposit, Ledger
-from _util import eventually, run_host
+from _util import queue_drained, run_host
 
 from actorbus.actors import faults
 
@@ -26,17 +26,6 @@ async def _all_arrived(got: list[int], changed: asyncio.Event, total: int) -> No
         while len(set(got)) < total:
             changed.clear()
             await changed.wait()
-
-
-async def _drained(system: Any, address: str) -> None:
-    """Every message stored for ``address`` so far is acked: anything it sent was
-    stored before that, so once the ledger is drained too no repeat can follow."""
-
-    async def empty() -> bool:
-        stats = await system.queue_stats(address)
-        return stats.pending == 0 and stats.in_flight == 0
-
-    await eventually(empty, WAIT, f"{address}'s queue drained")
 
 
 async def _ledger(system: Any) -> tuple[list[int], asyncio.Event]:
@@ -69,8 +58,8 @@ async def test_a_host_killed_inside_a_turn_applies_and_sends_each_message_once(
         state = await system.ask("st-vault/a", "?", intent="balance", returns=Balance)
         assert state.balance == sum(n + 1 for n in range(total))
         assert state.seen == total
-        await _drained(system, "st-vault/a")
-    await _drained(system, "st-ledger/l")
+        await queue_drained(system, "st-vault/a")
+    await queue_drained(system, "st-ledger/l")
     assert sorted(got) == list(range(total))  # each send stored and handled once
 
 
@@ -98,8 +87,8 @@ async def test_outside_kills_at_random_lose_and_repeat_nothing(
     async with run_host("_actors:Vault", nats_server.url, ns, "r", ack_wait=ACK_WAIT):
         await _all_arrived(got, changed, total)
         state = await system.ask("st-vault/r", "?", intent="balance", returns=Balance)
-        await _drained(system, "st-vault/r")
-    await _drained(system, "st-ledger/l")
+        await queue_drained(system, "st-vault/r")
+    await queue_drained(system, "st-ledger/l")
     assert state.balance == sum(1 + n % 5 for n in range(total))
     assert state.seen == total
     assert sorted(got) == list(range(total))

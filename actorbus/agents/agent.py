@@ -159,12 +159,11 @@ class Agent(Actor):
         """This type's model client, made on first use once per process (in a
         thread: importing a provider's SDK takes the better part of a second)."""
         cls = type(self)
+        chosen = cls.model
+        if isinstance(chosen, ModelClient):
+            return chosen
         if cls._made_model is None:
-            chosen = cls.model
-            if isinstance(chosen, ModelClient):
-                cls._made_model = chosen
-            else:
-                cls._made_model = await asyncio.to_thread(chosen or model_from_env)
+            cls._made_model = await asyncio.to_thread(chosen or model_from_env)
         return cls._made_model
 
     async def answer(

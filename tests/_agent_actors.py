@@ -11,8 +11,8 @@ import _actors  # noqa: F401  (ACTORBUS_TEST_KILL_AT: the SIGKILL hook of fault 
 from pydantic import BaseModel, Field
 
 from actorbus import Actor, handler
+from actorbus.actors.interim import InputRequired
 from actorbus.agents import Agent, AgentAnswer, actor_tools, tool
-from actorbus.services.gateway.tasks import InputRequired
 
 
 class AddArgs(BaseModel):

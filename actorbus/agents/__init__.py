@@ -5,12 +5,15 @@ conversation is an actor of its own whose state is its memory. Models are
 reached through their providers' official SDKs (:class:`OpenAIModel` for OpenAI
 and every OpenAI-compatible server, :class:`AnthropicModel`); tools are Python
 functions (:func:`tool`), actors anywhere on the bus (:func:`actor_tools`,
-:class:`ActorTool`), or anything with a :class:`Tool`'s shape.
+:class:`ActorTool`), an MCP server's (:class:`McpTools`), other agents
+(:func:`agent_tool`, :func:`handoff`), or anything with a :class:`Tool`'s shape.
 """
 
 from actorbus.agents.agent import Agent, AgentAnswer, AgentState, AgentTask, DurableTask
 from actorbus.agents.anthropic_model import AnthropicModel
 from actorbus.agents.bus_tools import ActorTool, BusTools, ToolSource, actor_tools
+from actorbus.agents.delegation import AgentTool, Handoff, agent_tool, handoff
+from actorbus.agents.mcp_tools import McpTools
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolCall, ToolSpec, Usage
 from actorbus.agents.model import ModelClient, ModelSettings, model_from_env
 from actorbus.agents.openai_model import OpenAIModel
@@ -23,11 +26,14 @@ __all__ = [
     "AgentAnswer",
     "AgentState",
     "AgentTask",
+    "AgentTool",
     "AnthropicModel",
     "BusTools",
     "ChatMessage",
     "DurableTask",
     "FunctionTool",
+    "Handoff",
+    "McpTools",
     "ModelClient",
     "ModelSettings",
     "ModelTurn",
@@ -41,6 +47,8 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "actor_tools",
+    "agent_tool",
+    "handoff",
     "model_from_env",
     "tool",
 ]

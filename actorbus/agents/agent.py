@@ -24,18 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
 from actorbus.actors.actor import Actor
 from actorbus.actors.handlers import handler
+from actorbus.actors.interim import InputRequired
 from actorbus.agents import telemetry
 from actorbus.agents.bus_tools import ToolSource
 from actorbus.agents.messages import ChatMessage, ToolCall, Usage
 from actorbus.agents.model import ModelClient, TokenSink, model_from_env, structured
-from actorbus.agents.run import AgentRun, RunRecord, RunSettings
+from actorbus.agents.run import AgentRun, RunPaused, RunRecord, RunSettings, decide
 from actorbus.agents.tools import Tool, ToolContext
 from actorbus.codecs.envelope import new_id
 
@@ -43,21 +44,27 @@ _KEPT_RUNS = 16  # unfinished runs kept in the state (the oldest are dropped)
 
 
 class AgentTask(BaseModel):
-    """A prompt for :meth:`Agent.run`; the same ``run_id`` resumes a run that failed."""
+    """A prompt for :meth:`Agent.run`; the same ``run_id`` resumes a run that
+    failed. ``history``: earlier messages the run starts from (a handoff passes
+    the conversation it hands over)."""
 
     prompt: str
     run_id: str | None = None
+    history: list[ChatMessage] = Field(default_factory=list)
 
 
 class AgentAnswer(BaseModel):
     """A run's answer: its text, the structured output when the agent declares
-    one (as JSON data), and what it took."""
+    one (as JSON data), and what it took. ``question`` set: the run waits for a
+    person (an approval, an answer); the next message in the conversation is
+    taken as theirs and the run goes on."""
 
     text: str
     output: Any = None
     run_id: str
     steps: int
     usage: Usage = Field(default_factory=Usage)
+    question: str | None = None
 
 
 class DurableTask(BaseModel):
@@ -76,6 +83,7 @@ class AgentState(BaseModel):
     summary: str = ""
     runs: dict[str, RunRecord] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
+    waiting: str | None = None  # the run that waits for a person's next message
 
 
 ModelChoice = ModelClient | Callable[[], ModelClient] | None
@@ -95,6 +103,10 @@ class Agent(Actor):
       result then says so to the model); a tool's own ``timeout`` wins
     - ``memory_window``: messages of the conversation kept verbatim
     - ``output``: a pydantic model the final answer must fit (structured output)
+    - ``ask_user``: offer the model a tool to ask the person a question; the run
+      pauses (an A2A task turns ``input-required``) until the answer comes
+    - ``approval_required``: names of tools a person approves each call of (and
+      tools made with ``@tool(approval=True)``); the run pauses the same way
     """
 
     keyed = True
@@ -109,6 +121,8 @@ class Agent(Actor):
     tool_timeout: ClassVar[float] = 60.0
     memory_window: ClassVar[int] = 40
     output: ClassVar[type[BaseModel] | None] = None
+    ask_user: ClassVar[bool] = False
+    approval_required: ClassVar[Collection[str]] = ()
 
     state: AgentState
     _made_model: ClassVar[ModelClient | None] = None
@@ -122,8 +136,9 @@ class Agent(Actor):
 
     # -- the ways in -------------------------------------------------------------
     @handler
-    async def chat(self, text: str) -> AsyncIterator[str]:
-        """Answer ``text``, streaming the answer's tokens as the model writes them."""
+    async def chat(self, text: str) -> AsyncIterator[str | InputRequired]:
+        """Answer ``text``, streaming the answer's tokens as the model writes them
+        (and, when the run waits for a person, the question as ``InputRequired``)."""
         tokens: asyncio.Queue[str | None] = asyncio.Queue()
 
         async def sink(token: str) -> None:
@@ -134,7 +149,9 @@ class Agent(Actor):
         try:
             while (token := await tokens.get()) is not None:
                 yield token
-            await running
+            answer = await running
+            if answer.question is not None:
+                yield InputRequired(message=answer.question)
         finally:
             if not running.done():  # the caller went away: so does the run
                 running.cancel()
@@ -144,7 +161,7 @@ class Agent(Actor):
     @handler
     async def run(self, task: AgentTask) -> AgentAnswer:
         """Answer a task; its ``run_id`` (when given) resumes what a failed run did."""
-        return await self.answer(task.prompt, task.run_id or new_id())
+        return await self.answer(task.prompt, task.run_id or new_id(), history=task.history)
 
     @handler(durable=True)
     async def run_durably(self, task: DurableTask) -> None:
@@ -167,32 +184,56 @@ class Agent(Actor):
         return cls._made_model
 
     async def answer(
-        self, prompt: str, run_id: str, on_token: TokenSink | None = None
+        self,
+        prompt: str,
+        run_id: str,
+        on_token: TokenSink | None = None,
+        history: Sequence[ChatMessage] = (),
     ) -> AgentAnswer:
-        """Run (or resume) run ``run_id`` on ``prompt`` and remember the exchange."""
+        """Run (or resume) run ``run_id`` on ``prompt`` and remember the exchange;
+        when a run waits for a person, ``prompt`` is their answer and that run
+        goes on."""
         model = await self.chat_model()
-        record = self.state.runs.get(run_id)
-        if record is None:
-            record = RunRecord(id=run_id, messages=[*self.context(), ChatMessage.user(prompt)])
-            self._keep_run(record)
+        record = self._run_for(prompt, run_id, history)
+        run_id = record.id
+        cls = type(self)
+        tools = await self.resolve_tools()
+        approval = {t.spec.name for t in tools if getattr(t, "needs_approval", False)}
         run = AgentRun(
             record,
             model=model,
-            tools=await self.resolve_tools(),
-            settings=RunSettings(type(self).max_steps, type(self).tool_timeout, type(self).output),
+            tools=tools,
+            settings=RunSettings(
+                cls.max_steps,
+                cls.tool_timeout,
+                cls.output,
+                ask_user=cls.ask_user,
+                approval=frozenset(approval | set(cls.approval_required)),
+            ),
             checkpoint=self.save_state,
             context=lambda call: self.tool_context(run_id, call),
             on_token=on_token,
         )
         with telemetry.agent_run(self.type_name, run_id, model.model):
-            final = await run.answer()
+            try:
+                final = await run.answer()
+            except RunPaused as paused:
+                self.state.waiting = run_id
+                question = paused.waiting.question
+                return AgentAnswer(
+                    text=question,
+                    run_id=run_id,
+                    steps=record.steps,
+                    usage=record.usage,
+                    question=question,
+                )
         output = type(self).output
         data = None
         if output is not None:
             data = structured(output, final.content, model.model).model_dump(mode="json")
         del self.state.runs[run_id]
         self.state.usage = self.state.usage + record.usage
-        await self.remember(prompt, final)
+        await self.remember(record.prompt, final)
         return AgentAnswer(
             text=final.content, output=data, run_id=run_id, steps=record.steps, usage=record.usage
         )
@@ -238,6 +279,21 @@ class Agent(Actor):
         default keeps the summary as it is (the dropped turns are forgotten);
         override it to ask a model, say, for a few sentences."""
         return summary
+
+    def _run_for(self, prompt: str, run_id: str, history: Sequence[ChatMessage]) -> RunRecord:
+        """The run this message is for: the one waiting for a person (the message
+        is their answer), the one named (resumed), or a new one."""
+        waiting = self.state.runs.get(self.state.waiting or "")
+        self.state.waiting = None
+        if waiting is not None:
+            decide(waiting, prompt)
+            return waiting
+        record = self.state.runs.get(run_id)
+        if record is None:
+            messages = [*self.context(), *history, ChatMessage.user(prompt)]
+            record = RunRecord(id=run_id, prompt=prompt, messages=messages)
+            self._keep_run(record)
+        return record
 
     def _keep_run(self, record: RunRecord) -> None:
         runs = self.state.runs

@@ -24,26 +24,38 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from actorbus.actors import faults
 from actorbus.agents import telemetry
-from actorbus.agents.messages import ChatMessage, ToolCall, Usage
+from actorbus.agents.messages import ChatMessage, ToolCall, ToolSpec, Usage
 from actorbus.agents.model import ModelClient, TokenSink
 from actorbus.agents.tools import Tool, ToolContext, result_text
 from actorbus.codecs.errors import ModelError
+
+
+class Waiting(BaseModel):
+    """What a paused run waits for: a person's approval of a tool call, or their
+    answer to the model's question (``ask_user``)."""
+
+    call_id: str
+    kind: Literal["approval", "question"]
+    question: str
 
 
 class RunRecord(BaseModel):
     """What a run did so far (module docstring)."""
 
     id: str
+    prompt: str
     messages: list[ChatMessage]
     steps: int = 0  # model answers recorded
     begun: list[str] = Field(default_factory=list)  # tool call ids begun, not finished
     usage: Usage = Field(default_factory=Usage)
+    waiting: Waiting | None = None
+    decisions: dict[str, str] = Field(default_factory=dict)  # call id -> a person's word
 
     @property
     def answer(self) -> ChatMessage | None:
@@ -67,6 +79,44 @@ class StepLimitError(ModelError):
     """The model was still calling tools after the agent's ``max_steps``."""
 
 
+class RunPaused(Exception):
+    """The run waits for a person (``RunRecord.waiting``); it is saved, and goes on
+    when the answer comes (:meth:`decide`)."""
+
+    def __init__(self, waiting: Waiting) -> None:
+        super().__init__(waiting.question)
+        self.waiting = waiting
+
+
+#: The tool a model asks the person behind the conversation through.
+ASK_USER = ToolSpec(
+    name="ask_user",
+    description="Ask the user a question and wait for the answer (when you cannot go on "
+    "without it).",
+    parameters={
+        "type": "object",
+        "properties": {"question": {"type": "string"}},
+        "required": ["question"],
+    },
+)
+_YES = frozenset({"y", "yes", "ok", "okay", "approve", "approved", "go", "go ahead", "sure"})
+
+
+def decide(record: RunRecord, text: str) -> None:
+    """Record a person's answer to what ``record`` waits for: for an approval,
+    yes (``yes``, ``ok``, ``approve`` ...) or anything else as a refusal with
+    its reason; for a question, the answer itself."""
+    waiting = record.waiting
+    if waiting is None:
+        return
+    if waiting.kind == "approval":
+        approved = text.strip().lower().rstrip(".!") in _YES
+        record.decisions[waiting.call_id] = "approved" if approved else f"declined: {text}"
+    else:
+        record.decisions[waiting.call_id] = text
+    record.waiting = None
+
+
 @dataclass
 class RunSettings:
     """What one run may do (from the agent's class attributes)."""
@@ -74,6 +124,8 @@ class RunSettings:
     max_steps: int
     tool_timeout: float
     output: type[BaseModel] | None = None
+    ask_user: bool = False  # offer the model ASK_USER
+    approval: frozenset[str] = frozenset()  # tools a person approves each call of
 
 
 class AgentRun:
@@ -118,6 +170,8 @@ class AgentRun:
     async def _ask_model(self) -> None:
         rec, model = self.record, self.model
         specs = [t.spec for t in self.tools.values()]
+        if self.settings.ask_user:
+            specs.append(ASK_USER)
         with telemetry.model_call(model.provider, model.model) as call:
             turn = await model.complete(
                 rec.messages, tools=specs, output=self.settings.output, on_token=self.on_token
@@ -131,24 +185,57 @@ class AgentRun:
 
     async def _run_tools(self, calls: list[ToolCall]) -> None:
         rec = self.record
+        for c in calls:
+            if c.id not in rec.decisions and (question := self._needs_person(c)) is not None:
+                kind: Literal["approval", "question"] = (
+                    "question" if c.name == ASK_USER.name else "approval"
+                )
+                rec.waiting = Waiting(call_id=c.id, kind=kind, question=question)
+                await self.checkpoint()
+                raise RunPaused(rec.waiting)
         rec.begun = sorted(set(rec.begun) | {c.id for c in calls})
         await self.checkpoint()  # begun before it has effects: a resumed run knows
         faults.reached(faults.TOOLS_BEGUN)
         results = await asyncio.gather(*(self._one(c) for c in calls))
-        for c, text in zip(calls, results, strict=True):
+        for c, (text, _) in zip(calls, results, strict=True):
             rec.messages.append(ChatMessage.tool_result(c, text))
+        handed = [
+            text for c, (text, ok) in zip(calls, results, strict=True) if ok and self._final(c)
+        ]
+        if handed:  # a handoff answered: its answer is the run's
+            rec.messages.append(ChatMessage(role="assistant", content=handed[0]))
         rec.begun = [b for b in rec.begun if b not in {c.id for c in calls}]
         await self.checkpoint()
         faults.reached(faults.TOOLS_ANSWERED)
 
-    async def _one(self, call: ToolCall) -> str:
+    def _needs_person(self, call: ToolCall) -> str | None:
+        """The question for a person this call needs answered first, if any."""
+        if call.name == ASK_USER.name and self.settings.ask_user:
+            try:
+                return str(call.parsed_arguments().get("question") or "(no question given)")
+            except ValueError:
+                return "(the model asked something it did not manage to phrase)"
+        if call.name in self.settings.approval:
+            return f"Approve {call.name} with {call.arguments}? (yes/no)"
+        return None
+
+    def _final(self, call: ToolCall) -> bool:
+        """Does this tool's result end the run (a handoff)?"""
+        return bool(getattr(self.tools.get(call.name), "final", False))
+
+    async def _one(self, call: ToolCall) -> tuple[str, bool]:
+        """The call's result for the model, and whether the tool succeeded."""
+        decision = self.record.decisions.get(call.id)
+        if call.name == ASK_USER.name and decision is not None:
+            return decision, True  # the person's answer is the tool's result
+        if decision is not None and decision != "approved":
+            return f"error: the user did not approve this call ({decision})", False
         found = self.tools.get(call.name)
         kind = type(found).__name__ if found is not None else "unknown"
         with telemetry.tool_call(call.name, call.id, kind) as span:
             if found is None:
-                return f"error: there is no tool named {call.name!r}; the tools are: " + ", ".join(
-                    sorted(self.tools)
-                )
+                known = ", ".join(sorted(self.tools))
+                return f"error: there is no tool named {call.name!r}; the tools are: {known}", False
             timeout = found.timeout if found.timeout is not None else self.settings.tool_timeout
             try:
                 arguments = call.parsed_arguments()
@@ -159,7 +246,7 @@ class AgentRun:
             except Exception as exc:  # a tool's failure is the model's to read, not the run's
                 error = f"error: {call.name} failed: {type(exc).__name__}: {exc}"
             else:
-                return result_text(value)
+                return result_text(value), True
             if span is not None:
                 span.set_attribute("error.type", "tool_error")
-            return error
+            return error, False

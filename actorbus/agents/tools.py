@@ -88,9 +88,11 @@ class FunctionTool:
         name: str | None = None,
         description: str | None = None,
         timeout: float | None = None,
+        approval: bool = False,
     ) -> None:
         self.fn = fn
         self.timeout = timeout
+        self.needs_approval = approval  # a person approves each call (the run pauses)
         hints = typing.get_type_hints(fn)
         fields: dict[str, Any] = {}
         self._context_param: str | None = None
@@ -142,7 +144,11 @@ def _validation_text(name: str, exc: ValidationError) -> str:
 def tool(fn: Callable[..., Awaitable[Any]] | Callable[..., Any], /) -> FunctionTool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, timeout: float | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    approval: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -153,8 +159,10 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    approval: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Make a function a tool: ``@tool`` or ``@tool(name=..., timeout=...)``.
+    """Make a function a tool: ``@tool`` or ``@tool(name=..., timeout=...)``;
+    ``approval=True``: a person approves each call before it runs.
 
     ::
 
@@ -162,6 +170,12 @@ def tool(
         async def weather(city: str, unit: Literal["C", "F"] = "C") -> str:
             \"\"\"The weather in a city now.\"\"\"
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "timeout": timeout,
+        "approval": approval,
+    }
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description, timeout=timeout)
-    return lambda f: FunctionTool(f, name=name, description=description, timeout=timeout)
+        return FunctionTool(fn, **options)
+    return lambda f: FunctionTool(f, **options)

@@ -6,19 +6,14 @@ its protocol, backed by one task model (:mod:`.core`, :mod:`.tasks`) persisted
 in SQLite (:mod:`.store`).
 """
 
+from actorbus.actors.interim import AuthRequired, InputRequired, Working
 from actorbus.extras import missing
 
 try:
     from actorbus.services.gateway.core import GatewayCore
     from actorbus.services.gateway.service import GatewayService
     from actorbus.services.gateway.settings import GatewaySettings
-    from actorbus.services.gateway.tasks import (
-        AuthRequired,
-        GatewayTask,
-        InputRequired,
-        TaskUpdate,
-        Working,
-    )
+    from actorbus.services.gateway.tasks import GatewayTask, TaskUpdate
 except ImportError as exc:  # aiohttp, aiosqlite, jsonschema: the [gateway] extra
     raise missing("gateway", "the HTTP gateway", exc) from exc
 

@@ -26,6 +26,7 @@ import msgspec
 
 from actorbus.actors.actor import Actor
 from actorbus.actors.handlers import handler
+from actorbus.actors.interim import AuthRequired, InputRequired, Working
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.a2a import parts_from_content
 from actorbus.codecs.a2a.types import Message, Part, Task, TaskState
@@ -40,13 +41,7 @@ from actorbus.codecs.errors import (
 from actorbus.services.gateway.agents import LiveTask, plain, text_message
 from actorbus.services.gateway.settings import CoreSettings
 from actorbus.services.gateway.store import Run, TaskStore, now_ms
-from actorbus.services.gateway.tasks import (
-    TASKS_TYPE,
-    AuthRequired,
-    InputRequired,
-    TaskUpdate,
-    Working,
-)
+from actorbus.services.gateway.tasks import TASKS_TYPE, TaskUpdate
 
 log = logging.getLogger("actorbus.gateway")
 

@@ -112,32 +112,6 @@ def check_transition(task_id: str, current: TaskState, wanted: TaskState) -> Non
         raise IllegalTransitionError(task_id, current, wanted)
 
 
-class InputRequired(BaseModel):
-    """An actor's reply that asks the outside client for more input."""
-
-    __intent__: ClassVar[str] = "gateway.input-required"
-    __opens_task__: ClassVar[bool] = True  # the registry says the intent keeps a task open
-    message: Any  # what to ask: text, data (any JSON), or bytes
-
-
-class AuthRequired(BaseModel):
-    """An actor's reply saying the client must authenticate before it goes on."""
-
-    __intent__: ClassVar[str] = "gateway.auth-required"
-    __opens_task__: ClassVar[bool] = True
-    message: Any
-
-
-class Working(BaseModel):
-    """An actor's reply that keeps the task open (``working``): it finishes the
-    task later with :class:`GatewayTask`. ``message`` (optional) is the status
-    message the client sees meanwhile."""
-
-    __intent__: ClassVar[str] = "gateway.working"
-    __opens_task__: ClassVar[bool] = True
-    message: Any = None
-
-
 UpdateState = Literal["working", "input-required", "auth-required", "completed", "failed"]
 
 
@@ -214,7 +188,4 @@ class GatewayTask:
 
 
 # Known here, so replies of these intents come back to the gateway as the models.
-remember(InputRequired)
-remember(AuthRequired)
-remember(Working)
 remember(TaskUpdate)

@@ -4,15 +4,12 @@ the MCP SDK calls it as a tool. Its tools are actors in other systems."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("a2a.client", reason="the A2A SDK is not installed (pip install a2a-sdk)")
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
 
 from _agent_actors import Calculator, Mailer
 from _gateway import running_gateway

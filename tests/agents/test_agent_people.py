@@ -5,7 +5,6 @@ agent as a tool, and a handoff to another agent."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -79,7 +78,6 @@ async def test_a_question_for_the_person_is_an_input_required_a2a_task(
     make_system: Any, nats_server: Any, ns: str, tmp_path: Path, scripted_model: ScriptedModel
 ) -> None:
     pytest.importorskip("a2a.client", reason="the A2A SDK is not installed (pip install a2a-sdk)")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
     from _gateway import running_gateway
     from a2a.client import ClientConfig, create_client
     from a2a.helpers.proto_helpers import new_text_message

@@ -5,10 +5,12 @@ conversation is an actor of its own whose state is its memory. Models are
 reached through their providers' official SDKs (:class:`OpenAIModel` for OpenAI
 and every OpenAI-compatible server, :class:`AnthropicModel`); tools are Python
 functions (:func:`tool`), actors anywhere on the bus (:func:`actor_tools`,
-:class:`ActorTool`), an MCP server's (:class:`McpTools`), other agents
+:class:`ActorTool`), an MCP server's (:class:`McpTools`), outside A2A agents (:class:`A2ATool`),
+other agents
 (:func:`agent_tool`, :func:`handoff`), or anything with a :class:`Tool`'s shape.
 """
 
+from actorbus.agents.a2a_tools import A2ATool
 from actorbus.agents.agent import Agent, AgentAnswer, AgentState, AgentTask, DurableTask
 from actorbus.agents.anthropic_model import AnthropicModel
 from actorbus.agents.bus_tools import ActorTool, BusTools, ToolSource, actor_tools
@@ -21,6 +23,7 @@ from actorbus.agents.run import RunRecord, StepLimitError
 from actorbus.agents.tools import FunctionTool, Tool, ToolContext, tool
 
 __all__ = [
+    "A2ATool",
     "ActorTool",
     "Agent",
     "AgentAnswer",

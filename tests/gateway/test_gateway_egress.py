@@ -187,3 +187,39 @@ async def test_bridged_flow_a2a_sdk_client_gateway_actor_egress_sdk_server(
     task = events[0].task
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert [p.text for a in task.artifacts for p in a.parts] == ["remote: over the bridge"]
+
+
+async def test_an_outside_a2a_agent_is_an_agents_tool(
+    remote: tuple[str, RemoteState], system: ActorSystem, scripted_model: Any
+) -> None:
+    """Its card names and describes the tool; the model's prompt goes over A2A and
+    the answer comes back as the tool's result, a failed task as an error."""
+    from actorbus.agents import Agent, AgentTask, OpenAIModel
+    from actorbus.agents.a2a_tools import A2ATool
+    from actorbus.testing.scripted_model import call, say
+
+    base, _ = remote
+    outside = A2ATool(base)
+
+    class Asker(Agent):
+        tools = (outside,)
+        model = OpenAIModel("scripted-1", api_key="test", base_url=scripted_model.openai_url)
+
+    await system.register(Asker)
+    scripted_model.script(
+        call("ask_remote-echo", prompt="hello out there"),
+        call("ask_remote-echo", prompt="fail"),
+        say("done"),
+    )
+    try:
+        answer = await system.ask("asker/a", AgentTask(prompt="go"), timeout=WAIT * 4)
+    finally:
+        await outside.close()
+    assert answer.text == "done"
+    first = scripted_model.requests[0].body["tools"][0]["function"]
+    assert first["name"] == "ask_remote-echo"
+    assert first["description"] == "an a2a-sdk agent (skills: echo)"
+    results = [r.messages[-1]["content"] for r in scripted_model.requests[1:]]
+    assert results[0] == "remote: hello out there"
+    assert results[1].startswith("error: ask_remote-echo failed: RemoteError")
+    assert "remote says no" in results[1]

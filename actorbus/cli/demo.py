@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
+import json
 import os
 import signal
 import subprocess
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -25,10 +28,25 @@ async def _demo(question: str, as_json: bool) -> int:
     console = Console(quiet=True) if as_json else Console()
     async with ActorSystem.start() as system:
         result = await run_demo(system, question, console)
+        agent = await _agent_demo(system, question, console)
     if as_json:
-        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        out = {**result.model_dump(mode="json"), "agent": agent}
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
         sys.stdout.flush()
     return EXIT_OK
+
+
+async def _agent_demo(system: ActorSystem, question: str, console: Console) -> Any:
+    """The LLM agent's part, when the agents extra is installed (else says how)."""
+    missing = [p for p in ("openai", "aiohttp") if importlib.util.find_spec(p) is None]
+    if missing:
+        console.print(
+            f"[dim]the LLM agent's part is skipped: it needs {', '.join(missing)} "
+            "(pip install 'actorbus[agents]')[/]"
+        )
+        return None
+    demo = await asyncio.to_thread(importlib.import_module, "actorbus.agents.demo")
+    return (await demo.run_agent_demo(system, question, console)).model_dump(mode="json")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -165,8 +165,11 @@ def server() -> Iterator[EmbeddedServer]:
 # -- actorbus demo -----------------------------------------------------------
 
 
+NO_MODEL = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "ANTHROPIC_API_KEY": ""}
+
+
 async def test_demo_json_subprocess() -> None:
-    async with cli("demo", "--json") as p:
+    async with cli("demo", "--json", env=NO_MODEL) as p:
         assert p.proc.stdout is not None
         async with asyncio.timeout(WAIT):
             out = await p.proc.stdout.read()
@@ -179,6 +182,11 @@ async def test_demo_json_subprocess() -> None:
     assert result["sentences"][1]["sources"] == ["reader/0", "reader/1"]  # deduplicated
     agents = {step["agent"] for step in result["timeline"]}
     assert {"planner/0", "aggregator/0", "narrator/0", "monitor/0", *READERS} <= agents
+    # The LLM agent, with the team as its tool, on the scripted model (none configured).
+    agent = result["agent"]
+    assert agent["model"].startswith("scripted (no model configured")
+    assert agent["answer"] == "The team found: " + EXPECTED_ANSWER.split(". ")[0] + "."
+    assert agent["usage"] == {"input_tokens": 22, "output_tokens": 14}
 
 
 async def test_run_demo_in_process() -> None:

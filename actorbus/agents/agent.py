@@ -167,7 +167,7 @@ class Agent(Actor):
     async def run_durably(self, task: DurableTask) -> None:
         """Answer a durable task (resumed on redelivery after a crash) and tell the
         answer to ``reply_to``."""
-        answer = await self.answer(task.prompt, f"d-{self.envelope.id}")
+        answer = await self.answer(task.prompt, f"d-{self.envelope.id}", durable=True)
         if task.reply_to:
             await self.tell(task.reply_to, answer, durable=True)
 
@@ -189,10 +189,12 @@ class Agent(Actor):
         run_id: str,
         on_token: TokenSink | None = None,
         history: Sequence[ChatMessage] = (),
+        durable: bool = False,
     ) -> AgentAnswer:
         """Run (or resume) run ``run_id`` on ``prompt`` and remember the exchange;
         when a run waits for a person, ``prompt`` is their answer and that run
-        goes on."""
+        goes on. ``durable``: the turn is a durable message's (its final answer
+        is recorded before the turn commits)."""
         model = await self.chat_model()
         record = self._run_for(prompt, run_id, history)
         run_id = record.id
@@ -209,6 +211,7 @@ class Agent(Actor):
                 cls.output,
                 ask_user=cls.ask_user,
                 approval=frozenset(approval | set(cls.approval_required)),
+                record_final=durable,
             ),
             checkpoint=self.save_state,
             context=lambda call: self.tool_context(run_id, call),

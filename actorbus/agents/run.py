@@ -126,6 +126,10 @@ class RunSettings:
     output: type[BaseModel] | None = None
     ask_user: bool = False  # offer the model ASK_USER
     approval: frozenset[str] = frozenset()  # tools a person approves each call of
+    # Record the final answer before the turn commits (a durable run: a crash in
+    # between must not ask the model again). An ask's turn saves right after it,
+    # and a caller that got no answer asks again anyway: one write fewer.
+    record_final: bool = True
 
 
 class AgentRun:
@@ -180,7 +184,11 @@ class AgentRun:
         rec.messages.append(turn.message)
         rec.steps += 1
         rec.usage = rec.usage + turn.usage
-        await self.checkpoint()
+        # The calls count as begun from here (one write, not two): a resumed run
+        # makes a begun call again with the same key, which is what it is for.
+        rec.begun = sorted(set(rec.begun) | {c.id for c in turn.message.tool_calls})
+        if turn.message.tool_calls or self.settings.record_final:
+            await self.checkpoint()
         faults.reached(faults.MODEL_ANSWERED)
 
     async def _run_tools(self, calls: list[ToolCall]) -> None:

@@ -109,7 +109,7 @@ async def direct_runs(client: OpenAIModel, runs: int) -> list[float]:
 
 async def agent_runs(caller: ActorSystem, runs: int, round_no: int) -> list[float]:
     took = []
-    for i in range(runs):
+    for _ in range(runs):
         started = time.perf_counter()
         answer = await caller.ask(f"summer/r{round_no}", AgentTask(prompt="2 + 40?"))
         took.append((time.perf_counter() - started) * 1e6)

@@ -32,7 +32,7 @@ test: $(STAMP) $(TRACE_STAMP) $(JS_STAMP) $(AGORA_STAMP) $(SYSTEM_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # About two minutes: the codecs, the bus, the actors, durable delivery's basics,
 # the router and security's units, against real nats-servers; no containers,
@@ -42,7 +42,7 @@ FAST_TESTS := tests/codecs tests/bus tests/actors tests/durable/test_durable.py 
 
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 $(FAST_TESTS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(FAST_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -90,13 +90,21 @@ def stats(samples: list[float]) -> dict[str, float]:
 
 
 async def direct_runs(client: OpenAIModel, runs: int) -> list[float]:
-    """The run by hand: SDK call, local tool, SDK call (µs per run), offering the
-    model the same tool as the agent does."""
+    """The run by hand: SDK call, local tool, SDK call (µs per run), with the same
+    tool offered and the same memory sent as the agent's."""
     took = []
     tools = [ToolSpec(name="adder_add", description="Adds", parameters=Pair.model_json_schema())]
+    remembered = [  # the last exchange, as the agent's memory sends it too
+        ChatMessage.user("2 + 40?"),
+        ChatMessage(role="assistant", content="The sum is 42."),
+    ]
     for _ in range(runs):
         started = time.perf_counter()
-        messages = [ChatMessage.system(Summer.instructions), ChatMessage.user("2 + 40?")]
+        messages = [
+            ChatMessage.system(Summer.instructions),
+            *remembered,
+            ChatMessage.user("2 + 40?"),
+        ]
         first = await client.complete(messages, tools=tools)
         tool_call = first.message.tool_calls[0]
         result = add(**json.loads(tool_call.arguments))

@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 WHEELS = REPO / "compose" / "wheels"
-EXTRAS = "server,gateway,registry,router,otlp"
+EXTRAS = "server,gateway,registry,router,otlp,agents"
 BUILD_REQUIRES = ("setuptools>=77", "wheel")  # pyproject.toml's [build-system]
 DEBIAN_PYTHON = {"bookworm": (3, 11)}
 # The Phoenix the image holds: actorbus.services.trace_ui's PHOENIX_REQUIREMENT

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _util import exclusive
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "compose" / "docker-compose.yml"
@@ -232,8 +233,9 @@ def running(
     operator would be (``Project.as_client``); then taken down, checked to leave
     nothing behind. Skips, with the reason, where no engine runs or starts."""
     try:
-        with engine(tmp.mktemp("dockerd") / "dockerd.log"):
-            prepare_offline_build(phoenix=phoenix)
+        with exclusive("docker-engine"), engine(tmp.mktemp("dockerd") / "dockerd.log"):
+            with exclusive("source-build"):  # its wheels are built from the source tree
+                prepare_offline_build(phoenix=phoenix)
             p = make()
             try:
                 p.run("build", "--force-rm")

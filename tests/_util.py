@@ -10,7 +10,7 @@ import signal
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +240,24 @@ async def queue_drained(system: Any, address: str, timeout: float = 30.0) -> Non
         return bool(stats.pending == 0 and stats.in_flight == 0)
 
     await eventually(empty, timeout, f"{address}'s queue drained")
+
+
+@contextlib.contextmanager
+def exclusive(what: str) -> Iterator[None]:
+    """Hold a lock named ``what`` across the test processes of this checkout (make
+    test runs two workers): the Docker engine, builds that write into the
+    source tree (``actorbus.egg-info``)."""
+    import fcntl
+    import hashlib
+
+    tag = hashlib.sha256(str(TESTS_DIR).encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"actorbus-tests-{tag}-{what}.lock"
+    with path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits for the other worker's turn
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def on_a_fresh_store(server: Any, store_dir: Path) -> Any:

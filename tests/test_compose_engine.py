@@ -60,10 +60,6 @@ AGENTS = ("registry", "gateway", "router", "echo", "typist")
 SERVICES = ("secrets", "nats-1", "nats-2", "nats-3", *AGENTS, "phoenix")
 RUNNING = [s for s in SERVICES if s != "secrets"]  # it ran once and exited
 
-# One Docker engine for every module that needs one: they run on one test
-# worker, one after the other (pytest -n 2 --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("docker-engine")
-
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:

@@ -31,10 +31,6 @@ from actorbus import ActorSystem
 
 AGENTS = FIXTURES / "agents"  # greeter.py: a user's own module
 
-# One Docker engine for every module that needs one: they run on one test
-# worker, one after the other (pytest -n 2 --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("docker-engine")
-
 
 @pytest.fixture(scope="module")
 def laptop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:

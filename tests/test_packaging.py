@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from _docs import README, reader_env, terminal, written_out
-from _util import run_to_end
+from _util import exclusive, run_to_end
 
 from actorbus.bus.server import EmbeddedServer, find_nats_server
 
@@ -116,12 +116,13 @@ async def test_the_runtime_needs_no_extra() -> None:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel and sdist, built once from this checkout."""
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    with exclusive("source-build"):  # it writes actorbus.egg-info into the tree
+        subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     return out
 
 

@@ -157,14 +157,15 @@ class ScriptedModel:
             await self._arrived.wait_for(lambda: len(self.requests) >= n)
         return self.requests
 
-    async def start(self, port: int = 0) -> None:
+    async def start(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        """Serve on ``host``:``port`` (a free loopback port by default)."""
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         self.port = port or _free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        await web.TCPSite(self._runner, host, self.port).start()
 
     async def close(self) -> None:
         for reply in self._script:
@@ -364,3 +365,43 @@ async def _sse(
         await resp.write(f"data: {done}\n\n".encode())
     await resp.write_eof()
     return resp
+
+
+def echo(received: Received) -> Reply:
+    """A fallback that answers with the last user message: an agent to try out
+    with no model at all (``python -m actorbus.testing.scripted_model``)."""
+    return say(f"(scripted) you said: {_last_user_text(received.body)}")
+
+
+async def _serve(port: int, host: str) -> None:
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    model = ScriptedModel(fallback=echo)
+    await model.start(port, host)
+    try:
+        print(f"scripted model on {host}:{port} (OPENAI_BASE_URL=http://.../v1)", flush=True)
+        await stop.wait()
+    finally:
+        await model.close()
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m actorbus.testing.scripted_model",
+        description="A stand-in model server (OpenAI and Anthropic wire formats) that "
+        "answers every request with the last user message.",
+    )
+    parser.add_argument("--port", type=int, default=8089, help="port (default 8089)")
+    parser.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    args = parser.parse_args()
+    asyncio.run(_serve(args.port, args.host))
+
+
+if __name__ == "__main__":
+    main()

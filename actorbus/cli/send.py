@@ -106,7 +106,13 @@ async def _stream(system: ActorSystem, args: argparse.Namespace) -> None:
         session_id=args.session,
     )
     async for item in items:
-        _print(item)
+        if args.text and isinstance(item, str):  # a model's tokens, as one text
+            sys.stdout.write(item)
+            sys.stdout.flush()
+        else:
+            _print(item)
+    if args.text:
+        sys.stdout.write("\n")
 
 
 async def _publish(system: ActorSystem, args: argparse.Namespace) -> None:
@@ -146,5 +152,12 @@ def add_parser(
             p.set_defaults(timeout=None)
         if name == "tell":
             p.add_argument("--durable", action="store_true", help="store it in JetStream first")
+        if name == "stream":
+            p.add_argument(
+                "--text",
+                action="store_true",
+                help="print text items as one text as they come (an agent's tokens); "
+                "other items as JSON lines",
+            )
         bus_options(p)
         p.set_defaults(func=cmd_send)

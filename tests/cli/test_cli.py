@@ -337,6 +337,11 @@ class Shouter(Actor):
         for i, word in enumerate(str(text).split()):
             yield {"i": i, "word": word}
 
+    @handler(intent="tokens")
+    async def tokens(self, text: Any) -> AsyncIterator[str]:
+        for word in str(text).split():
+            yield word.upper() + " "
+
     @handler(intent="note", durable=True)
     async def note(self, text: Any) -> None:
         Shouter.heard.append(text)
@@ -365,6 +370,10 @@ async def test_ask_tell_stream_and_publish_from_the_shell(
         {"i": 0, "word": "two"},
         {"i": 1, "word": "words"},
     ]
+    code, out, err = await finished(
+        "stream", "shouter/1", '"an agent speaks"', "--intent", "tokens", "--text", *bus, env=env
+    )
+    assert (code, out) == (0, "AN AGENT SPEAKS \n"), err  # tokens as one text
     code, out, err = await finished(
         "tell", "shouter/1", "remember", "--intent", "note", "--durable", *bus, env=env
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 import nats
 import pytest
+from _util import exclusive
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
@@ -36,6 +37,15 @@ def nats_server() -> Any:
     """A real nats-server (JetStream on, temp store) shared by the whole session."""
     with EmbeddedServer() as server:
         yield server
+
+
+@pytest.fixture
+def default_port() -> Any:
+    """For tests whose `actorbus up` takes the default port (4222 when free): one
+    such test at a time across make test's workers, or a client of one test's
+    broker could reconnect to another test's broker on the same port."""
+    with exclusive("default-port"):
+        yield
 
 
 @pytest.fixture

@@ -367,10 +367,28 @@ async def _sse(
     return resp
 
 
-def echo(received: Received) -> Reply:
-    """A fallback that answers with the last user message: an agent to try out
-    with no model at all (``python -m actorbus.testing.scripted_model``)."""
-    return say(f"(scripted) you said: {_last_user_text(received.body)}")
+def stand_in(received: Received) -> Reply:
+    """A fallback to try an agent out with no model at all (``python -m
+    actorbus.testing.scripted_model``): a user message ``/tool {"arg": 1}`` calls
+    that tool, a tool's result is reported, anything else is echoed."""
+    messages = received.messages
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool" or (
+        last.get("role") == "user" and isinstance(last.get("content"), list)
+    ):
+        return say(f"(scripted) the tool said: {_tool_result_text(last)}")
+    text = _last_user_text(received.body)
+    if text.startswith("/") and text[1:].split(" ", 1)[0] in received.tool_names:
+        name, _, arguments = text[1:].partition(" ")
+        return Reply(calls=[ScriptedCall(name, arguments.strip() or "{}")])
+    return say(f"(scripted) you said: {text}")
+
+
+def _tool_result_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):  # Anthropic: tool_result blocks in a user turn
+        return " ".join(str(b.get("content", "")) for b in content if isinstance(b, dict))
+    return str(content)
 
 
 async def _serve(port: int, host: str) -> None:
@@ -380,7 +398,7 @@ async def _serve(port: int, host: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    model = ScriptedModel(fallback=echo)
+    model = ScriptedModel(fallback=stand_in)
     await model.start(port, host)
     try:
         print(f"scripted model on {host}:{port} (OPENAI_BASE_URL=http://.../v1)", flush=True)
@@ -394,8 +412,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(
         prog="python -m actorbus.testing.scripted_model",
-        description="A stand-in model server (OpenAI and Anthropic wire formats) that "
-        "answers every request with the last user message.",
+        description="A stand-in model server (OpenAI and Anthropic wire formats): a "
+        'message /tool {"arg": 1} calls that tool, anything else is echoed.',
     )
     parser.add_argument("--port", type=int, default=8089, help="port (default 8089)")
     parser.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")

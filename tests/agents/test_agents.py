@@ -331,3 +331,23 @@ async def test_spans_follow_the_genai_conventions(
         s for s in spans.get_finished_spans() if s.context.trace_id == agent.context.trace_id
     ]
     assert any("calculator" in s.name and s.name != tool_span.name for s in handled)
+
+
+async def test_the_stand_in_model_calls_the_tool_a_message_names(system: ActorSystem) -> None:
+    """`python -m actorbus.testing.scripted_model`'s rules, to try an agent with no
+    model: "/tool {json}" calls it, its result is reported, the rest is echoed."""
+    from actorbus.testing.scripted_model import stand_in
+
+    async with ScriptedModel(fallback=stand_in) as model:
+
+        class Tryout(Agent):
+            tools = (divide,)
+
+        Tryout.model = model_of(model)
+        await system.register(Tryout)
+        called = await system.ask(
+            "tryout/t", AgentTask(prompt='/divide {"a": 6, "b": 4}'), timeout=20
+        )
+        echoed = await system.ask("tryout/t", AgentTask(prompt="hello"), timeout=20)
+    assert called.text == "(scripted) the tool said: 1.5"
+    assert echoed.text == "(scripted) you said: hello"

@@ -32,6 +32,9 @@ from actorbus.bus.server import EmbeddedServer
 from actorbus.cli import main
 from actorbus.demo import READERS, run_demo
 
+# `actorbus up` on the default port: one such test at a time across workers.
+pytestmark = pytest.mark.usefixtures("default_port")
+
 REPO = Path(__file__).resolve().parents[2]
 WAIT = 8.0  # seconds for anything that should happen "now"
 
@@ -740,6 +743,7 @@ import sys
 for name in sys.argv[1].split(","):
     sys.modules[name] = None  # importing it now fails as if it were not installed
 from actorbus.cli import main
+
 sys.exit(main(sys.argv[2:]))
 """
 

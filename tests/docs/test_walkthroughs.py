@@ -7,6 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from _docs import (
     DOCS,
     EXAMPLES,
@@ -18,6 +19,9 @@ from _docs import (
     terminal,
     written_out,
 )
+
+# `actorbus up` on the default port: one such test at a time across workers.
+pytestmark = pytest.mark.usefixtures("default_port")
 
 GETTING_STARTED = DOCS / "getting-started.md"
 WALKTHROUGH = DOCS / "walkthrough.md"

@@ -1,4 +1,6 @@
-"""Test your own agents against a real broker: a pytest plugin and one helper.
+"""Test your own agents against a real broker: a pytest plugin
+(:mod:`actorbus.testing.plugin`), these helpers, and a scripted model server
+(:mod:`actorbus.testing.scripted_model`).
 
 Where FastStream gives its users ``TestNatsBroker`` (an in-memory stand-in),
 actorbus gives a real ``nats-server`` (JetStream on, temp store) started once per
@@ -9,7 +11,8 @@ a real deployment: delivery, durability, timeouts, the wire format.
 
 With pytest and pytest-asyncio (``pip install 'actorbus[testing]'``), the
 fixtures are there as soon as actorbus is installed (a ``pytest11`` entry
-point), in pytest-asyncio's auto and strict modes alike::
+point, :mod:`actorbus.testing.plugin`), in pytest-asyncio's auto and strict
+modes alike::
 
     from actorbus import Actor, handler
 
@@ -32,6 +35,8 @@ point), in pytest-asyncio's auto and strict modes alike::
   ``actorbus[agents]``): point an agent's model at ``scripted_model.openai_url``.
 
 Outside pytest, :func:`running_system` does the same in one ``async with``.
+This module needs no pytest: a program (a demo, a container standing in for a
+model) imports it without the test tools.
 """
 
 from __future__ import annotations
@@ -39,11 +44,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
-
-import pytest
-import pytest_asyncio
 
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.server import EmbeddedServer
@@ -88,44 +90,4 @@ async def systems_on(server_url: str, namespace: str) -> AsyncIterator[SystemFac
                 await asyncio.wait_for(system.close(timeout=2.0), 10.0)
 
 
-@pytest.fixture(scope="session")
-def actorbus_server() -> Iterator[EmbeddedServer]:
-    """A real nats-server for the whole test session (JetStream, temp store)."""
-    with EmbeddedServer() as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def actorbus_systems(actorbus_server: EmbeddedServer) -> AsyncIterator[SystemFactory]:
-    """Make systems on the session's server, all in this test's own namespace
-    (unless ``namespace=`` says otherwise); every one is closed after the test."""
-    async with systems_on(actorbus_server.url, fresh_namespace()) as make:
-        yield make
-
-
-@pytest_asyncio.fixture
-async def actorbus_system(actorbus_systems: SystemFactory) -> ActorSystem:
-    """A system connected to the session's server, in a namespace of this test's own."""
-    return await actorbus_systems()
-
-
-@pytest_asyncio.fixture
-async def scripted_model() -> AsyncIterator[Any]:
-    """A :class:`~actorbus.testing.scripted_model.ScriptedModel` for this test, on a
-    free loopback port, stopped after it."""
-    from actorbus.testing.scripted_model import ScriptedModel
-
-    async with ScriptedModel() as model:
-        yield model
-
-
-__all__ = [
-    "SystemFactory",
-    "actorbus_server",
-    "actorbus_system",
-    "actorbus_systems",
-    "fresh_namespace",
-    "running_system",
-    "scripted_model",
-    "systems_on",
-]
+__all__ = ["SystemFactory", "fresh_namespace", "running_system", "systems_on"]

@@ -1,0 +1,49 @@
+"""The pytest plugin of :mod:`actorbus.testing` (its ``pytest11`` entry point):
+the fixtures a user's tests get as soon as actorbus and pytest-asyncio are
+installed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from actorbus.actors.system import ActorSystem
+from actorbus.bus.server import EmbeddedServer
+from actorbus.testing import SystemFactory, fresh_namespace, systems_on
+
+
+@pytest.fixture(scope="session")
+def actorbus_server() -> Iterator[EmbeddedServer]:
+    """A real nats-server for the whole test session (JetStream, temp store)."""
+    with EmbeddedServer() as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def actorbus_systems(actorbus_server: EmbeddedServer) -> AsyncIterator[SystemFactory]:
+    """Make systems on the session's server, all in this test's own namespace
+    (unless ``namespace=`` says otherwise); every one is closed after the test."""
+    async with systems_on(actorbus_server.url, fresh_namespace()) as make:
+        yield make
+
+
+@pytest_asyncio.fixture
+async def actorbus_system(actorbus_systems: SystemFactory) -> ActorSystem:
+    """A system connected to the session's server, in a namespace of this test's own."""
+    return await actorbus_systems()
+
+
+@pytest_asyncio.fixture
+async def scripted_model() -> AsyncIterator[Any]:
+    """A :class:`~actorbus.testing.scripted_model.ScriptedModel` for this test, on a
+    free loopback port, stopped after it."""
+    from actorbus.testing.scripted_model import ScriptedModel
+
+    async with ScriptedModel() as model:
+        yield model
+
+
+__all__ = ["actorbus_server", "actorbus_system", "actorbus_systems", "scripted_model"]

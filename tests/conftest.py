@@ -9,15 +9,20 @@ server each; tests that kill or restart a server start their own.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import nats
 import pytest
 from _util import exclusive
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
+from actorbus.telemetry import STATE, configure
 from actorbus.testing import systems_on
 
 
@@ -37,6 +42,33 @@ def nats_server() -> Any:
     """A real nats-server (JetStream on, temp store) shared by the whole session."""
     with EmbeddedServer() as server:
         yield server
+
+
+_SPANS = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="session")
+def span_exporter() -> InMemorySpanExporter:
+    """Every span this process records, kept in memory: one SDK provider for the
+    process (OpenTelemetry allows setting it once), this exporter added once."""
+    current = trace.get_tracer_provider()
+    if not isinstance(current, TracerProvider):
+        current = TracerProvider()
+        trace.set_tracer_provider(current)
+    current.add_span_processor(SimpleSpanProcessor(_SPANS))
+    return _SPANS
+
+
+@pytest.fixture
+def spans(span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
+    """Tracing on for this test, its spans (only its own) in ``spans``."""
+    configure(True)
+    span_exporter.clear()
+    try:
+        yield span_exporter
+    finally:
+        STATE.tracing = False
+        STATE.preview = 0
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from actorbus.codecs.inbound import Inbound
 if TYPE_CHECKING:
     import datetime as dt
 
-    from actorbus.actors.directory import DiscoveryQuery, Listing
+    from actorbus.actors.listing import DiscoveryQuery, Listing
     from actorbus.actors.timers import Timers
 
 T = TypeVar("T")

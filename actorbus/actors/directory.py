@@ -7,8 +7,8 @@ delivery defaults. The record is renewed every 15 s and deleted on a clean
 shutdown; a registry service (if one runs) marks it unhealthy and deletes it
 when renewals stop. Discovery reads an in-memory mirror of the bucket, kept
 current by a watcher, so ``discover()`` and ``ask(skill=...)`` cost no round trip.
-Health is judged here too (the last renewal's age), so discovery stays right
-when no registry service runs at all.
+Health is judged here too (the last renewal's age, ``listing.py``), so
+discovery stays right when no registry service runs at all.
 """
 
 from __future__ import annotations
@@ -18,80 +18,22 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from actorbus.actors.delivery import DeliveryPolicy
 from actorbus.actors.handlers import HandlerSpec
+from actorbus.actors.listing import AGENT_PROTOCOL, DiscoveryQuery, Listing, read_listing
 from actorbus.bus.registration import Registration
 from actorbus.bus.service_records import ServiceRecords
 from actorbus.bus.tasks import spawn, stop_task
 from actorbus.codecs.errors import ActorNotFoundError
-from actorbus.codecs.uap import (
-    EphemeralCheck,
-    ServiceResponse,
-    actor_agent_info,
-    ephemeral_service,
-    skill,
-)
+from actorbus.codecs.uap import ServiceResponse, actor_agent_info, ephemeral_service, skill
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.runtime import Runtime
 
 log = logging.getLogger("actorbus.registry")
-
-AGENT_PROTOCOL = "actorbus"
-
-
-class DiscoveryQuery(TypedDict, total=False):
-    """What ``discover()`` looks for; every given filter must match."""
-
-    skill: str | None  # offers this skill
-    tags: Iterable[str]  # carries every one of these tags
-    protocol: str | None  # speaks this protocol ("actorbus", "a2a" ...)
-    name: str | None  # is registered under this name
-    healthy: bool  # only healthy ones (the default), or all
-
-
-@dataclass(frozen=True)
-class Listing:
-    """One discovered agent (a service record, read for use)."""
-
-    name: str
-    service_id: str
-    agent_protocol: str | None
-    address: str | None  # where actorbus sends to it (actor types on the bus)
-    skills: frozenset[str]
-    tags: frozenset[str]
-    protocols: frozenset[str]
-    healthy: bool
-    url: str | None = None  # for services reached over HTTP
-    service: ServiceResponse | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def native(self) -> dict[str, Any]:
-        """What an actor type's hosts announced about it (its description, skills,
-        intents, replies); {} for other services."""
-        info = self.service.agent_info if self.service is not None else None
-        native = info.get("actorbus") if isinstance(info, dict) else None
-        return native if isinstance(native, dict) else {}
-
-    @property
-    def calls(self) -> dict[str, dict[str, Any]]:
-        """How each intent is called (``handler``, ``streams``, ``durable``,
-        ``opens_task``);
-        {} for services that do not say (an older actorbus: all plain asks)."""
-        calls = self.native.get("calls")
-        return dict(calls) if isinstance(calls, dict) else {}
-
-    @property
-    def intents(self) -> dict[str, Any]:
-        """The intents an actor type handles, each with its message's JSON schema
-        (None for raw content); {} for other services."""
-        intents = self.native.get("intents")
-        return dict(intents) if isinstance(intents, dict) else {}
 
 
 class Directory:
@@ -257,47 +199,3 @@ def call_kind(spec: HandlerSpec) -> dict[str, Any]:
 def skills_of_class(cls: type[Actor]) -> tuple[str, ...]:
     """Declared skills, else the intents it handles (what it can be asked to do)."""
     return tuple(cls.skills) or tuple(sorted(cls.handlers))
-
-
-def read_listing(svc: ServiceResponse, renewed_ms: int | None, now_ms: float) -> Listing:
-    info = svc.agent_info or {}
-    native = info.get(AGENT_PROTOCOL) if svc.agent_protocol == AGENT_PROTOCOL else None
-    healthy = svc.healthy
-    check = svc.ephemeral_check
-    if svc.ephemeral and healthy:  # judged here too: no registry service may be running
-        last = renewed_ms if renewed_ms is not None else svc.updated_at
-        limit = (check or EphemeralCheck()).unhealthy_after * 1000
-        healthy = now_ms - last < limit
-    url = None
-    if svc.host:
-        port = f":{svc.port}" if svc.port else ""
-        url = f"{svc.protocol}://{svc.host}{port}{svc.path or ''}"
-    protocols = set(native.get("protocols", ())) if isinstance(native, dict) else set()
-    if svc.agent_protocol:
-        protocols.add(svc.agent_protocol)
-    return Listing(
-        name=svc.name,
-        service_id=svc.id,
-        agent_protocol=svc.agent_protocol,
-        address=str(native["address"]) if isinstance(native, dict) else None,
-        skills=frozenset(_skill_names(info)),
-        tags=frozenset(svc.tags),
-        protocols=frozenset(protocols),
-        healthy=healthy,
-        url=url,
-        service=svc,
-    )
-
-
-def _skill_names(info: dict[str, Any]) -> set[str]:
-    """Skill ids and names from any protocol's description (actorbus, an A2A card...)."""
-    names: set[str] = set()
-    for doc in info.values():
-        if not isinstance(doc, dict):
-            continue
-        for s in doc.get("skills") or ():
-            if isinstance(s, dict):
-                names.update(str(s[k]) for k in ("id", "name") if s.get(k))
-            elif isinstance(s, str):
-                names.add(s)
-    return names

@@ -49,6 +49,7 @@ from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, relea
 from actorbus.actors.reminders import firing_key
 from actorbus.bus.client import BadHeaders
 from actorbus.bus.jetstream import (
+    consumer_gone,
     expired_entry,
     idempotency_entry,
     patiently,
@@ -236,14 +237,8 @@ class DurableReader:
         """After a failed fetch: if the consumer is gone (an operator deleted it, or
         the broker came back on a fresh store without the streams), make it again,
         with the streams and buckets it needs."""
-        try:
-            await self.rt.js.consumer_info(self.stream, self.consumer)
-            return  # still there: the fetch failed for another reason
-        except nats.js.errors.NotFoundError:
-            pass
-        except Exception as exc:  # the broker away: the next fetch tries again
-            log.debug("%s: consumer check: %r", self.what, exc)
-            return
+        if not await consumer_gone(self.rt.js, self.stream, self.consumer):
+            return  # still there (or the broker away): the next fetch tries again
         log.warning(
             "%s: durable consumer %s is gone (deleted, or the broker lost its store): "
             "making it again",

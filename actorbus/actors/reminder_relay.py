@@ -30,7 +30,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from actorbus.bus.client import encode_headers
-from actorbus.bus.jetstream import patiently, store_message, stream_name
+from actorbus.bus.jetstream import consumer_gone, patiently, store_message, stream_name
 from actorbus.bus.schedules import (
     H_SCHEDULE_NEXT,
     H_SCHEDULER,
@@ -125,14 +125,8 @@ class ReminderRelay:
         """After a failed fetch: make the stream and the shared consumer again if
         they are gone (the broker came back on a fresh store; a fetch from a
         stream that is not there answers 503, not 404)."""
-        try:
-            await self.rt.js.consumer_info(self.stream, RELAY_CONSUMER)
-            return  # still there: the fetch failed for another reason
-        except nats.js.errors.NotFoundError:
-            pass
-        except Exception as exc:  # the broker away: the next fetch tries again
-            log.debug("%s: relay consumer check: %r", self.type, exc)
-            return
+        if not await consumer_gone(self.rt.js, self.stream, RELAY_CONSUMER):
+            return  # still there (or the broker away): the next fetch tries again
         log.warning("%s: the reminder relay's consumer is gone: making it again", self.type)
         await self.rt.restore_store_of(self.rt.subjects.fired_type(self.type))
         old, self._psub = self._psub, await self._subscribe()

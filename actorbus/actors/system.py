@@ -32,10 +32,11 @@ from actorbus.actors.dead_letters import (
     replay_dead_letter,
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
-from actorbus.actors.directory import Directory, DiscoveryQuery, Listing
+from actorbus.actors.directory import Directory
 from actorbus.actors.guard import Guard
 from actorbus.actors.history import read_history
 from actorbus.actors.hosting import Hosting
+from actorbus.actors.listing import DiscoveryQuery, Listing
 from actorbus.actors.options import SystemOptions
 from actorbus.actors.outbox import store
 from actorbus.actors.pipeline import (

@@ -15,9 +15,10 @@ from actorbus.agents.agent import Agent, AgentAnswer, AgentState, AgentTask, Dur
 from actorbus.agents.anthropic_model import AnthropicModel
 from actorbus.agents.bus_tools import ActorTool, BusTools, ToolSource, actor_tools
 from actorbus.agents.delegation import AgentTool, Handoff, agent_tool, handoff
+from actorbus.agents.from_env import model_from_env
 from actorbus.agents.mcp_tools import McpTools
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolCall, ToolSpec, Usage
-from actorbus.agents.model import ModelClient, ModelSettings, model_from_env
+from actorbus.agents.model import ModelClient, ModelSettings
 from actorbus.agents.openai_model import OpenAIModel
 from actorbus.agents.run import RunRecord, StepLimitError
 from actorbus.agents.tools import FunctionTool, Tool, ToolContext, tool

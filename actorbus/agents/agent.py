@@ -34,8 +34,9 @@ from actorbus.actors.handlers import handler
 from actorbus.actors.interim import InputRequired
 from actorbus.agents import telemetry
 from actorbus.agents.bus_tools import ToolSource
+from actorbus.agents.from_env import model_from_env
 from actorbus.agents.messages import ChatMessage, ToolCall, Usage
-from actorbus.agents.model import ModelClient, TokenSink, model_from_env, structured
+from actorbus.agents.model import ModelClient, TokenSink, structured
 from actorbus.agents.run import AgentRun, RunPaused, RunRecord, RunSettings, decide
 from actorbus.agents.tools import Tool, ToolContext
 from actorbus.codecs.envelope import new_id

@@ -21,7 +21,7 @@ from actorbus.agents.messages import ToolSpec
 from actorbus.agents.tools import Tool, ToolContext, tool_name
 
 if TYPE_CHECKING:
-    from actorbus.actors.directory import Listing
+    from actorbus.actors.listing import Listing
 
 _RAW_INPUT = {  # an intent that takes raw content: the model gives it as text
     "type": "object",

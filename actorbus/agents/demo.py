@@ -25,8 +25,9 @@ from actorbus.actors.state_admin import read_state
 from actorbus.actors.system import ActorSystem
 from actorbus.agents.agent import Agent, AgentState
 from actorbus.agents.bus_tools import actor_tools
+from actorbus.agents.from_env import model_from_env
 from actorbus.agents.messages import Usage
-from actorbus.agents.model import ModelClient, model_from_env
+from actorbus.agents.model import ModelClient
 from actorbus.agents.openai_model import OpenAIModel
 from actorbus.codecs.envelope import new_id
 

@@ -4,12 +4,12 @@ Every provider is reached through its official SDK (``openai_model.py``,
 ``anthropic_model.py``): the SDKs already retry 429s and 5xx with backoff,
 honouring ``Retry-After``, time calls out and speak their streaming formats, and
 they follow the providers' changes; a hand-written HTTP client would lag them.
-A client is configured in code or from the environment (:func:`model_from_env`).
+A client is configured in code or from the environment
+(:func:`~actorbus.agents.from_env.model_from_env`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -72,36 +72,6 @@ class ModelClient(Protocol):
     async def close(self) -> None:
         """Release the HTTP connections."""
         ...
-
-
-def model_from_env(model: str | None = None) -> ModelClient:
-    """A client from the usual environment.
-
-    ``ANTHROPIC_API_KEY`` (and no ``OPENAI_API_KEY``) picks Anthropic's SDK; else
-    OpenAI's, which also serves every OpenAI-compatible server through
-    ``OPENAI_BASE_URL`` (vLLM, Ollama, llama.cpp's server, LM Studio). The model
-    is ``model``, else ``ACTORBUS_MODEL``, else ``OPENAI_MODEL`` /
-    ``ANTHROPIC_MODEL``. ModelError naming what to set when nothing says which."""
-    from actorbus.agents.anthropic_model import AnthropicModel
-    from actorbus.agents.openai_model import OpenAIModel
-
-    anthropic = bool(os.environ.get("ANTHROPIC_API_KEY")) and not os.environ.get("OPENAI_API_KEY")
-    name = model or os.environ.get("ACTORBUS_MODEL")
-    if anthropic:
-        name = name or os.environ.get("ANTHROPIC_MODEL")
-        if not name:
-            raise ModelError("ANTHROPIC_API_KEY is set but no model: set ANTHROPIC_MODEL")
-        return AnthropicModel(ModelSettings(model=name))
-    if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
-        raise ModelError(
-            "no model is configured: set OPENAI_API_KEY (or OPENAI_BASE_URL for an "
-            "OpenAI-compatible server) and OPENAI_MODEL, or ANTHROPIC_API_KEY and "
-            "ANTHROPIC_MODEL; or give the agent a model in code"
-        )
-    name = name or os.environ.get("OPENAI_MODEL")
-    if not name:
-        raise ModelError("OPENAI_API_KEY/OPENAI_BASE_URL are set but no model: set OPENAI_MODEL")
-    return OpenAIModel(ModelSettings(model=name))
 
 
 def structured(output: type[BaseModel], text: str, model: str) -> BaseModel:

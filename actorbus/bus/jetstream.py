@@ -466,3 +466,16 @@ async def store_message(
                 )
             cause = f"JetStream unavailable: {error.get('description', error)}"
         await asyncio.sleep(min(backoff_delay(attempt, 0.05, 1.0), max(0.0, left)))
+
+
+async def consumer_gone(js: JetStreamContext, stream: str, consumer: str) -> bool:
+    """After a failed fetch: is the consumer gone (an operator deleted it, or the
+    broker came back on a fresh store)? False when it is there, or when the
+    broker cannot say now (the next fetch tries again)."""
+    try:
+        await js.consumer_info(stream, consumer)
+    except nats.js.errors.NotFoundError:
+        return True
+    except Exception:  # the broker away: not a reason to make anything again
+        return False
+    return False

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from actorbus.actors import ActorSystem
-from actorbus.actors.directory import Listing
+from actorbus.actors.listing import Listing
 from actorbus.cli.common import CliError, bus_options, stdout, with_system
 
 # -- registry: what the namespace offers ---------------------------------------

@@ -7,19 +7,15 @@ conversation per session, and the GenAI spans."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
 from _agent_actors import Calculator, Mailer, Researcher
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
 from actorbus import ActorSystem
-from actorbus.actors.directory import Listing
+from actorbus.actors.listing import Listing
 from actorbus.agents import (
     Agent,
     AgentAnswer,
@@ -31,10 +27,7 @@ from actorbus.agents import (
 )
 from actorbus.agents.bus_tools import tools_of
 from actorbus.codecs.errors import ModelError
-from actorbus.telemetry import STATE, configure
 from actorbus.testing.scripted_model import ScriptedModel, call, calls, say
-
-_EXPORTER = InMemorySpanExporter()
 
 
 def model_of(server: ScriptedModel) -> OpenAIModel:
@@ -282,23 +275,6 @@ async def test_memory_is_bounded_by_its_window_and_summarised(
     last = scripted_model.requests[-1].messages
     assert last[0]["content"].endswith("Earlier in this conversation: q0 a0")
     assert [m["content"] for m in last[1:]] == ["q1", "a1", "q2", "a2", "q3"]
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    if not getattr(provider, "_agents_exporter", False):
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        provider._agents_exporter = True  # type: ignore[attr-defined]
-    configure(True)
-    _EXPORTER.clear()
-    try:
-        yield _EXPORTER
-    finally:
-        STATE.tracing = False
 
 
 async def test_spans_follow_the_genai_conventions(

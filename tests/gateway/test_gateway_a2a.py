@@ -666,27 +666,15 @@ async def test_command_line_gateway(
 
 
 async def test_requests_are_server_spans_continuing_the_callers_trace(
-    nats_server: EmbeddedServer, ns: str, tmp_path: Path, probe: Probe, http: aiohttp.ClientSession
+    nats_server: EmbeddedServer,
+    ns: str,
+    tmp_path: Path,
+    probe: Probe,
+    http: aiohttp.ClientSession,
+    spans: Any,  # tracing on before the gateway's system opens: it chooses its senders then
 ) -> None:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from actorbus.telemetry import STATE, configure
-
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    configure(True)  # before the gateway's system opens: it chooses its senders then
-    try:
-        async with running_gateway(nats_server.url, ns, tmp_path / "traced.db", *AGENTS) as gw:
-            await traced_request(gw, http, exporter)
-    finally:
-        STATE.tracing = False
+    async with running_gateway(nats_server.url, ns, tmp_path / "traced.db", *AGENTS) as gw:
+        await traced_request(gw, http, spans)
 
 
 async def traced_request(gw: GatewayService, http: aiohttp.ClientSession, exporter: Any) -> None:

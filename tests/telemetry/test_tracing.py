@@ -7,43 +7,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
 from actorbus import Actor, RemoteError, handler
 from actorbus.bus.jetstream import DurableSettings
-from actorbus.telemetry import STATE, configure
-
-_EXPORTER = InMemorySpanExporter()
-
-
-@pytest.fixture(scope="module")
-def provider() -> TracerProvider:
-    """One SDK provider for the process (OpenTelemetry allows setting it once)."""
-    current = trace.get_tracer_provider()
-    if not isinstance(current, TracerProvider):
-        current = TracerProvider()
-        trace.set_tracer_provider(current)
-    current.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-    return current
-
-
-@pytest.fixture
-def spans(provider: TracerProvider) -> Iterator[InMemorySpanExporter]:
-    configure(True)
-    _EXPORTER.clear()
-    try:
-        yield _EXPORTER
-    finally:
-        STATE.tracing = False
-        STATE.preview = 0
+from actorbus.telemetry import STATE
 
 
 class Question(BaseModel):
@@ -203,13 +178,15 @@ async def test_a_redelivery_is_linked_to_the_original_send(make_system, spans: A
     assert {ids(s)[0] for s in receives} == {ids(send)[0]}
 
 
-async def test_no_spans_when_tracing_is_off(make_system, provider: Any) -> None:
-    _EXPORTER.clear()
+async def test_no_spans_when_tracing_is_off(
+    make_system, span_exporter: InMemorySpanExporter
+) -> None:
+    span_exporter.clear()
     assert not STATE.tracing
     host = await make_system()
     await host.spawn(Echo, "1")
     await host.ask("echo/1", Question(text="hi"))
-    assert _EXPORTER.get_finished_spans() == ()
+    assert span_exporter.get_finished_spans() == ()
 
 
 async def test_a_flow_across_three_processes_is_one_recorded_trace(

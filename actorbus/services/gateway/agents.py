@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from actorbus.actors.directory import Listing
+from actorbus.actors.listing import Listing
 from actorbus.codecs.a2a.types import ArtifactUpdate, Message, Part, StatusUpdate, Task, TaskState
 from actorbus.codecs.common import fit_to_intent
 from actorbus.codecs.errors import (

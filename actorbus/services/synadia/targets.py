@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actorbus.actors.actor import Actor
-from actorbus.actors.directory import Listing
+from actorbus.actors.listing import Listing
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.common import fit_to_intent
 

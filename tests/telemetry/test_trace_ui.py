@@ -162,6 +162,78 @@ def test_spans_from_three_processes_form_one_tree(phoenix: PhoenixServer, flow_t
     assert phoenix.client().latest_trace_id() == flow_trace
 
 
+def run_agent_flow(url: str, ns: str, env_for: Callable[[str], dict[str, str]]) -> str:
+    """caller -> researcher (an agent in a host process, its model the scripted
+    server) -> calculator (a tool actor in another), each exporting over OTLP;
+    the trace id."""
+    import asyncio
+    import json
+
+    from _util import TESTS_DIR, run_host
+
+    from actorbus.testing.scripted_model import ScriptedModel, call, say
+
+    async def flow() -> str:
+        async with ScriptedModel() as model:
+            model.script(call("calculator_add", a=1, b=2), say("It is 3."))
+            llm = {
+                "OPENAI_BASE_URL": model.openai_url,
+                "OPENAI_API_KEY": "test",
+                "OPENAI_MODEL": "scripted-1",
+            }
+            agent_env = {**env_for("agent"), **llm}
+            async with (
+                run_host("_agent_actors:Calculator", url, ns, "*", env=env_for("calculator")),
+                run_host("_agent_actors:Researcher", url, ns, "*", env=agent_env),
+            ):
+                caller = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    str(TESTS_DIR / "_ask.py"),
+                    url,
+                    ns,
+                    "researcher/p",
+                    "0",
+                    "add 1 and 2",
+                    stdout=asyncio.subprocess.PIPE,
+                    env={**env_for("caller"), "PYTHONPATH": str(TESTS_DIR)},
+                )
+                out, _ = await asyncio.wait_for(caller.communicate(), 60)
+        assert caller.returncode == 0
+        trace_id: str = json.loads(out)["trace_id"]
+        return trace_id
+
+    return asyncio.run(flow())
+
+
+@needs_phoenix
+@pytest.mark.timeout(240)
+def test_an_agents_tree_in_phoenix(phoenix: PhoenixServer, nats_server: Any) -> None:
+    """The agent's run, its model calls and its tool call, across three processes,
+    with the GenAI attributes and the kinds Phoenix shows (AGENT, LLM, TOOL)."""
+    trace_id = run_agent_flow(nats_server.url, f"ag{os.getpid()}", phoenix.otel_env)
+    wanted = {"invoke_agent researcher", "chat scripted-1", "execute_tool calculator_add"}
+
+    def arrived() -> list[Any]:
+        spans = phoenix.client().wait_for_spans(trace_id, 8, timeout=30)
+        names = {span.name for span in spans}
+        calculator = any(s.service == "calculator" for s in spans)
+        return spans if wanted <= names and calculator else []
+
+    spans = arrived() or arrived()  # the last exports may come a moment later
+    by_name: dict[str, Any] = {}
+    for span in spans:
+        by_name.setdefault(span.name, span)
+    agent, tool = by_name["invoke_agent researcher"], by_name["execute_tool calculator_add"]
+    chats = [span for span in spans if span.name == "chat scripted-1"]
+    assert (agent.kind, tool.kind, {c.kind for c in chats}) == ("AGENT", "TOOL", {"LLM"})
+    assert len(chats) == 2
+    assert chats[0].attributes["gen_ai.provider.name"] == "openai"
+    assert {c.parent_id for c in chats} | {tool.parent_id} == {agent.span_id}
+    assert agent.service == "agent"
+    tool_side = [s for s in spans if s.service == "calculator"]
+    assert tool_side, "the tool actor's spans are in the agent's trace"
+
+
 @needs_phoenix
 @needs_chromium
 @pytest.mark.timeout(240)

@@ -53,38 +53,43 @@ def _print(value: Any) -> None:
     stdout().print(json.dumps(printable(value), ensure_ascii=False), markup=False)
 
 
-async def fitted(system: ActorSystem, args: argparse.Namespace) -> tuple[str | None, Any]:
+async def fitted(system: ActorSystem, args: argparse.Namespace) -> tuple[str | None, Any, bool]:
     """The intent and content to send: ``--intent`` as given; else, when the registry
     lists the actor's type, fitted to its handlers the way the gateway does (an
-    object for a one-handler actor goes to that handler)."""
+    object for a one-handler actor goes to that handler). And whether the registry
+    says that intent streams its reply."""
     content = content_of(args.content)
-    if args.intent is not None or "/" not in args.address:
-        return args.intent, content
+    if "/" not in args.address:
+        return args.intent, content, False
     try:
         found = await system.discover(name=args.address.split("/", 1)[0], healthy=False)
     except ActorBusError:
-        return None, content  # no registry here: sent as it is
-    intents = next((listing.intents for listing in found if listing.intents), None)
-    if not intents:
-        return None, content
-    intent, _ = to_content(content)
-    return fit_to_intent(intents, intent, content)
+        return args.intent, content, False  # no registry here: sent as it is
+    listing = next((listing for listing in found if listing.intents), None)
+    if listing is None:
+        return args.intent, content, False
+    intent = args.intent
+    if intent is None:
+        intent, content = fit_to_intent(listing.intents, to_content(content)[0], content)
+    streams = bool(listing.calls.get(intent or "", {}).get("streams"))
+    return intent, content, streams
 
 
 async def _ask(system: ActorSystem, args: argparse.Namespace) -> None:
-    intent, content = await fitted(system, args)
-    reply = await system.ask(
-        args.address,
-        content,
-        intent=intent,
-        timeout=args.timeout,
-        session_id=args.session,
-    )
-    _print(reply)
+    intent, content, streams = await fitted(system, args)
+    options: dict[str, Any] = {"intent": intent, "session_id": args.session}
+    if not streams:
+        _print(await system.ask(args.address, content, timeout=args.timeout, **options))
+        return
+    # A handler that streams (an agent's tokens): its items, collected, as the
+    # gateway does for a plain A2A send; text items as one text.
+    items = [i async for i in system.stream(args.address, content, timeout=args.timeout, **options)]
+    texts = [i for i in items if isinstance(i, str)]
+    _print("".join(texts) if len(texts) == len(items) else items)
 
 
 async def _tell(system: ActorSystem, args: argparse.Namespace) -> None:
-    intent, content = await fitted(system, args)
+    intent, content, _ = await fitted(system, args)
     await system.tell(
         args.address,
         content,
@@ -97,7 +102,7 @@ async def _tell(system: ActorSystem, args: argparse.Namespace) -> None:
 
 
 async def _stream(system: ActorSystem, args: argparse.Namespace) -> None:
-    intent, content = await fitted(system, args)
+    intent, content, _ = await fitted(system, args)
     items = system.stream(
         args.address,
         content,

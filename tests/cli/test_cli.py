@@ -377,6 +377,10 @@ async def test_ask_tell_stream_and_publish_from_the_shell(
         "stream", "shouter/1", '"an agent speaks"', "--intent", "tokens", "--text", *bus, env=env
     )
     assert (code, out) == (0, "AN AGENT SPEAKS \n"), err  # tokens as one text
+    code, out, err = await finished(  # an ask of a streaming handler: its items collected
+        "ask", "shouter/1", '"an agent speaks"', "--intent", "tokens", *bus, env=env
+    )
+    assert (code, json.loads(out)) == (0, "AN AGENT SPEAKS "), err
     code, out, err = await finished(
         "tell", "shouter/1", "remember", "--intent", "note", "--durable", *bus, env=env
     )

@@ -64,33 +64,42 @@ SPAN_NAMES = (
 )
 
 
+async def ask_from_a_process(url: str, ns: str, env: dict[str, str], *args: str) -> str:
+    """tests/_ask.py as the caller (``args``: the address, n, a prompt for an agent),
+    exporting with ``env``; the trace id it printed."""
+    import asyncio
+    import json
+
+    from _util import TESTS_DIR
+
+    caller = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(TESTS_DIR / "_ask.py"),
+        url,
+        ns,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        env={**env, "PYTHONPATH": str(TESTS_DIR)},
+    )
+    out, _ = await asyncio.wait_for(caller.communicate(), 60)
+    assert caller.returncode == 0
+    trace_id: str = json.loads(out)["trace_id"]
+    return trace_id
+
+
 def run_three_process_flow(url: str, ns: str, env_for: Callable[[str], dict[str, str]]) -> str:
     """caller (tests/_ask.py) -> forward/f (a host process) -> whoami/w (another),
     each exporting its spans over OTLP/HTTP with ``env_for(service)``; the trace id."""
     import asyncio
-    import json
 
-    from _util import TESTS_DIR, run_host
+    from _util import run_host
 
     async def flow() -> str:
         async with (
             run_host("_actors:Whoami", url, ns, "w", env=env_for("whoami")),
             run_host("_actors:Forward", url, ns, "f", env=env_for("forwarder")),
         ):
-            caller = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(TESTS_DIR / "_ask.py"),
-                url,
-                ns,
-                "forward/f",
-                "1",
-                stdout=asyncio.subprocess.PIPE,
-                env={**env_for("caller"), "PYTHONPATH": str(TESTS_DIR)},
-            )
-            out, _ = await asyncio.wait_for(caller.communicate(), 60)
-        assert caller.returncode == 0
-        trace_id: str = json.loads(out)["trace_id"]
-        return trace_id
+            return await ask_from_a_process(url, ns, env_for("caller"), "forward/f", "1")
 
     return asyncio.run(flow())
 
@@ -167,9 +176,8 @@ def run_agent_flow(url: str, ns: str, env_for: Callable[[str], dict[str, str]]) 
     server) -> calculator (a tool actor in another), each exporting over OTLP;
     the trace id."""
     import asyncio
-    import json
 
-    from _util import TESTS_DIR, run_host
+    from _util import run_host
 
     from actorbus.testing.scripted_model import ScriptedModel, call, say
 
@@ -186,21 +194,8 @@ def run_agent_flow(url: str, ns: str, env_for: Callable[[str], dict[str, str]]) 
                 run_host("_agent_actors:Calculator", url, ns, "*", env=env_for("calculator")),
                 run_host("_agent_actors:Researcher", url, ns, "*", env=agent_env),
             ):
-                caller = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    str(TESTS_DIR / "_ask.py"),
-                    url,
-                    ns,
-                    "researcher/p",
-                    "0",
-                    "add 1 and 2",
-                    stdout=asyncio.subprocess.PIPE,
-                    env={**env_for("caller"), "PYTHONPATH": str(TESTS_DIR)},
-                )
-                out, _ = await asyncio.wait_for(caller.communicate(), 60)
-        assert caller.returncode == 0
-        trace_id: str = json.loads(out)["trace_id"]
-        return trace_id
+                caller = env_for("caller")
+                return await ask_from_a_process(url, ns, caller, "researcher/p", "0", "add 1 and 2")
 
     return asyncio.run(flow())
 

@@ -261,7 +261,12 @@ async def test_queue_stats_show_depth_while_the_actor_is_away(make_system) -> No
     progress = await spawn_ledger(system, "depth", fail={0: 1})  # retried once
     await system.tell("ledger/depth", Entry(n=0), durable=True)
     await progress.reached(1)
-    stats = await system.queue_stats("ledger/depth")
+
+    async def acked() -> Any:  # the handler is done; its ack may still be on its way
+        stats = await system.queue_stats("ledger/depth")
+        return stats if stats.in_flight == 0 else None
+
+    stats = await eventually(acked, what="the retried entry acked")
     assert stats.reading
     assert stats.redeliveries == 1  # the retry, although nothing is in flight now
     assert stats.redelivered == 0

@@ -192,8 +192,11 @@ class Hosting:
 
     def _anycast_key(self, host: TypeHost) -> str:
         """Which instance a message to the bare type address goes to: one active
-        here in turn, else ``default`` (a type keyed by session: its session's)."""
+        here in turn, else ``default``. A type keyed by session: its session's
+        (``_route_lazy``), else ``default``, never another conversation's."""
         type_name = host.cls.type_name
+        if host.cls.key_by_session:
+            return "default"
         local = [a for a in self.residents.cells if a.startswith(type_name + "/")]
         return local[next(host.rr) % len(local)].split("/", 1)[1] if local else "default"
 

@@ -327,3 +327,13 @@ async def test_the_stand_in_model_calls_the_tool_a_message_names(system: ActorSy
         echoed = await system.ask("tryout/t", AgentTask(prompt="hello"), timeout=20)
     assert called.text == "(scripted) the tool said: 1.5"
     assert echoed.text == "(scripted) you said: hello"
+
+
+async def test_a_message_without_a_session_never_reaches_another_conversation(
+    system: ActorSystem, scripted_model: ScriptedModel, helper: type[Helper]
+) -> None:
+    await system.register(helper)
+    scripted_model.script("hi ann", "hi stranger")
+    await system.ask("helper", AgentTask(prompt="I am Ann"), session_id="ann", timeout=20)
+    await system.ask("helper", AgentTask(prompt="who am I?"), timeout=20)  # no session
+    assert [m["content"] for m in scripted_model.requests[-1].messages[1:]] == ["who am I?"]

@@ -34,7 +34,7 @@ test: $(STAMP) $(TRACE_STAMP) $(JS_STAMP) $(AGORA_STAMP) $(SYSTEM_STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# About two minutes: the codecs, the bus, the actors, durable delivery's basics,
+# About a minute on two workers: the codecs, the bus, the actors, durable delivery's basics,
 # the router and security's units, against real nats-servers; no containers,
 # browsers, cluster or fault drills (make test runs everything).
 FAST_TESTS := tests/codecs tests/bus tests/actors tests/durable/test_durable.py tests/router \

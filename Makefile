@@ -32,7 +32,7 @@ test: $(STAMP) $(TRACE_STAMP) $(JS_STAMP) $(AGORA_STAMP) $(SYSTEM_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # About a minute on two workers: the codecs, the bus, the actors, durable delivery's basics,
 # the router and security's units, against real nats-servers; no containers,

@@ -25,24 +25,6 @@ from actorbus.bus.server import EmbeddedServer
 from actorbus.telemetry import STATE, configure
 from actorbus.testing import systems_on
 
-# The files that run a Docker engine: the slowest, and one at a time (a lock).
-ENGINE_FILES = frozenset(
-    {"test_compose_engine.py", "test_compose_single.py", "test_compose_assistant.py"}
-)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """For make test's two workers (``--dist loadgroup``): each file is one unit of
-    work (its module fixtures set up once), and the Docker-engine files are one
-    unit, first, so one worker runs them while the other runs the rest, rather
-    than both waiting for them at the end."""
-    items.sort(key=lambda item: item.path.name not in ENGINE_FILES)  # stable otherwise
-    for item in items:
-        engine = item.path.name in ENGINE_FILES
-        group = "docker-engine" if engine else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-
 
 @pytest.fixture(scope="session", autouse=True)
 def actorbus_home(tmp_path_factory: pytest.TempPathFactory) -> Any:

@@ -9,25 +9,18 @@ the output model, the way Anthropic documents JSON output.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
 
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolCall, ToolSpec, Usage
-from actorbus.agents.model import ModelSettings, TokenSink
+from actorbus.agents.model import ModelSettings, ProviderSdk, TokenSink
 from actorbus.codecs.errors import ModelError
-from actorbus.extras import missing
 
-_why: ImportError | None = None
-try:  # imported with the module, not on an event loop at first use (it takes ~0.5 s)
-    _sdk: ModuleType | None = importlib.import_module("anthropic")
-except ImportError as _absent:
-    _sdk, _why = None, _absent
+_SDK = ProviderSdk("anthropic", "the Anthropic model client")
 
 _DEFAULT_MAX_TOKENS = 4096  # Messages requires one
 
@@ -45,11 +38,8 @@ class AnthropicModel:
         api_key: str | None = None,
         base_url: str | None = None,
     ) -> None:
-        if _sdk is None:
-            assert _why is not None
-            raise missing("agents", "the Anthropic model client", _why)
-        anthropic = _sdk
-        self.settings = ModelSettings(model=settings) if isinstance(settings, str) else settings
+        anthropic = _SDK.get()
+        self.settings = ModelSettings.of(settings)
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if api_key is None:
             raise ModelError(

@@ -10,14 +10,17 @@ A client is configured in code or from the environment
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolSpec
 from actorbus.codecs.errors import ModelError
+from actorbus.extras import missing
 
 #: Called with each piece of text as the model streams it.
 TokenSink = Callable[[str], Awaitable[None]]
@@ -37,6 +40,32 @@ class ModelSettings:
     max_retries: int = 3
     temperature: float | None = None
     max_tokens: int | None = None
+
+    @classmethod
+    def of(cls, settings: ModelSettings | str) -> ModelSettings:
+        """Settings as given, or a model's name with the defaults."""
+        return cls(model=settings) if isinstance(settings, str) else settings
+
+
+class ProviderSdk:
+    """A provider's official SDK, imported with the client's module (not on an
+    event loop at first use: importing one takes about half a second); absent,
+    :meth:`get` says which extra brings it."""
+
+    def __init__(self, module: str, what: str) -> None:
+        self.what = what
+        self.module: ModuleType | None = None
+        self.absent: ImportError | None = None
+        try:
+            self.module = importlib.import_module(module)
+        except ImportError as exc:
+            self.absent = exc
+
+    def get(self) -> ModuleType:
+        if self.module is None:
+            assert self.absent is not None
+            raise missing("agents", self.what, self.absent)
+        return self.module
 
 
 @runtime_checkable

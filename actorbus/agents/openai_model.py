@@ -8,24 +8,17 @@ the conversation to the API's messages and its answer (streamed or not) back.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
 
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolCall, ToolSpec, Usage
-from actorbus.agents.model import ModelSettings, TokenSink
+from actorbus.agents.model import ModelSettings, ProviderSdk, TokenSink
 from actorbus.codecs.errors import ModelError
-from actorbus.extras import missing
 
-_why: ImportError | None = None
-try:  # imported with the module, not on an event loop at first use (it takes ~0.5 s)
-    _sdk: ModuleType | None = importlib.import_module("openai")
-except ImportError as _absent:
-    _sdk, _why = None, _absent
+_SDK = ProviderSdk("openai", "the OpenAI model client")
 
 
 class OpenAIModel:
@@ -43,11 +36,8 @@ class OpenAIModel:
         api_key: str | None = None,
         base_url: str | None = None,
     ) -> None:
-        if _sdk is None:
-            assert _why is not None
-            raise missing("agents", "the OpenAI model client", _why)
-        openai = _sdk
-        self.settings = ModelSettings(model=settings) if isinstance(settings, str) else settings
+        openai = _SDK.get()
+        self.settings = ModelSettings.of(settings)
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
         if api_key is None:

@@ -5,12 +5,15 @@ what the tool does) and sends the model's prompt as an A2A message with the
 gateway's :class:`~actorbus.services.gateway.egress.A2AEgress` (1.0 or 0.3,
 JSON-RPC, whichever the card offers); the agent's answer (its artifacts' text or
 data) is the tool's result, a failed or rejected task an error the model reads.
-One A2A context per run, so the calls of one run are one conversation there.
+Each conversation of the calling agent (its address: ``assistant/ann``) is one A2A
+context there, the same across runs and restarts, so the outside agent can
+follow up as the caller does; the id is derived, so nothing needs storing.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,7 +68,16 @@ class A2ATool:
 
     async def call(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         prompt = str(arguments.get("prompt", ""))
-        return await self.egress.send(prompt, context_id=f"run-{context.run_id}")
+        return await self.egress.send(prompt, context_id=self.context_id(context))
+
+    def context_id(self, context: ToolContext) -> str:
+        """The A2A context of the calling conversation (of the run, for a caller
+        that is not an actor)."""
+        agent = context.agent
+        if agent is None:
+            return f"run-{context.run_id}"
+        conversation = f"{agent.system.namespace}/{agent.address}@{self.egress.url}"
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, conversation))
 
     async def close(self) -> None:
         await self.egress.cleanup()

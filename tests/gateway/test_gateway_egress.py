@@ -55,6 +55,7 @@ class RemoteState:
     def __init__(self) -> None:
         self.cancelled = asyncio.Event()
         self.release = asyncio.Event()
+        self.contexts: list[str] = []  # each message's A2A context, in order
 
 
 class EchoExecutor(AgentExecutor):
@@ -66,6 +67,7 @@ class EchoExecutor(AgentExecutor):
 
     async def execute(self, context: Any, event_queue: Any) -> None:
         text = context.get_user_input()
+        self.state.contexts.append(context.context_id)
         if context.current_task is None:  # a new task: the SDK wants the Task first
             await event_queue.enqueue_event(new_task_from_user_message(context.message))
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
@@ -198,7 +200,7 @@ async def test_an_outside_a2a_agent_is_an_agents_tool(
     from actorbus.agents.a2a_tools import A2ATool
     from actorbus.testing.scripted_model import call, say
 
-    base, _ = remote
+    base, state = remote
     outside = A2ATool(base)
 
     class Asker(Agent):
@@ -213,13 +215,21 @@ async def test_an_outside_a2a_agent_is_an_agents_tool(
     )
     try:
         answer = await system.ask("asker/a", AgentTask(prompt="go"), timeout=WAIT * 4)
+        assert answer.text == "done"
+        first = scripted_model.requests[0].body["tools"][0]["function"]
+        assert first["name"] == "ask_remote-echo"
+        assert first["description"] == "an a2a-sdk agent (skills: echo)"
+        results = [r.messages[-1]["content"] for r in scripted_model.requests[1:]]
+        assert results[0] == "remote: hello out there"
+        assert results[1].startswith("error: ask_remote-echo failed: RemoteError")
+        assert "remote says no" in results[1]
+
+        # One conversation is one A2A context there, across runs; another is another.
+        scripted_model.script(call("ask_remote-echo", prompt="again"), say("done"))
+        scripted_model.script(call("ask_remote-echo", prompt="other"), say("done"))
+        await system.ask("asker/a", AgentTask(prompt="go on"), timeout=WAIT * 4)
+        await system.ask("asker/b", AgentTask(prompt="go"), timeout=WAIT * 4)
     finally:
         await outside.close()
-    assert answer.text == "done"
-    first = scripted_model.requests[0].body["tools"][0]["function"]
-    assert first["name"] == "ask_remote-echo"
-    assert first["description"] == "an a2a-sdk agent (skills: echo)"
-    results = [r.messages[-1]["content"] for r in scripted_model.requests[1:]]
-    assert results[0] == "remote: hello out there"
-    assert results[1].startswith("error: ask_remote-echo failed: RemoteError")
-    assert "remote says no" in results[1]
+    one, two, again, other = state.contexts
+    assert one == two == again != other

@@ -200,13 +200,21 @@ def run_agent_flow(url: str, ns: str, env_for: Callable[[str], dict[str, str]]) 
     return asyncio.run(flow())
 
 
+@pytest.fixture(scope="module")
+def agent_trace(phoenix: PhoenixServer, nats_server: Any) -> str:
+    return run_agent_flow(nats_server.url, f"ag{os.getpid()}", phoenix.otel_env)
+
+
+AGENT_SPANS = {"invoke_agent researcher", "chat scripted-1", "execute_tool calculator_add"}
+
+
 @needs_phoenix
 @pytest.mark.timeout(240)
-def test_an_agents_tree_in_phoenix(phoenix: PhoenixServer, nats_server: Any) -> None:
+def test_an_agents_tree_in_phoenix(phoenix: PhoenixServer, agent_trace: str) -> None:
     """The agent's run, its model calls and its tool call, across three processes,
     with the GenAI attributes and the kinds Phoenix shows (AGENT, LLM, TOOL)."""
-    trace_id = run_agent_flow(nats_server.url, f"ag{os.getpid()}", phoenix.otel_env)
-    wanted = {"invoke_agent researcher", "chat scripted-1", "execute_tool calculator_add"}
+    trace_id = agent_trace
+    wanted = AGENT_SPANS
 
     def arrived() -> list[Any]:
         spans = phoenix.client().wait_for_spans(trace_id, 8, timeout=30)
@@ -248,6 +256,21 @@ def test_trace_page_renders_the_tree(
     assert int.from_bytes(data[16:20], "big") == 1400  # IHDR width
     assert len(data) > 20_000, f"suspiciously small screenshot: {len(data)} bytes"
     print(f"trace page screenshot: {png}")
+
+
+@needs_phoenix
+@needs_chromium
+@pytest.mark.timeout(240)
+def test_the_agents_trace_page_shows_its_steps(
+    phoenix: PhoenixServer, agent_trace: str, tmp_path: Path
+) -> None:
+    """What a person sees: Phoenix's page of the agent's trace names the run, its
+    model calls and its tool call."""
+    phoenix.client().wait_for_spans(agent_trace, 8, timeout=30)
+    png, dom = capture_page(phoenix.trace_url(agent_trace), tmp_path / "agent.png")
+    for name in AGENT_SPANS:
+        assert name in dom, f"{name} not on the agent's trace page"
+    assert png.stat().st_size > 20_000
 
 
 # -- without Phoenix: the parts that must hold anyway ---------------------------------

@@ -203,6 +203,7 @@ async def gateway_probes(p: Probes, home: Path, work: Path) -> None:
             http_port=0,
             db_path=str(work / "gw.db"),
             token_secrets={"probe": "secret"},
+            expose=("vault",),  # a secured gateway serves the agents it is told to
             issuer_key=work / "token-issuer.key",
         )
         try:

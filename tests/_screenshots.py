@@ -96,30 +96,38 @@ def capture_page(
     settle_ms: int = 5_000,
     timeout: float = 90.0,
     chromium: str | os.PathLike[str] | None = None,
+    showing: tuple[str, ...] = (),
+    attempts: int = 3,
 ) -> tuple[Path, str]:
     """Save a PNG of ``url`` as headless Chromium renders it: (the PNG's path, the DOM).
 
     One Chromium run takes both, so a test can check what the page shows (the
     DOM's text) and keep the picture. ``settle_ms`` is Chromium's virtual-time
     budget: how long the page's own scripts (Phoenix's UI fetching the trace)
-    run before the shot. Chromium gets a fresh profile and a proxy that goes
+    run before the shot. A page that does not show all of ``showing`` yet (its
+    scripts were slow on a busy machine) is taken again with twice the budget,
+    up to ``attempts`` runs. Chromium gets a fresh profile and a proxy that goes
     nowhere, so it reaches loopback addresses only.
     """
     target = Path(path).absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.unlink(missing_ok=True)
-    code, dom, errors = _run_chromium(
-        url,
-        ["--dump-dom", f"--screenshot={target}"],
-        window_size=window_size,
-        settle_ms=settle_ms,
-        timeout=timeout,
-        chromium=chromium,
-    )
-    if code != 0 or not target.exists() or target.stat().st_size == 0:
-        tail = "\n".join(errors.decode(errors="replace").splitlines()[-20:])
-        raise TraceUIError(f"Chromium made no screenshot of {url} (exit {code}):\n{tail}")
-    return target, dom.decode(errors="replace")
+    for attempt in range(attempts):
+        target.unlink(missing_ok=True)
+        code, raw, errors = _run_chromium(
+            url,
+            ["--dump-dom", f"--screenshot={target}"],
+            window_size=window_size,
+            settle_ms=settle_ms * 2**attempt,
+            timeout=timeout,
+            chromium=chromium,
+        )
+        if code != 0 or not target.exists() or target.stat().st_size == 0:
+            tail = "\n".join(errors.decode(errors="replace").splitlines()[-20:])
+            raise TraceUIError(f"Chromium made no screenshot of {url} (exit {code}):\n{tail}")
+        dom = raw.decode(errors="replace")
+        if all(text in dom for text in showing):
+            break
+    return target, dom
 
 
 def screenshot(

@@ -158,6 +158,15 @@ class AuthError(ActorBusError, PermissionError):
     code = "E_AUTH"
 
 
+class ForbiddenError(AuthError):
+    """Authenticated, but not allowed this: a token whose scopes do not cover the
+    agent, say (HTTP 403 where a plain ``AuthError`` is 401). ``scope`` names
+    what would allow it."""
+
+    code = "E_AUTH"
+    scope: str | None = None
+
+
 class ReplayError(AuthError):
     """A message id already seen within the replay window: a replayed message."""
 

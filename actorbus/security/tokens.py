@@ -35,7 +35,7 @@ ALGORITHMS: Final = ["Ed25519", "EdDSA"]
 ANY: Final = "*"
 
 
-def _okp(identity: Identity | None = None, public: PublicIdentity | None = None) -> OKPKey:
+def okp_key(identity: Identity | None = None, public: PublicIdentity | None = None) -> OKPKey:
     if identity is not None:
         return OKPKey.import_key(
             {
@@ -69,7 +69,7 @@ class TokenIssuer:
         self.domain = domain
         self.name = f"{domain}-auth-service"
         self.max_ttl = max_ttl
-        self._key = _okp(identity)
+        self._key = okp_key(identity)
 
     def issue(
         self,
@@ -105,7 +105,7 @@ class TokenVerifier:
     """Checks tokens of the issuers it trusts (by issuer name)."""
 
     def __init__(self, issuers: dict[str, PublicIdentity]) -> None:
-        self._keys = {name: _okp(public=p) for name, p in issuers.items()}
+        self._keys = {name: okp_key(public=p) for name, p in issuers.items()}
 
     @classmethod
     def of(cls, issuer: TokenIssuer) -> TokenVerifier:
@@ -123,12 +123,10 @@ class TokenVerifier:
         """The grant ``token`` gives for asking ``target`` for ``intent``; AuthError
         naming the first rule it breaks. ``required``: the capabilities the intent
         needs (default: the intent's own name); ``*`` in a token covers any."""
-        claims = self._verified(token)
+        claims = self.verified(token, now=now)
         at = time.time() if now is None else now
-        exp = claims.get("exp")
-        if not isinstance(exp, int) or exp <= at:
-            raise AuthError("token expired")
-        if claims.get("aud") != target:
+        exp = claims["exp"]
+        if claims.get("aud") not in (target, ANY):
             raise AuthError(f"token is for {claims.get('aud')!r}, not {target!r}")
         caps = claims.get("capabilities")
         if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
@@ -148,6 +146,19 @@ class TokenVerifier:
             expires=exp,
             token_id=str(claims.get("jti", "")),
         )
+
+    def verified(self, token: str, *, now: float | None = None) -> dict[str, Any]:
+        """The claims of ``token`` if its signature verifies with a trusted issuer
+        and it has not expired; AuthError otherwise."""
+        claims = self._verified(token)
+        exp = claims.get("exp")
+        if not isinstance(exp, int) or exp <= (time.time() if now is None else now):
+            raise AuthError("token expired")
+        return claims
+
+    def audience_of(self, token: str) -> str:
+        """Whom a valid ``token`` is for (``*``: every agent)."""
+        return str(self.verified(token).get("aud"))
 
     def _verified(self, token: str) -> dict[str, Any]:
         if not isinstance(token, str) or token.count(".") != 2:

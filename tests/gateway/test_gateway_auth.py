@@ -162,7 +162,12 @@ def test_the_command_line_takes_open_agents_and_token_clients(tmp_path: Path) ->
     )
     assert args.auth == "required"
     assert args.open_agent == ["echo"]
-    assert token_clients(args.token_clients) == {"tester": "s3cret"}
+    assert token_clients(args.token_clients) == ({"tester": "s3cret"}, {})
+    clients.write_text('{"a": "s1", "b": {"secret": "s2", "scopes": ["agent:echo"]}}')
+    assert token_clients(clients) == ({"a": "s1", "b": "s2"}, {"b": ("agent:echo",)})
+    clients.write_text('{"b": {"secret": "s2", "scopes": ["root"]}}')
+    with pytest.raises(SystemExit, match="agent:NAME"):
+        token_clients(clients)
     clients.write_text('["not", "a", "map"]')
     with pytest.raises(SystemExit, match="JSON object"):
         token_clients(clients)

@@ -2,8 +2,21 @@
 // run, chosen by the first argument; prints one JSON object of what it saw, which
 // the Python test asserts on. Usage: node a2a_client.mjs SCENARIO BASE_URL [ARG]
 // A2A_TRANSPORT=HTTP+JSON picks the REST binding from the card (default JSONRPC).
-import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
+import {
+  ClientFactory,
+  ClientFactoryOptions,
+  JsonRpcTransportFactory,
+  RestTransportFactory,
+  createAuthenticatingFetchWithRetry,
+} from "@a2a-js/sdk/client";
 import { Role, TaskState } from "@a2a-js/sdk";
+// OAuth discovery and the client-credentials grant: the official MCP client's
+// (installed with the MCP inspector), as any OAuth client would do it
+import {
+  ClientCredentialsProvider,
+  auth,
+  extractWWWAuthenticateParams,
+} from "@modelcontextprotocol/client";
 import { randomUUID } from "node:crypto";
 
 const [scenario, base, arg] = process.argv.slice(2);
@@ -213,6 +226,48 @@ scenarios.push = async () => {
     got: { id: got.id, url: got.url },
     after: after.configs.map((x) => x.id),
   };
+};
+
+// a secured gateway (arg: "client:secret"): the first call is refused with 401,
+// whose WWW-Authenticate leads to the resource's metadata, then its authorization
+// server and the client-credentials grant; the one token then serves two agents
+scenarios.oauth = async () => {
+  const [clientId, clientSecret] = arg.split(":");
+  const provider = new ClientCredentialsProvider({ clientId, clientSecret, expectedIssuer: base });
+  const seen = { refused: 0, tokensFetched: 0 };
+  const bearer = async () => {
+    const tokens = await provider.tokens();
+    return tokens ? { Authorization: `Bearer ${tokens.access_token}` } : {};
+  };
+  const authenticating = createAuthenticatingFetchWithRetry(fetch, {
+    headers: bearer,
+    async shouldRetryWithHeaders(_req, res) {
+      if (res.status !== 401) return undefined;
+      seen.refused += 1;
+      const { resourceMetadataUrl } = extractWWWAuthenticateParams(res);
+      await auth(provider, { serverUrl: base, resourceMetadataUrl });
+      seen.tokensFetched += 1;
+      return bearer();
+    },
+  });
+  const secured = new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [
+        new JsonRpcTransportFactory({ fetchImpl: authenticating }),
+        new RestTransportFactory({ fetchImpl: authenticating }),
+      ],
+      preferredTransports: [transport],
+    }),
+  );
+  const answers = {};
+  for (const [agent, text] of [["gw-echo", "hello"], ["gw-streamer", "a b"]]) {
+    const c = await secured.createFromUrl(`${base}/a2a/${agent}/`);
+    const sent = await c.sendMessage(request(message(text)));
+    const task = sent.payload?.$case === "task" ? sent.payload.value : sent;
+    answers[agent] = summary(task);
+  }
+  const scope = (await provider.tokens())?.scope ?? "";
+  return { ...seen, scope, answers };
 };
 
 const run = scenarios[scenario];

@@ -248,7 +248,7 @@ def test_trace_page_renders_the_tree(
 
     # ACTORBUS_TRACE_SCREENSHOT=path/to/trace.png keeps the picture where you want it.
     target = os.environ.get("ACTORBUS_TRACE_SCREENSHOT") or tmp_path / "trace.png"
-    png, dom = capture_page(url, target, window_size=(1400, 900))
+    png, dom = capture_page(url, target, window_size=(1400, 900), showing=tuple(SPAN_NAMES))
     for name in SPAN_NAMES:
         assert name in dom, f"{name} not on {url}"
     data = png.read_bytes()
@@ -267,7 +267,8 @@ def test_the_agents_trace_page_shows_its_steps(
     """What a person sees: Phoenix's page of the agent's trace names the run, its
     model calls and its tool call."""
     phoenix.client().wait_for_spans(agent_trace, 8, timeout=30)
-    png, dom = capture_page(phoenix.trace_url(agent_trace), tmp_path / "agent.png")
+    url = phoenix.trace_url(agent_trace)
+    png, dom = capture_page(url, tmp_path / "agent.png", showing=tuple(AGENT_SPANS))
     for name in AGENT_SPANS:
         assert name in dom, f"{name} not on the agent's trace page"
     assert png.stat().st_size > 20_000

@@ -30,6 +30,7 @@ from actorbus.codecs.errors import (
     DecodeError,
     EncodeError,
     ExpiredError,
+    ForbiddenError,
     InvalidAddressError,
     MessageTooLargeError,
     NoRespondersError,
@@ -203,6 +204,7 @@ _DEFAULT_MESSAGES: Final[dict[int, str]] = {
     -32601: "Method not found",
     -32602: "Invalid parameters",
     -32603: "Internal error",
+    -32000: "Unauthenticated",
     -32001: "Task not found",
     -32002: "Task cannot be canceled",
     -32003: "Push Notification is not supported",
@@ -235,6 +237,10 @@ _BY_RPC_CODE: Final[dict[int, type[A2AError]]] = {cls.rpc_code: cls for cls in A
 # Everything not listed (timeouts, lost connections, auth, rate limits, handler
 # failures...) has no A2A equivalent and goes out as -32603 with its own reason.
 RPC_CODE_BY_TAXONOMY: Final[dict[str, int]] = {
+    # A2A leaves authentication errors to a "custom" code (spec 3.3.2); -32000 is
+    # the one JSON-RPC server-error code outside A2A's own -32001..-32099. The
+    # HTTP status (401, 403) and WWW-Authenticate say the rest.
+    AuthError.code: -32000,
     DecodeError.code: -32700,
     ValidationFailedError.code: -32602,
     InvalidAddressError.code: -32602,
@@ -290,6 +296,8 @@ def rpc_code(err: ActorBusError) -> int:
 
 def http_status(err: ActorBusError) -> int:
     """The HTTP status for ``err`` (REST binding; refusals before JSON-RPC)."""
+    if isinstance(err, ForbiddenError):
+        return 403
     by_taxonomy = _HTTP_BY_TAXONOMY.get(err.code)
     if by_taxonomy is not None and not isinstance(err, A2AError):
         return by_taxonomy

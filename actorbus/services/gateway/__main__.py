@@ -16,6 +16,7 @@ from pathlib import Path
 
 from actorbus.services import runner
 from actorbus.services.gateway.edges import EDGES
+from actorbus.services.gateway.oauth import valid_scope
 from actorbus.services.gateway.service import GatewayService
 from actorbus.services.gateway.settings import GatewaySettings
 
@@ -60,6 +61,14 @@ def parser() -> argparse.ArgumentParser:
         help="an agent anyone may ask (repeatable; * for all)",
     )
     p.add_argument(
+        "--expose",
+        action="append",
+        default=None,
+        metavar="NAME[,NAME]",
+        help="the agents served (repeatable; * for all). Default: all on an open bus; "
+        "on a secured one only the --open-agent ones",
+    )
+    p.add_argument(
         "--request-ids",
         choices=["required", "optional"],
         default="required",
@@ -70,7 +79,8 @@ def parser() -> argparse.ArgumentParser:
         "--token-clients",
         type=Path,
         metavar="FILE",
-        help="JSON {agent_id: secret} of the clients POST /auth/token serves",
+        help="JSON of the token endpoints' clients: {id: secret}, or {id: {secret: ..., "
+        "scopes: [agent:NAME, agent:*, gateway:status]}} to limit what one may have",
     )
     p.add_argument(
         "--push-urls",
@@ -98,22 +108,49 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def token_clients(path: Path | None) -> dict[str, str]:
+def token_clients(path: Path | None) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """The clients' secrets, and the scopes of those the file limits."""
     if path is None:
-        return {}
+        return {}, {}
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise SystemExit(f"gateway: cannot read --token-clients {path}: {exc}") from None
-    if not isinstance(data, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
-    ):
-        raise SystemExit(f"gateway: {path} must be a JSON object of agent ids to secrets")
-    return data
+    wrong = SystemExit(
+        f"gateway: {path} must be a JSON object of client ids to a secret, or to "
+        '{"secret": "...", "scopes": ["agent:NAME", ...]}'
+    )
+    if not isinstance(data, dict):
+        raise wrong
+    secrets: dict[str, str] = {}
+    scopes: dict[str, tuple[str, ...]] = {}
+    for name, entry in data.items():
+        if isinstance(entry, str):
+            secrets[name] = entry
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("secret"), str):
+            raise wrong
+        secrets[name] = entry["secret"]
+        granted = entry.get("scopes")
+        if granted is not None:
+            if not isinstance(granted, list) or not all(valid_scope(str(g)) for g in granted):
+                raise SystemExit(
+                    f"gateway: {path}: the scopes of {name!r} must be a list of "
+                    "agent:NAME, agent:* or gateway:status"
+                )
+            scopes[name] = tuple(str(g) for g in granted)
+    return secrets, scopes
+
+
+def exposed(names: list[str] | None) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    return tuple(n.strip() for joined in names for n in joined.split(",") if n.strip())
 
 
 async def run(args: argparse.Namespace) -> None:
     host, port = args.http
+    secrets, scopes = token_clients(args.token_clients)
     settings = GatewaySettings(
         http_host=host,
         http_port=port,
@@ -125,7 +162,9 @@ async def run(args: argparse.Namespace) -> None:
         stream_item_timeout=args.stream_item_timeout,
         auth=args.auth,
         open_agents=tuple(args.open_agent),
-        token_secrets=token_clients(args.token_clients),
+        expose=exposed(args.expose),
+        token_secrets=secrets,
+        token_scopes=scopes,
         request_ids=args.request_ids,
         push_notifications=not args.no_push,
         push_urls=args.push_urls,

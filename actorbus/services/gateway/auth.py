@@ -5,9 +5,12 @@ Every protocol request reaches an actor through ``GatewayCore.submit`` (or the
 Agora edge's ask), which calls :meth:`GatewayAuth.authorize` with the agent and
 the intent first. The caller is whoever the request proved to be:
 
-- a bearer token (``Authorization: Bearer <JWT>``) from this gateway's
-  ``POST /auth/token``: checked as the A2ACP spec says (signature, expiry,
-  audience = the agent, the capability for the intent, issuer);
+- an OAuth access token (``Authorization: Bearer <JWT>``) from this gateway's
+  ``POST /oauth/token`` (:mod:`~actorbus.services.gateway.oauth`): audience
+  the gateway, scopes ``agent:<name>`` or ``agent:*`` covering the agent;
+- a token from ``POST /auth/token``, checked as the A2ACP spec says
+  (signature, expiry, audience = the agent or ``*``, the capability for the
+  intent, issuer);
 - a DID the ANP edge verified (DIDWba or an RFC 9421 signature);
 - nobody, which is enough only for an agent the operator opened
   (``GatewaySettings.open_agents``; ``"*"`` opens all).
@@ -27,8 +30,11 @@ told from a replay, so it is refused unless the operator set
 ``request_ids="optional"``. DIDWba callers are covered by the ANP edge's
 single-use nonces.
 
-``POST /auth/token`` issues tokens to the agents the operator lists in
-``token_secrets`` (agent id and a shared secret, sent as HTTP Basic).
+Both token endpoints serve the clients the operator lists in ``token_secrets``
+(an id and a shared secret, sent as HTTP Basic; OAuth also takes them as form
+fields), each limited to its ``token_scopes`` when the operator names them.
+Every 401 and 403 answer carries ``WWW-Authenticate: Bearer`` with the
+resource's metadata URL (RFC 9728), so a client learns where tokens come from.
 """
 
 from __future__ import annotations
@@ -40,18 +46,26 @@ import heapq
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from aiohttp import web
+from multidict import MultiDict, MultiDictProxy
 
 from actorbus.codecs.common import read_json
-from actorbus.codecs.errors import AuthError, ClockSkewError, DecodeError, ReplayError
+from actorbus.codecs.errors import (
+    AuthError,
+    ClockSkewError,
+    DecodeError,
+    ForbiddenError,
+    ReplayError,
+)
 from actorbus.security.identity import Identity
 from actorbus.security.tokens import RateLimits, TokenIssuer, TokenVerifier
-from actorbus.services.gateway.edges.http import json_response
+from actorbus.services.gateway import oauth
+from actorbus.services.gateway.edges.http import base_url, json_response
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REPLAY_WINDOW = 3600.0  # seconds a request id is remembered at least (a token's usual life)
@@ -68,6 +82,8 @@ class Caller:
     bearer: str | None = None
     did: str | None = None
     request_key: str | None = None  # its Idempotency-Key header
+    base: str | None = None  # the gateway's base URL as this request reached it
+    refused: list[str] = field(default_factory=list, compare=False)  # scopes it lacked
     # (agent, intent) -> who, once authorized: one HTTP request is checked (and
     # counted) once, however many layers ask
     granted: dict[tuple[str, str], str] = field(default_factory=dict, compare=False)
@@ -84,16 +100,29 @@ class GatewayAuth:
         *,
         open_agents: tuple[str, ...] = (),
         token_secrets: dict[str, str] | None = None,
+        token_scopes: Mapping[str, Iterable[str]] | None = None,
         limits: RateLimits | None = None,
         require_request_ids: bool = True,
+        public_url: str | None = None,
     ) -> None:
         self.issuer = issuer
         self.verifier = TokenVerifier.of(issuer)
         self.open_agents = frozenset(open_agents)
+        self.public_url = public_url
+        secrets = dict(token_secrets or {})
         self._secrets = {
-            agent: hashlib.sha256(secret.encode()).digest()
-            for agent, secret in (token_secrets or {}).items()
+            agent: hashlib.sha256(secret.encode()).digest() for agent, secret in secrets.items()
         }
+        scopes = {name: frozenset(granted) for name, granted in (token_scopes or {}).items()}
+        clients = {
+            name: oauth.TokenClient(name, secret, scopes.get(name))
+            for name, secret in secrets.items()
+        }
+        self.tokens = oauth.AccessTokens(issuer)
+        self.token_server = oauth.TokenServer(clients, self.tokens)
+        # the names of the agents served (for the scopes the metadata lists); the
+        # service sets it once its core runs
+        self.agent_names: Callable[[], Awaitable[list[str]]] | None = None
         self.limits = limits or RateLimits()
         self.require_request_ids = require_request_ids
         self._seen: set[tuple[str, str, str]] = set()
@@ -107,6 +136,10 @@ class GatewayAuth:
         return cls(TokenIssuer(Identity.load(key_file), domain), **kwargs)  # type: ignore[arg-type]
 
     # -- checking ---------------------------------------------------------------
+    def is_open(self, agent: str) -> bool:
+        """May anyone ask ``agent``, with no token?"""
+        return "*" in self.open_agents or agent in self.open_agents
+
     def authorize(
         self,
         agent: str,
@@ -125,12 +158,11 @@ class GatewayAuth:
             return caller.granted[(agent, intent)]
         lives_until = time.time() + REPLAY_WINDOW
         if caller.bearer is not None:
-            claims = self.verifier.check(caller.bearer, agent, intent)
-            who = claims.subject
-            lives_until = max(lives_until, claims.expires)
+            who, expires = self._bearer(caller, agent, intent)
+            lives_until = max(lives_until, expires)
         elif caller.did is not None:
             who = caller.did
-        elif "*" in self.open_agents or agent in self.open_agents:
+        elif self.is_open(agent):
             who = "anonymous"
         else:
             raise AuthError(
@@ -154,6 +186,60 @@ class GatewayAuth:
         if caller is not NOBODY:
             caller.granted[(agent, intent)] = who
         return who
+
+    def authenticate(self) -> None:
+        """Is the current request fit to come in at all? Its token must verify
+        (scopes are checked per agent); without one, only when some agent is
+        open. AuthError otherwise."""
+        caller = current_caller.get() or NOBODY
+        if caller.bearer is None:
+            if not self.open_agents:
+                raise AuthError(
+                    "this gateway takes only authenticated requests: get a bearer token "
+                    f"from {oauth.TOKEN_PATH} (its OAuth metadata is at "
+                    f"{oauth.RESOURCE_METADATA_PATH})"
+                )
+            return
+        if oauth.AccessTokens.is_access_token(caller.bearer):
+            self.tokens.check(caller.bearer, caller.base)
+        else:
+            self.verifier.verified(caller.bearer)
+
+    def may_ask(self, agent: str) -> bool:
+        """Would the current request be let through to ``agent`` (not counting
+        rate limits and replays)? For listings: a caller sees what it may ask."""
+        if self.is_open(agent):
+            return True
+        caller = current_caller.get() or NOBODY
+        if caller.bearer is None:
+            return False
+        try:
+            if oauth.AccessTokens.is_access_token(caller.bearer):
+                grant = self.tokens.check(caller.bearer, caller.base)
+                return oauth.covers(grant.scopes, oauth.agent_scope(agent))
+            return self.verifier.audience_of(caller.bearer) in (agent, "*")
+        except AuthError:
+            return False
+
+    def _bearer(self, caller: Caller, agent: str, intent: str) -> tuple[str, int]:
+        """Who the caller's token names, and until when, if it covers ``agent``."""
+        assert caller.bearer is not None
+        if not oauth.AccessTokens.is_access_token(caller.bearer):
+            claims = self.verifier.check(caller.bearer, agent, intent)
+            return claims.subject, claims.expires
+        grant = self.tokens.check(caller.bearer, caller.base)
+        wanted = oauth.agent_scope(agent)
+        if not oauth.covers(grant.scopes, wanted):
+            raise self._lacks(caller, wanted, f"the token's scopes do not cover {agent}")
+        return grant.subject, grant.expires
+
+    @staticmethod
+    def _lacks(caller: Caller, scope: str, why: str) -> ForbiddenError:
+        """The refusal of a token without ``scope``, noted for the 403's challenge."""
+        caller.refused.append(scope)
+        refused = ForbiddenError(f"{why} (needs the scope {scope})")
+        refused.scope = scope
+        return refused
 
     def _check_stamp(self, rid: str, stamped: float) -> None:
         now = time.time()
@@ -183,25 +269,92 @@ class GatewayAuth:
         heapq.heappush(self._expiry, (until, key))
 
     def check_operator(self, request: web.Request, audience: str, capability: str) -> None:
-        """For the gateway's own endpoints: a bearer token for ``audience`` with
-        ``capability``; AuthError otherwise."""
+        """For the gateway's own endpoints: a bearer token with ``capability`` (an
+        OAuth scope, or an A2ACP token for ``audience``); AuthError otherwise."""
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
             raise AuthError(f"this needs a bearer token with {capability}")
-        self.verifier.check(token.strip(), audience, capability, [capability])
+        if not oauth.AccessTokens.is_access_token(token):
+            self.verifier.check(token, audience, capability, [capability])
+            return
+        grant = self.tokens.check(token, self._base(request))
+        if capability not in grant.scopes:
+            caller = current_caller.get() or Caller()
+            raise self._lacks(caller, capability, "the token's scopes do not include it")
+
+    def _base(self, request: web.Request) -> str | None:
+        try:
+            return base_url(request, self.public_url)
+        except web.HTTPBadRequest:
+            return None
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Note the bearer token and the request id of every request for ``authorize``."""
+        """Note the bearer token and the request id of every request for
+        ``authorize``; point every refusal at the resource's OAuth metadata."""
         header = request.headers.get("Authorization", "")
         scheme, _, value = header.partition(" ")
         bearer = value.strip() if scheme.lower() == "bearer" and value.strip() else None
         key = request.headers.get(REQUEST_ID_HEADER, "").strip() or None
-        token = current_caller.set(Caller(bearer=bearer, request_key=key))
+        base = self._base(request)
+        caller = Caller(bearer=bearer, request_key=key, base=base)
+        token = current_caller.set(caller)
         try:
-            return await handler(request)
+            response = await handler(request)
         finally:
             current_caller.reset(token)
+        if response.status in (401, 403) and base is not None:
+            challenges = response.headers.getall("WWW-Authenticate", [])
+            if not any(c.lower().startswith("bearer") for c in challenges):
+                error = None if bearer is None else "invalid_token"
+                scope = caller.refused[-1] if caller.refused else None
+                if response.status == 403:
+                    error = "insufficient_scope"
+                response.headers.add("WWW-Authenticate", oauth.challenge(base, error, scope))
+        return response
+
+    # -- OAuth: metadata and POST /oauth/token -----------------------------------
+    def routes(self) -> list[web.RouteDef]:
+        """The token endpoints and the metadata that names them."""
+        return [
+            web.post("/auth/token", self.token),
+            web.post(oauth.TOKEN_PATH, self.oauth_token),
+            web.route("*", oauth.AUTHORIZE_PATH, self.no_authorization),
+            # RFC 9728 §3.1: the path-suffixed form names the same resource
+            web.get(oauth.RESOURCE_METADATA_PATH, self.resource_metadata),
+            web.get(oauth.RESOURCE_METADATA_PATH + "/{tail:.*}", self.resource_metadata),
+            web.get(oauth.SERVER_METADATA_PATH, self.server_metadata),
+            web.get(oauth.SERVER_METADATA_PATH + "/{tail:.*}", self.server_metadata),
+        ]
+
+    async def scopes(self) -> list[str]:
+        """The scopes a client may ask for: each agent's, every agent's, the status."""
+        names = await self.agent_names() if self.agent_names is not None else []
+        return [oauth.ANY_AGENT, *(oauth.agent_scope(n) for n in names), oauth.STATUS_SCOPE]
+
+    async def resource_metadata(self, request: web.Request) -> web.Response:
+        base = base_url(request, self.public_url)
+        return json_response(oauth.resource_metadata(base, await self.scopes()))
+
+    async def server_metadata(self, request: web.Request) -> web.Response:
+        base = base_url(request, self.public_url)
+        return json_response(oauth.server_metadata(base, await self.scopes()))
+
+    async def no_authorization(self, request: web.Request) -> web.Response:
+        return json_response(oauth.NO_AUTHORIZATION, 400)
+
+    async def oauth_token(self, request: web.Request) -> web.Response:
+        """The client-credentials grant (RFC 6749 §4.4), answered by Authlib."""
+        base = base_url(request, self.public_url)
+        form = await request.post()
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        asked = oauth.TokenRequest(
+            base + oauth.TOKEN_PATH, request.headers, MultiDictProxy(MultiDict(fields)), base
+        )
+        status, body, headers = self.token_server.answer(asked)
+        extra = {k: v for k, v in headers if k.lower() != "content-type"}  # no-store, ...
+        return json_response(body, status, extra)
 
     # -- POST /auth/token --------------------------------------------------------
     async def token(self, request: web.Request) -> web.Response:

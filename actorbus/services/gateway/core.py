@@ -98,6 +98,7 @@ class GatewayCore(TaskRuns):
         self._continuing = asyncio.Lock()  # one continuation of a waiting task at a time
         self._closing = False
         self.auth: GatewayAuth | None = None  # who may ask (None: anyone)
+        self.exposed: frozenset[str] | None = None  # the agents served (None: all)
         # Awaited with each change before subscribers hear of it (push notifications)
         self.on_change: Callable[[Task, Event], Awaitable[None]] | None = None
         self.pusher: Pusher | None = None  # push notification configs (None: not served)
@@ -148,17 +149,24 @@ class GatewayCore(TaskRuns):
 
     # -- agents --------------------------------------------------------------------
     async def agent(self, name: str) -> Agent:
-        """The agent called ``name`` (an actor type), from the registry."""
-        for listing in await self.system.discover(name=name):
-            if listing.address is not None:
-                return Agent.of(listing)
+        """The agent called ``name`` (an actor type), from the registry; one not
+        served here is as unknown as one that does not exist."""
+        if self.exposed is None or name in self.exposed:
+            for listing in await self.system.discover(name=name):
+                if listing.address is not None:
+                    return Agent.of(listing)
         raise AgentNotFoundError(f"no agent {name!r} in namespace {self.system.namespace}")
 
     async def agents(self) -> list[Agent]:
+        """The agents served, by name."""
         seen: dict[str, Agent] = {}
+        exposed = self.exposed
         for listing in await self.system.discover(protocol="actorbus"):
-            if listing.address is not None and listing.name not in seen:
-                seen[listing.name] = Agent.of(listing)
+            name = listing.name
+            if listing.address is None or name in seen:
+                continue
+            if exposed is None or name in exposed:
+                seen[name] = Agent.of(listing)
         return [seen[k] for k in sorted(seen)]
 
     # -- tasks ---------------------------------------------------------------------

@@ -27,11 +27,13 @@ from aiohttp import web
 from actorbus.actors.security_settings import actorbus_home, default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
-from actorbus.codecs.errors import ActorBusError, AuthError
+from actorbus.codecs.errors import ActorBusError, AuthError, ForbiddenError
 from actorbus.security.broker import DevCertificates
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.core import GatewayCore
+from actorbus.services.gateway.edges.http import base_url
+from actorbus.services.gateway.oauth import STATUS_SCOPE
 from actorbus.services.gateway.push import PUSH_TYPE, PushConfigs, Pusher, delivery_class
 from actorbus.services.gateway.settings import CoreSettings, GatewaySettings, default_db_path
 from actorbus.services.gateway.store import TaskStore
@@ -110,6 +112,9 @@ class GatewayService(HostedService):
             )
             self.auth = self._auth(system)
             self._core.auth = self.auth
+            self._core.exposed = self._exposure(system)
+            if self.auth is not None:
+                self.auth.agent_names = self._agent_names
             if s.push_notifications:
                 await self._start_push(system, self.store, self._core)
             stale = await self._core.recover()
@@ -176,8 +181,29 @@ class GatewayService(HostedService):
             s.token_domain,
             open_agents=s.open_agents,
             token_secrets=dict(s.token_secrets),
+            token_scopes=dict(s.token_scopes),
             require_request_ids=s.request_ids == "required",
+            public_url=s.public_url,
         )
+
+    def _exposure(self, system: ActorSystem) -> frozenset[str] | None:
+        """The agents served (None: all): ``expose``, else all on an open bus and
+        the open agents on a secured one."""
+        s = self.settings
+        named = s.expose
+        if named is None:
+            if system.runtime.guard is None:
+                return None
+            named = s.open_agents
+            log.warning(
+                "gateway: on a secured bus only the agents named are served (%s); "
+                "name the others with --expose NAME (or --expose '*')",
+                ", ".join(named) or "none yet",
+            )
+        return None if "*" in named else frozenset(named)
+
+    async def _agent_names(self) -> list[str]:
+        return [agent.name for agent in await self.core.agents()]
 
     def app(self) -> web.Application:
         middlewares = [server_spans, no_tracebacks]
@@ -185,7 +211,7 @@ class GatewayService(HostedService):
             middlewares.append(self.auth.middleware)
         app = web.Application(middlewares=middlewares, client_max_size=self.settings.max_body)
         if self.auth is not None:
-            app.router.add_post("/auth/token", self.auth.token)
+            app.router.add_routes(self.auth.routes())
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/status", self.status)
         app.router.add_get("/.well-known/did.json", self.did_document)
@@ -218,7 +244,7 @@ class GatewayService(HostedService):
         guard = self.system.runtime.guard if self.system is not None else None
         if guard is None:
             raise web.HTTPNotFound(text="this gateway has no identity (the bus is not secured)")
-        host = urlsplit(self.settings.public_url or f"http://{request.host}").netloc
+        host = urlsplit(base_url(request, self.settings.public_url)).netloc
         did = "did:wba:" + host.replace(":", "%3A")
         return web.json_response(guard.system.public.did_document(did))
 
@@ -254,9 +280,12 @@ class GatewayService(HostedService):
         audience ``gateway`` with ``gateway:status`` (it names paths and counts)."""
         if self.auth is not None:
             try:
-                self.auth.check_operator(request, "gateway", "gateway:status")
+                self.auth.check_operator(request, "gateway", STATUS_SCOPE)
             except AuthError as e:
-                return web.json_response({"error": "unauthorized", "message": str(e)}, status=401)
+                refused = {"error": "unauthorized", "message": str(e)}
+                return web.json_response(
+                    refused, status=403 if isinstance(e, ForbiddenError) else 401
+                )
         counts = await self.store.stats() if self.store is not None else {}
         return web.json_response(
             {

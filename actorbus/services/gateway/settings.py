@@ -37,7 +37,14 @@ class GatewaySettings:
     # secured). open_agents are asked without either ("*": all).
     auth: Literal["auto", "required", "open"] = "auto"
     open_agents: tuple[str, ...] = ()
-    token_secrets: Mapping[str, str] = field(default_factory=dict)  # POST /auth/token clients
+    # The agents (actor types) served at all; the others are not listed, and are
+    # answered as unknown. None: every registered type on an open bus, and only
+    # open_agents on a secured one (name the rest here; "*": all).
+    expose: tuple[str, ...] | None = None
+    token_secrets: Mapping[str, str] = field(default_factory=dict)  # token endpoint clients
+    # The OAuth scopes each client may have ("agent:<name>", "agent:*",
+    # "gateway:status"); a client not named here may have any.
+    token_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     token_domain: str = "actorbus"  # tokens say "<domain>-auth-service" issued them
     # A token-bearing request must carry an id a replay can be told by: its
     # protocol's (A2A messageId, MCP session and request id, ACP created_at) or an

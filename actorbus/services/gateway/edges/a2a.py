@@ -65,6 +65,7 @@ from actorbus.codecs.errors import (
     RemoteError,
     UnsupportedError,
 )
+from actorbus.services.gateway import oauth
 from actorbus.services.gateway.agents import (
     Agent,
     AgentNotFoundError,
@@ -76,8 +77,13 @@ from actorbus.services.gateway.agents import (
 from actorbus.services.gateway.edges import Edge
 from actorbus.services.gateway.edges.a2a_push import checked_config, push_method, pusher_of
 from actorbus.services.gateway.edges.a2a_rest import A2ARest, rest_error_frame, rest_frame
-from actorbus.services.gateway.edges.http import json_response, refusal, serve_events, sse_error
-from actorbus.services.gateway.settings import GatewaySettings
+from actorbus.services.gateway.edges.http import (
+    base_url,
+    json_response,
+    refusal,
+    serve_events,
+    sse_error,
+)
 from actorbus.services.gateway.store import TaskQuery, now_ms
 
 log = logging.getLogger("actorbus.gateway.a2a")
@@ -89,12 +95,46 @@ VERSION_HEADER = "A2A-Version"
 MODES = ["text/plain", "application/json", "application/octet-stream"]
 
 
-def base_url(request: web.Request, settings: GatewaySettings) -> str:
-    return (settings.public_url or f"{request.scheme}://{request.host}").rstrip("/")
+SCHEME = "oauth2"  # the name of the cards' one security scheme
 
 
-def agent_card(agent: Agent, base: str) -> dict[str, Any]:
-    """A card both A2A 1.0 and 0.3 clients read (skills from the registry listing)."""
+def security(base: str, scopes: list[str]) -> dict[str, Any]:
+    """The card fields that say how to get a token: OAuth 2's client-credentials
+    flow at the gateway's token endpoint, needing ``scopes``.
+
+    ``securitySchemes`` is in 0.3's form (``type`` and the flows), which 0.3
+    clients read and 1.0 SDKs convert, with 1.0's ``oauth2SecurityScheme`` inside
+    for 1.0 readers; ``security`` is 0.3's requirement, ``securityRequirements``
+    1.0's."""
+    flows = {
+        "clientCredentials": {
+            "tokenUrl": base + oauth.TOKEN_PATH,
+            "scopes": {scope: f"ask {scope.removeprefix(oauth.AGENT_SCOPE)}" for scope in scopes},
+        }
+    }
+    metadata = base + oauth.SERVER_METADATA_PATH
+    scheme = {"flows": flows, "oauth2MetadataUrl": metadata}
+    return {
+        "securitySchemes": {
+            SCHEME: {
+                "type": "oauth2",
+                "description": "a token from the gateway's token endpoint "
+                "(client credentials; scopes agent:<name> or agent:*)",
+                **scheme,
+                "oauth2SecurityScheme": scheme,
+            }
+        },
+        "security": [{SCHEME: scopes}],
+        "securityRequirements": [{"schemes": {SCHEME: {"list": scopes}}}],
+    }
+
+
+def agent_card(
+    agent: Agent, base: str, *, push: bool = False, secured: bool = False
+) -> dict[str, Any]:
+    """A card both A2A 1.0 and 0.3 clients read (skills from the registry listing);
+    ``push``: whether push notifications are served; ``secured``: whether calls
+    need a token (then the card says how to get one)."""
     url = f"{base}{PREFIX}/{agent.name}"
     skills = []
     for s in agent.skills:
@@ -127,12 +167,13 @@ def agent_card(agent: Agent, base: str) -> dict[str, Any]:
         "preferredTransport": "JSONRPC",
         "capabilities": {
             "streaming": True,
-            "pushNotifications": False,
+            "pushNotifications": push,
             "stateTransitionHistory": True,
         },
         "defaultInputModes": MODES,
         "defaultOutputModes": MODES,
         "skills": skills,
+        **(security(base, [oauth.agent_scope(agent.name)]) if secured else {}),
     }
 
 
@@ -199,7 +240,7 @@ class A2AEdge(Edge):
 
     # -- cards -----------------------------------------------------------------------
     async def list_agents(self, request: web.Request) -> web.Response:
-        base = base_url(request, self.settings)
+        base = base_url(request, self.settings.public_url)
         agents = await self.core.agents()
         return json_response(
             {
@@ -219,19 +260,21 @@ class A2AEdge(Edge):
             agent = await self.core.agent(request.match_info["agent"])
         except AgentNotFoundError as e:
             return json_response({"error": "not_found", "message": str(e)}, status=404)
-        card = agent_card(agent, base_url(request, self.settings))
-        card["capabilities"]["pushNotifications"] = self.core.pusher is not None
-        return json_response(card)
+        return json_response(self._card(agent, base_url(request, self.settings.public_url)))
+
+    def _card(self, agent: Agent, base: str) -> dict[str, Any]:
+        needs_token = self.core.auth is not None and not self.core.auth.is_open(agent.name)
+        return agent_card(agent, base, push=self.core.pusher is not None, secured=needs_token)
 
     async def root_card(self, request: web.Request) -> web.Response:
         """The default agent's card, or the gateway's own: its agents as skills."""
-        base = base_url(request, self.settings)
+        base = base_url(request, self.settings.public_url)
         if self.settings.default_agent is not None:
             try:
                 agent = await self.core.agent(self.settings.default_agent)
             except AgentNotFoundError as e:
                 return json_response({"error": "not_found", "message": str(e)}, status=404)
-            return json_response(agent_card(agent, base))
+            return json_response(self._card(agent, base))
         agents = await self.core.agents()
         card = agent_card(
             Agent(

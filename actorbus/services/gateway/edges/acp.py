@@ -80,7 +80,7 @@ from actorbus.services.gateway.agents import (
 )
 from actorbus.services.gateway.core import META_KEY
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.http import json_response, serve_events
+from actorbus.services.gateway.edges.http import base_url, json_response, serve_events
 from actorbus.services.gateway.store import TaskQuery
 
 log = logging.getLogger("actorbus.gateway.acp")
@@ -339,8 +339,7 @@ class AcpEdge(Edge):
         ]
 
     def _base(self, request: web.Request) -> str:
-        base = self.settings.public_url or f"{request.scheme}://{request.host}"
-        return base.rstrip("/") + PREFIX
+        return base_url(request, self.settings.public_url) + PREFIX
 
     # -- agents --------------------------------------------------------------------
     async def ping(self, request: web.Request) -> web.Response:

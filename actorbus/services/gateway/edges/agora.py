@@ -66,8 +66,8 @@ from actorbus.codecs.errors import (
 from actorbus.services.gateway.agents import Agent, AgentNotFoundError
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.anp import ask_agent, base_url, read_json, task_outcome
-from actorbus.services.gateway.edges.http import json_response, refusal
+from actorbus.services.gateway.edges.anp import ask_agent, read_json, task_outcome
+from actorbus.services.gateway.edges.http import base_url, json_response, refusal
 from actorbus.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("actorbus.gateway.agora")
@@ -131,7 +131,7 @@ class AgoraEdge(Edge):
             self._http = None
 
     async def list_agents(self, request: web.Request) -> web.Response:
-        base = base_url(request, self.settings)
+        base = base_url(request, self.settings.public_url)
         agents = await self.core.agents()
         return json_response(
             {"agents": [{"name": a.name, "url": f"{base}{PREFIX}/{a.name}"} for a in agents]}

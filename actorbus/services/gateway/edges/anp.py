@@ -90,7 +90,7 @@ from actorbus.services.gateway.agents import Agent, AgentNotFoundError, TaskNotC
 from actorbus.services.gateway.auth import Caller, current_caller
 from actorbus.services.gateway.core import META_KEY, GatewayCore
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.http import json_response
+from actorbus.services.gateway.edges.http import base_url, json_response
 from actorbus.services.gateway.settings import GatewaySettings
 from actorbus.services.gateway.store import TaskQuery
 
@@ -188,10 +188,6 @@ def task_outcome(task: Task) -> Any:
     raise RemoteError(f"the task ended {state.value}", remote_type="TaskError")
 
 
-def base_url(request: web.Request, settings: GatewaySettings) -> str:
-    return (settings.public_url or f"{request.scheme}://{request.host}").rstrip("/")
-
-
 def read_json(body: bytes) -> Any:
     """A request body as JSON (whatever its Content-Type); DecodeError if it is not
     (or nests too deeply)."""
@@ -276,7 +272,7 @@ class AnpEdge(Edge):
         return root + "/ad.json", root + "/rpc", root + "/did.json"
 
     async def list_agents(self, request: web.Request) -> web.Response:
-        base = base_url(request, self.settings)
+        base = base_url(request, self.settings.public_url)
         out = []
         for a in await self.core.agents():
             ad, rpc, did_url = self._urls(base, a.name)
@@ -294,7 +290,7 @@ class AnpEdge(Edge):
         agent = await self._agent_or_404(request)
         if isinstance(agent, web.Response):
             return agent
-        base = base_url(request, self.settings)
+        base = base_url(request, self.settings.public_url)
         ad, rpc, _ = self._urls(base, agent.name)
         try:
             doc = agent_description(
@@ -313,7 +309,7 @@ class AnpEdge(Edge):
         agent = await self._agent_or_404(request)
         if isinstance(agent, web.Response):
             return agent
-        base = base_url(request, self.settings)
+        base = base_url(request, self.settings.public_url)
         ad, _, _ = self._urls(base, agent.name)
         did = agent_did(base, agent.name)
         try:
@@ -405,7 +401,7 @@ class AnpEdge(Edge):
 
     # -- JSON-RPC --------------------------------------------------------------------------
     async def rpc(self, request: web.Request) -> web.Response:
-        base = base_url(request, self.settings)
+        base = base_url(request, self.settings.public_url)
         realm = audience(base)
         try:  # who is asking, before a byte of the body is read
             caller, sig = await self.authenticate(request, realm, base)

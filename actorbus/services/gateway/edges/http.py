@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
@@ -19,12 +20,16 @@ from aiohttp import web
 from actorbus.codecs.errors import (
     ActorBusError,
     AuthError,
+    ForbiddenError,
     RateLimitedError,
     RemoteError,
     ReplayError,
 )
 
 log = logging.getLogger("actorbus.gateway")
+
+# A Host header clients may send: a name, IPv4 or a bracketed IPv6, and a port.
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?")
 
 E = TypeVar("E")
 
@@ -47,14 +52,32 @@ def json_response(
     )
 
 
+def base_url(request: web.Request, public_url: str | None) -> str:
+    """The gateway's base URL as its clients reach it (cards, OAuth metadata, token
+    audiences): the configured public URL, else the request's scheme and Host.
+    A Host that names no host is refused with 400, never echoed into a document."""
+    if public_url:
+        return public_url.rstrip("/")
+    host = request.host
+    if not _HOST.fullmatch(host):
+        raise web.HTTPBadRequest(
+            text=f"the Host header is not a host name ({host.encode('ascii', 'replace')!r}); "
+            "the gateway's operator can set --public-url"
+        )
+    return f"{request.scheme}://{host}"
+
+
 def refusal(body: Any, err: AuthError | RateLimitedError) -> web.Response:
     """``body`` (the protocol's error) with the HTTP status of a refusal: 401 for
-    a caller not proved or not allowed, 409 for a replay, 429 with Retry-After
-    for a rate limit, as HTTP clients and proxies expect of every edge."""
+    a caller not proved, 403 for a token that does not cover the request, 409 for
+    a replay, 429 with Retry-After for a rate limit, as HTTP clients and proxies
+    expect of every edge (the auth middleware adds the ``WWW-Authenticate``)."""
     if isinstance(err, RateLimitedError):
         wait = {"Retry-After": str(int(err.retry_after or 1))}
         return json_response(body, 429, wait)
-    return json_response(body, 409 if isinstance(err, ReplayError) else 401)
+    if isinstance(err, ReplayError):
+        return json_response(body, 409)
+    return json_response(body, 403 if isinstance(err, ForbiddenError) else 401)
 
 
 async def sse_error(request: web.Request, frame: bytes) -> web.StreamResponse:

@@ -55,7 +55,7 @@ from actorbus.codecs.a2a import parts_from_content
 from actorbus.codecs.a2a.types import Message
 from actorbus.codecs.common import read_json
 from actorbus.codecs.errors import ActorBusError, AuthError, DecodeError, RateLimitedError
-from actorbus.services.gateway.agents import TaskNotContinuableError, UnknownTaskError
+from actorbus.services.gateway.agents import Agent, TaskNotContinuableError, UnknownTaskError
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
 from actorbus.services.gateway.edges.http import SSE_HEADERS, json_response, refusal
@@ -126,6 +126,9 @@ class McpEdge(Edge):
         return web.Response(status=405, headers={"Allow": "POST, DELETE"})
 
     async def delete(self, request: web.Request) -> web.Response:
+        unauthenticated = self._unauthenticated()
+        if unauthenticated is not None:
+            return unauthenticated
         sid = request.headers.get(SESSION_HEADER)
         if not sid:
             err = McpError(INVALID_REQUEST, "Bad Request: missing Mcp-Session-Id")
@@ -135,7 +138,25 @@ class McpEdge(Edge):
             return json_response(error_body(None, err), status=404)
         return web.Response(status=204)
 
+    def _unauthenticated(self) -> web.Response | None:
+        """HTTP 401 for a request this server cannot take at all: a token that
+        does not verify, or none where no agent is open. (A valid token, or none
+        where some agents are open, gets in, and sees what it may ask.) The
+        answer's ``WWW-Authenticate`` leads MCP clients to the token endpoint."""
+        auth = self.core.auth
+        if auth is None:
+            return None
+        try:
+            auth.authenticate()
+        except AuthError as e:
+            err = McpError(INVALID_REQUEST, f"{e.code}: {e}", {"code": e.code})
+            return refusal(error_body(None, err), e)
+        return None
+
     async def post(self, request: web.Request) -> web.StreamResponse:
+        unauthenticated = self._unauthenticated()
+        if unauthenticated is not None:
+            return unauthenticated
         header = request.headers.get(VERSION_HEADER)
         modern = header is not None and header not in HANDSHAKE_VERSIONS
         try:
@@ -327,7 +348,7 @@ class McpEdge(Edge):
                 "description": a.description or f"actorbus agent {a.name}",
                 "mimeType": "application/json",
             }
-            for a in await self.core.agents()
+            for a in await self._visible()
         ]
         return self._page(call, resources, "resources")
 
@@ -335,7 +356,7 @@ class McpEdge(Edge):
         uri = call.params.get("uri")
         if not isinstance(uri, str):
             raise McpError(INVALID_PARAMS, "`params.uri` must be a string")
-        agents = await self.core.agents()
+        agents = await self._visible()
         agent = next((a for a in agents if AGENT_URI + a.name == uri), None)
         if agent is None:
             raise McpError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
@@ -360,8 +381,15 @@ class McpEdge(Edge):
     async def _tools(self) -> list[Tool]:
         return tools_of(await self.core.agents())
 
+    async def _visible(self) -> list[Agent]:
+        """The agents this caller may ask: what it is shown."""
+        auth = self.core.auth
+        agents = await self.core.agents()
+        return agents if auth is None else [a for a in agents if auth.may_ask(a.name)]
+
     async def _list_tools(self, call: Call) -> dict[str, Any]:
-        return self._page(call, [t.describe() for t in await self._tools()], "tools")
+        tools = tools_of(await self._visible())
+        return self._page(call, [t.describe() for t in tools], "tools")
 
     async def _call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")

@@ -17,6 +17,7 @@ from mcp.client.auth import TokenStorage
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.types import TextContent
 
 from actorbus import Actor, ActorSystem, handler
 from actorbus.services.gateway import GatewayService, GatewaySettings
@@ -110,7 +111,9 @@ async def with_mcp(base: str) -> None:
         await session.initialize()
         for tool in ("triage", "billing"):
             result = await session.call_tool(tool, {"text": "about my invoice"})
-            print("MCP", tool, "->", result.content[0].text)
+            [answer] = result.content
+            assert isinstance(answer, TextContent)
+            print("MCP", tool, "->", answer.text)
 
 
 async def main() -> None:

@@ -8,6 +8,7 @@ caller's (the gateway's) business.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -65,17 +66,44 @@ def parse_did(did: Any) -> DidWba:
     return DidWba(did=did, host=host, port=port, path=tuple(segments[1:]))
 
 
+def wba_authority(host: str, port: int | None) -> str:
+    """A DID's first segment for ``host`` and ``port``: the port after ``%3A``, an
+    IPv6 address in brackets with its colons percent-encoded (``%5B::1%5D``), as
+    the document's URL has it, since ``:`` separates the DID's segments."""
+    if ":" in host:  # an IPv6 literal
+        host = "%5B" + host.strip("[]").replace(":", "%3A") + "%5D"
+    return host + (f"%3A{port}" if port is not None else "")
+
+
 def _host_port(authority: str, did: str) -> tuple[str, int | None]:
-    cut = authority.lower().find("%3a")
+    lowered = authority.lower()
+    if lowered.startswith("%5b") and "%5d" in lowered:  # an IPv6 literal
+        end = lowered.index("%5d")
+        literal = unquote(authority[3:end])
+        try:
+            ipaddress.IPv6Address(literal)
+        except ValueError:
+            raise DecodeError(f"bad IPv6 host {literal!r:.80} in {did!r:.120}") from None
+        host, rest = f"[{literal.lower()}]", authority[end + 3 :]
+        if not rest:
+            return host, None
+        if not rest.lower().startswith("%3a"):
+            raise DecodeError(f"bad host {unquote(authority)!r:.80} in {did!r:.120}")
+        return host, _port(rest[3:], did)
+    cut = lowered.find("%3a")
     host, port_text = (authority, None) if cut < 0 else (authority[:cut], authority[cut + 3 :])
     labels = host.split(".")
     if not host or len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
         raise DecodeError(f"bad host {unquote(host)!r:.80} in {did!r:.120}")
     if port_text is None:
         return host.lower(), None
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise DecodeError(f"bad port {port_text!r:.20} in {did!r:.120}")
-    return host.lower(), int(port_text)
+    return host.lower(), _port(port_text, did)
+
+
+def _port(text: str, did: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise DecodeError(f"bad port {text!r:.20} in {did!r:.120}")
+    return int(text)
 
 
 def did_document_url(did: str) -> str:
@@ -102,7 +130,7 @@ def e1_did(
     host: str, path: Sequence[str], public_key: ed25519.Ed25519PublicKey, port: int | None = None
 ) -> str:
     """A key-bound did:wba DID: ``did:wba:host[%3Aport]:path...:e1_<thumbprint>``."""
-    authority = host + (f"%3A{port}" if port is not None else "")
+    authority = wba_authority(host, port)
     did = ":".join(["did:wba", authority, *path, "e1_" + e1_fingerprint(public_key)])
     parse_did(did)
     return did

@@ -161,7 +161,7 @@ class TokenVerifier:
         return str(self.verified(token).get("aud"))
 
     def _verified(self, token: str) -> dict[str, Any]:
-        if not isinstance(token, str) or token.count(".") != 2:
+        if not isinstance(token, str) or token.count(".") != 2 or not token.isascii():
             raise AuthError("a bearer token must be a compact JWT")
         for name, key in self._keys.items():
             try:

@@ -71,11 +71,21 @@ class HostedService(AsyncStartStop):
         port: int,
         shutdown_timeout: float,
         tls: ssl.SSLContext | None = None,
+        idle_timeout: float = 75.0,
     ) -> None:
         """Listen on ``host:port`` (0: any free port), over TLS when given a
-        server context; ``http_url`` says where."""
+        server context; ``http_url`` says where. A connection that holds no whole
+        request for ``idle_timeout`` seconds (silent, sending its headers slowly,
+        or idle between requests) is closed."""
         self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=shutdown_timeout,
+            keepalive_timeout=idle_timeout,
+            # after an answer to a request whose body was not read (a 408, a 413),
+            # what is still coming is drained this long, then the connection closes
+            lingering_time=2.0,
         )
         await self._runner.setup()
         await web.TCPSite(self._runner, host, port, ssl_context=tls).start()

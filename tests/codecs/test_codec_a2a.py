@@ -58,6 +58,7 @@ from actorbus.codecs.errors import (
     DecodeError,
     EncodeError,
     ExpiredError,
+    ForbiddenError,
     InvalidAddressError,
     MessageTooLargeError,
     NoRespondersError,
@@ -629,7 +630,7 @@ TAXONOMY_CASES: list[tuple[ActorBusError, int]] = [
     (ActorStoppedError("stopping"), -32603),
     (ExpiredError("too late"), -32603),
     (RateLimitedError("slow down"), -32603),
-    (AuthError("who are you"), -32603),
+    (AuthError("who are you"), -32000),  # A2A: a custom auth code, not internal
     (StreamCancelledError("consumer left"), -32603),
     (ActorBusError("boom"), -32603),
 ]
@@ -745,6 +746,7 @@ def test_http_status() -> None:
     assert a2a.http_status(a2a.TaskNotCancelableError()) == 409
     assert a2a.http_status(a2a.ContentTypeNotSupportedError()) == 415
     assert a2a.http_status(AuthError("no")) == 401
+    assert a2a.http_status(ForbiddenError("not yours")) == 403
     assert a2a.http_status(RateLimitedError("no")) == 429
     assert a2a.http_status(AskTimeoutError("a", "b", 1)) == 504
     assert a2a.http_status(ActorBusError("x")) == 500

@@ -74,9 +74,10 @@ def negotiate_version(header: str | None) -> A2AVersion:
     """The version to speak for a request's ``A2A-Version`` header, or -32009."""
     version = parse_version(header)
     if version is None:
+        shown = str(header).encode("ascii", "backslashreplace").decode()  # echoed safely
         raise VersionNotSupportedError(
-            f"A2A version {header!r} is not supported (supported: {', '.join(SUPPORTED_VERSIONS)})",
-            metadata={"requested": str(header), "supported": ",".join(SUPPORTED_VERSIONS)},
+            f"A2A version {shown!r} is not supported (supported: {', '.join(SUPPORTED_VERSIONS)})",
+            metadata={"requested": shown, "supported": ",".join(SUPPORTED_VERSIONS)},
         )
     return version
 

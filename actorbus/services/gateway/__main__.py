@@ -45,6 +45,18 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ask-timeout", type=runner.positive, default=60.0, help="seconds per ask (60)")
     p.add_argument(
+        "--idle-timeout",
+        type=runner.positive,
+        default=GatewaySettings.idle_timeout,
+        help="seconds a connection may hold no whole request (silent, slow headers, idle) (15)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=runner.positive,
+        default=GatewaySettings.body_timeout,
+        help="seconds a request body may take to arrive (30)",
+    )
+    p.add_argument(
         "--stream-item-timeout", type=runner.positive, default=300.0, help="seconds per item (300)"
     )
     p.add_argument(
@@ -160,6 +172,8 @@ async def run(args: argparse.Namespace) -> None:
         default_agent=args.default_agent,
         ask_timeout=args.ask_timeout,
         stream_item_timeout=args.stream_item_timeout,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
         auth=args.auth,
         open_agents=tuple(args.open_agent),
         expose=exposed(args.expose),

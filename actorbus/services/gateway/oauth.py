@@ -306,6 +306,8 @@ class AccessTokens:
     def check(self, token: str, base: str | None, now: float | None = None) -> AccessGrant:
         """The grant of ``token`` at the gateway whose base URL is ``base``;
         AuthError naming the first thing wrong."""
+        if not token.isascii():
+            raise AuthError("a bearer token must be a compact JWT")
         try:
             claims = dict(jwt.decode(token, self._public, algorithms=ALGORITHMS).claims)
         except (JoseError, ValueError, TypeError):

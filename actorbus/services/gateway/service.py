@@ -29,6 +29,7 @@ from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError, AuthError, ForbiddenError
 from actorbus.security.broker import DevCertificates
+from actorbus.security.did import wba_authority
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.core import GatewayCore
@@ -122,7 +123,9 @@ class GatewayService(HostedService):
                 log.warning("gateway: %d task(s) of a previous run marked failed", stale)
             self._edges = [edge_modules.load(name)(self._core, s) for name in s.edges]
             tls = self._tls(system)
-            await self.serve_http(self.app(), s.http_host, s.http_port, s.stop_timeout, tls)
+            await self.serve_http(
+                self.app(), s.http_host, s.http_port, s.stop_timeout, tls, s.idle_timeout
+            )
         except BaseException:
             await self.stop()
             raise
@@ -244,8 +247,8 @@ class GatewayService(HostedService):
         guard = self.system.runtime.guard if self.system is not None else None
         if guard is None:
             raise web.HTTPNotFound(text="this gateway has no identity (the bus is not secured)")
-        host = urlsplit(base_url(request, self.settings.public_url)).netloc
-        did = "did:wba:" + host.replace(":", "%3A")
+        parts = urlsplit(base_url(request, self.settings.public_url))
+        did = "did:wba:" + wba_authority(parts.hostname or "localhost", parts.port)
         return web.json_response(guard.system.public.did_document(did))
 
     async def healthz(self, request: web.Request) -> web.Response:

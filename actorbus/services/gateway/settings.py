@@ -31,6 +31,12 @@ class GatewaySettings:
     # listing its agents as skills.
     default_agent: str | None = None
     max_body: int = 2 * 1024 * 1024  # bytes of a request body
+    # Slow clients are cut off: a connection without a whole request (silent,
+    # sending its headers a byte at a time, or idle between requests) is closed
+    # after idle_timeout seconds, and a body that takes longer than body_timeout
+    # is answered 408 and its connection closed.
+    idle_timeout: float = 15.0
+    body_timeout: float = 30.0
     stop_timeout: float = 2.0  # seconds runs and connections get on stop
     # Who may ask the agents (services/gateway/auth.py): "required" (a bearer token
     # or a DIDWba identity), "open" (anyone), "auto" (required when the bus is

@@ -61,6 +61,7 @@ from actorbus.codecs.a2a.types import A2ARequest
 from actorbus.codecs.errors import (
     ActorBusError,
     AuthError,
+    MessageTooLargeError,
     RateLimitedError,
     RemoteError,
     UnsupportedError,
@@ -80,6 +81,7 @@ from actorbus.services.gateway.edges.a2a_rest import A2ARest, rest_error_frame, 
 from actorbus.services.gateway.edges.http import (
     base_url,
     json_response,
+    read_body,
     refusal,
     serve_events,
     sse_error,
@@ -218,9 +220,9 @@ class A2AEdge(Edge):
         # the REST routes first, before `/{agent}/...` could take their paths; the
         # default agent's also at the site root, where its card is (clients given
         # only the gateway's URL, the A2A TCK's REST client among them, go there)
-        rest = A2ARest(PREFIX, self, self.settings.max_body).routes()
+        rest = A2ARest(PREFIX, self, self.settings).routes()
         if self.settings.default_agent is not None:
-            default = A2ARest("", self, self.settings.max_body, self.settings.default_agent)
+            default = A2ARest("", self, self.settings, self.settings.default_agent)
             rest += default.routes()
         return [
             *rest,
@@ -313,10 +315,10 @@ class A2AEdge(Edge):
     async def rpc(self, request: web.Request) -> web.StreamResponse:
         header = request.headers.get(VERSION_HEADER)
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge as e:
+            body = await read_body(request, self.settings)
+        except MessageTooLargeError as e:
             # -32600, as every JSON-RPC edge of the gateway answers a body too large
-            too_big = InvalidRequestError(f"request body too large: {e.text}")
+            too_big = InvalidRequestError(str(e))
             return json_response(error_response(too_big, None, header), status=413)
         try:
             req = decode_request(body, header)

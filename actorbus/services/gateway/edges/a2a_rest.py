@@ -44,9 +44,10 @@ from actorbus.codecs.a2a import (
 )
 from actorbus.codecs.a2a.types import A2ARequest
 from actorbus.codecs.common import read_json
-from actorbus.codecs.errors import ActorBusError, DecodeError, MessageTooLargeError, RemoteError
+from actorbus.codecs.errors import ActorBusError, DecodeError, RemoteError
 from actorbus.services.gateway.agents import Agent, AgentNotFoundError
-from actorbus.services.gateway.edges.http import json_response
+from actorbus.services.gateway.edges.http import json_response, read_body
+from actorbus.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("actorbus.gateway.a2a")
 
@@ -112,11 +113,11 @@ class A2ARest:
     """The HTTP+JSON routes of the A2A edge."""
 
     def __init__(
-        self, prefix: str, methods: A2AMethods, max_body: int, agent: str | None = None
+        self, prefix: str, methods: A2AMethods, settings: GatewaySettings, agent: str | None = None
     ) -> None:
         self.prefix = prefix
         self.methods = methods
-        self.max_body = max_body  # the gateway's limit, named in a 413
+        self.settings = settings
         self.agent = agent  # the one agent served at ``prefix`` (else ``/{agent}`` names it)
 
     def routes(self) -> list[web.RouteDef]:
@@ -138,11 +139,7 @@ class A2ARest:
 
     # -- reading a REST call as the JSON-RPC request it stands for -------------------
     async def _body(self, request: web.Request) -> Any:
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            size = request.content_length or 0
-            raise MessageTooLargeError("the request body", size, self.max_body) from None
+        raw = await read_body(request, self.settings)
         try:
             return read_json(raw)
         except DecodeError as e:

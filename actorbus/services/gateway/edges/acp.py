@@ -69,6 +69,7 @@ from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorNotFoundError,
+    MessageTooLargeError,
     ValidationFailedError,
 )
 from actorbus.services.gateway.agents import (
@@ -80,7 +81,8 @@ from actorbus.services.gateway.agents import (
 )
 from actorbus.services.gateway.core import META_KEY
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.http import base_url, json_response, serve_events
+from actorbus.services.gateway.edges.http import base_url, json_response, read_body, serve_events
+from actorbus.services.gateway.settings import GatewaySettings
 from actorbus.services.gateway.store import TaskQuery
 
 log = logging.getLogger("actorbus.gateway.acp")
@@ -249,12 +251,12 @@ def stamped_id(messages: list[Any]) -> tuple[str | None, float | None]:
     return "acp:" + hashlib.sha256(canonical.encode()).hexdigest(), max(stamps)
 
 
-async def _body(request: web.Request) -> Any:
+async def _body(request: web.Request, settings: GatewaySettings) -> Any:
     """The request's JSON body, whatever its Content-Type (or none)."""
     try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge as e:
-        raise _TooLarge(f"request body too large: {e.text}") from None
+        raw = await read_body(request, settings)
+    except MessageTooLargeError as e:
+        raise _TooLarge(str(e)) from None
     return read_json(raw)
 
 
@@ -382,7 +384,7 @@ class AcpEdge(Edge):
     # -- runs ----------------------------------------------------------------------
     async def create_run(self, request: web.Request) -> web.StreamResponse:
         try:
-            obj = await _body(request)
+            obj = await _body(request, self.settings)
             env = decode_request(obj)  # checks obj is a RunCreateRequest
             # the URL-level agent_name routes, not a dst an envelope part may carry
             agent = await self.core.agent(str(obj["agent_name"]))
@@ -395,7 +397,7 @@ class AcpEdge(Edge):
     async def resume_run(self, request: web.Request) -> web.StreamResponse:
         try:
             task_id = task_id_of(request.match_info["run_id"])
-            obj = await _body(request)
+            obj = await _body(request, self.settings)
             env = decode_resume(obj, run_id=request.match_info["run_id"])
             stored = await self._stored(task_id)
             agent = await self.core.agent(stored[1])

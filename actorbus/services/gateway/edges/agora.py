@@ -59,6 +59,7 @@ from actorbus.codecs.errors import (
     ActorNotFoundError,
     AuthError,
     DecodeError,
+    MessageTooLargeError,
     RateLimitedError,
     RemoteError,
     ValidationFailedError,
@@ -67,7 +68,7 @@ from actorbus.services.gateway.agents import Agent, AgentNotFoundError
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
 from actorbus.services.gateway.edges.anp import ask_agent, read_json, task_outcome
-from actorbus.services.gateway.edges.http import base_url, json_response, refusal
+from actorbus.services.gateway.edges.http import base_url, json_response, read_body, refusal
 from actorbus.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("actorbus.gateway.agora")
@@ -153,9 +154,9 @@ class AgoraEdge(Edge):
 
     async def _handle(self, request: web.Request, cid: str | None) -> web.Response:
         try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge as e:
-            too_big = ValidationFailedError(f"request body too large: {e.text}")
+            raw = await read_body(request, self.settings)
+        except MessageTooLargeError as e:
+            too_big = ValidationFailedError(str(e))
             return _error(too_big, "spec", status=413)
         try:
             obj = read_json(raw)

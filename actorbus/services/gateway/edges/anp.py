@@ -66,11 +66,12 @@ from actorbus.codecs.envelope import Envelope, EnvelopeContext
 from actorbus.codecs.errors import (
     ActorBusError,
     DecodeError,
+    MessageTooLargeError,
     RemoteError,
     UnsupportedError,
     ValidationFailedError,
 )
-from actorbus.security.did import DidDocument, did_document
+from actorbus.security.did import DidDocument, did_document, wba_authority
 from actorbus.security.didwba import (
     AUTH_SCHEME,
     DidWbaAuthError,
@@ -90,7 +91,7 @@ from actorbus.services.gateway.agents import Agent, AgentNotFoundError, TaskNotC
 from actorbus.services.gateway.auth import Caller, current_caller
 from actorbus.services.gateway.core import META_KEY, GatewayCore
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.http import base_url, json_response
+from actorbus.services.gateway.edges.http import base_url, json_response, read_body
 from actorbus.services.gateway.settings import GatewaySettings
 from actorbus.services.gateway.store import TaskQuery
 
@@ -200,8 +201,7 @@ def read_json(body: bytes) -> Any:
 def agent_did(base: str, agent: str) -> str:
     """``did:wba:{host}[%3A{port}]:anp:{agent}`` for the gateway at ``base``."""
     parts = urlsplit(base)
-    host = parts.hostname or "localhost"
-    authority = host + (f"%3A{parts.port}" if parts.port is not None else "")
+    authority = wba_authority(parts.hostname or "localhost", parts.port)
     segment = quote(agent, safe="").replace("~", "%7E")
     return f"did:wba:{authority}:anp:{segment}"
 
@@ -405,13 +405,11 @@ class AnpEdge(Edge):
         realm = audience(base)
         try:  # who is asking, before a byte of the body is read
             caller, sig = await self.authenticate(request, realm, base)
-            body = await request.read()
+            body = await read_body(request, self.settings)
             if sig is not None:
                 self._signed_body(caller, sig, request, body, realm)
-        except web.HTTPRequestEntityTooLarge as e:
-            return json_response(
-                rpc_error(None, -32600, f"request body too large: {e.text}"), status=413
-            )
+        except MessageTooLargeError as e:
+            return json_response(rpc_error(None, -32600, str(e)), status=413)
         except DidWbaAuthError as e:
             code = -32001 if e.status == 403 else -32000
             return json_response(

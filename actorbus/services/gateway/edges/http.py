@@ -8,6 +8,7 @@ stream quietly; the task it watched goes on.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -21,10 +22,12 @@ from actorbus.codecs.errors import (
     ActorBusError,
     AuthError,
     ForbiddenError,
+    MessageTooLargeError,
     RateLimitedError,
     RemoteError,
     ReplayError,
 )
+from actorbus.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("actorbus.gateway")
 
@@ -50,6 +53,24 @@ def json_response(
         content_type="application/json",
         headers=headers,
     )
+
+
+async def read_body(request: web.Request, settings: GatewaySettings) -> bytes:
+    """The request's body, as every edge reads it: MessageTooLargeError past
+    ``max_body`` (each edge answers it in its protocol, with 413), and an HTTP
+    408 that closes the connection for a client that takes longer than
+    ``body_timeout`` to send it (a slow client holds nothing for long)."""
+    try:
+        async with asyncio.timeout(settings.body_timeout):
+            return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        size = request.content_length or settings.max_body + 1
+        raise MessageTooLargeError("the request body", size, settings.max_body) from None
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(
+            text=f"the request body did not arrive within {settings.body_timeout:g} s",
+            headers={"Connection": "close"},
+        ) from None
 
 
 def base_url(request: web.Request, public_url: str | None) -> str:

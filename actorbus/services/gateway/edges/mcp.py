@@ -54,11 +54,17 @@ from opentelemetry import trace
 from actorbus.codecs.a2a import parts_from_content
 from actorbus.codecs.a2a.types import Message
 from actorbus.codecs.common import read_json
-from actorbus.codecs.errors import ActorBusError, AuthError, DecodeError, RateLimitedError
+from actorbus.codecs.errors import (
+    ActorBusError,
+    AuthError,
+    DecodeError,
+    MessageTooLargeError,
+    RateLimitedError,
+)
 from actorbus.services.gateway.agents import Agent, TaskNotContinuableError, UnknownTaskError
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.http import SSE_HEADERS, json_response, refusal
+from actorbus.services.gateway.edges.http import SSE_HEADERS, json_response, read_body, refusal
 from actorbus.services.gateway.edges.mcp_tools import (
     BadArguments,
     Tool,
@@ -160,9 +166,9 @@ class McpEdge(Edge):
         header = request.headers.get(VERSION_HEADER)
         modern = header is not None and header not in HANDSHAKE_VERSIONS
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge as e:
-            too_big = McpError(INVALID_REQUEST, f"request body too large: {e.text}")
+            body = await read_body(request, self.settings)
+        except MessageTooLargeError as e:
+            too_big = McpError(INVALID_REQUEST, str(e))
             return json_response(error_body(None, too_big), status=413)
         try:
             decoded = read_json(body)

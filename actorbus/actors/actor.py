@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import (
     TYPE_CHECKING,
@@ -201,6 +201,8 @@ class Actor:
     - ``skills``, ``tags``, ``description``, ``protocols``: what the registry says
       about the type (skills default to the intents it handles; the description to
       the docstring's first line); ``advertise = False`` keeps it out of the registry
+    - ``prompts``: prompt templates the type offers its callers (MCP clients see
+      them through the gateway): name -> text with ``{argument}`` placeholders
     """
 
     type_name: ClassVar[str]
@@ -223,6 +225,7 @@ class Actor:
     skills: ClassVar[tuple[str, ...]] = ()
     tags: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
+    prompts: ClassVar[Mapping[str, str]] = {}
     protocols: ClassVar[tuple[str, ...]] = ("actorbus",)
     advertise: ClassVar[bool] = True
     handlers: ClassVar[dict[str, HandlerSpec]] = {}

@@ -166,6 +166,7 @@ def service_record(cls: type[Actor], system_id: str) -> ServiceResponse:
     info[AGENT_PROTOCOL].update(
         {
             "calls": {intent: call_kind(spec) for intent, spec in cls.handlers.items()},
+            "prompts": dict(cls.prompts),
             "protocols": list(cls.protocols),
             "keyed": cls.keyed,
             "delivery": DeliveryPolicy.of(cls).to_json(),

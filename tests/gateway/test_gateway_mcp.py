@@ -49,6 +49,7 @@ class McpCalc(Actor):
 
     type_name = "mcp-calc"
     skills = ("arithmetic",)
+    prompts = {"sum": "Add {a} and {b}, then explain the result to {audience}."}
 
     @handler
     async def add(self, req: Add) -> Sum:
@@ -308,27 +309,25 @@ async def test_legacy_errors_and_failures(gw: GatewayService, http: aiohttp.Clie
     assert timed_out["isError"] is True
     assert text_of(timed_out).startswith("E_TIMEOUT")
 
-    # bad arguments: -32602 naming what is wrong
-    for args, where in (
-        ({"a": "x", "b": 1}, "arguments.a"),
-        ({"a": 1}, "'b' is a required property"),
-        ([1, 2], "must be a JSON object"),
+    # bad arguments: a result with isError naming what is wrong, which the model
+    # reads and can correct (SEP-1303), not a JSON-RPC error
+    for name, args, where in (
+        ("mcp-calc", {"a": "x", "b": 1}, "arguments.a"),
+        ("mcp-calc", {"a": 1}, "'b' is a required property"),
+        ("mcp-calc", [1, 2], "must be a JSON object"),
+        ("gw-echo.text", {"text": "x", "more": 1}, "more"),
+        ("mcp-bytes", {"data": "***"}, "data"),
     ):
-        bad = await client.rpc("tools/call", {"name": "mcp-calc", "arguments": args})
-        assert bad["error"]["code"] == -32602, bad
-        assert where in bad["error"]["message"]
-    extra = await client.rpc(
-        "tools/call", {"name": "gw-echo.text", "arguments": {"text": "x", "more": 1}}
-    )
-    assert extra["error"]["code"] == -32602
-    not_b64 = await client.rpc("tools/call", {"name": "mcp-bytes", "arguments": {"data": "***"}})
-    assert not_b64["error"]["code"] == -32602
+        bad = (await client.rpc("tools/call", {"name": name, "arguments": args}))["result"]
+        assert bad["isError"] is True, bad
+        assert text_of(bad).startswith(f"Invalid arguments for tool {name}:")
+        assert where in text_of(bad)
     unknown = await client.rpc("tools/call", {"name": "nobody", "arguments": {}})
     assert unknown["error"]["code"] == -32602
     assert "Unknown tool: nobody" in unknown["error"]["message"]
     no_name = await client.rpc("tools/call", {"arguments": {}})
     assert no_name["error"]["code"] == -32602
-    assert (await client.rpc("prompts/list"))["error"]["code"] == -32601
+    assert (await client.rpc("completion/complete"))["error"]["code"] == -32601
     assert (await client.rpc("server/discover"))["error"]["code"] == -32601
     cursor = await client.rpc("tools/list", {"cursor": "nonsense"})
     assert cursor["error"]["code"] == -32602
@@ -506,14 +505,12 @@ async def test_modern_discover_list_and_call(
 
 async def test_modern_errors(gw: GatewayService, http: aiohttp.ClientSession) -> None:
     url = endpoint(gw)
-    bad = await modern(
-        http, url, "tools/call", {"name": "mcp-calc", "arguments": {"a": "x"}}, status=400
-    )
-    assert bad["error"]["code"] == -32602
+    bad = await modern(http, url, "tools/call", {"name": "mcp-calc", "arguments": {"a": "x"}})
+    assert bad["result"]["isError"] is True  # the model reads it (SEP-1303)
     assert bad["id"] == "m1"
     unknown = await modern(http, url, "tools/call", {"name": "nobody"}, status=400)
     assert "Unknown tool" in unknown["error"]["message"]
-    for method in ("initialize", "ping", "prompts/list"):
+    for method in ("initialize", "ping", "logging/setLevel"):
         missing = await modern(http, url, method, status=404)
         assert missing["error"]["code"] == -32601
 

@@ -76,9 +76,10 @@ async def test_the_inspector_lists_and_calls_tools(gw: GatewayService) -> None:
         "--tool-arg",
         "a=x",
         "b=3",
-        exit=1,
+        exit=5,  # a result with isError (SEP-1303), as the inspector reports a tool's error
     )
-    assert "Invalid arguments for tool mcp-calc: arguments.a" in bad["error"]["message"]
+    assert bad["isError"] is True
+    assert "Invalid arguments for tool mcp-calc: arguments.a" in bad["content"][0]["text"]
 
 
 async def test_the_inspector_reads_agents_as_resources(gw: GatewayService) -> None:

@@ -2,8 +2,9 @@
 protocol revisions it speaks: 2025-11-25 (``ClientSession.initialize()``: handshake and
 session) and 2026-07-28 (``ClientSession.discover()``: stateless), plus ``Client``'s
 automatic negotiation. Initialize, list tools, call a tool (success, actor error as
-``isError``, bad arguments and unknown tools as errors), continue a task that asked
-for input, list and read the agents as resources."""
+``isError``, bad arguments as ``isError`` results, unknown tools as errors), continue
+a task that asked for input, list and read the agents as resources, progress of a
+streaming actor, prompts, resource templates and logging."""
 
 from __future__ import annotations
 
@@ -86,11 +87,10 @@ async def test_sdk_list_and_call(gw: GatewayService, era: str) -> None:
         assert failed.is_error is True
         assert "negative numbers are not my thing" in text(failed)
 
-        # bad arguments and unknown tools: JSON-RPC errors
-        with pytest.raises(MCPError) as bad:
-            await session.call_tool("mcp-calc", {"a": "many", "b": 0})
-        assert bad.value.code == -32602
-        assert "arguments.a" in bad.value.message
+        # bad arguments: a result the model reads (SEP-1303); unknown tools: an error
+        bad = await session.call_tool("mcp-calc", {"a": "many", "b": 0})
+        assert bad.is_error is True
+        assert "arguments.a" in text(bad)
         with pytest.raises(MCPError) as unknown:
             await session.call_tool("no-such-agent", {})
         assert unknown.value.code == -32602
@@ -158,3 +158,67 @@ async def test_sdk_client_negotiates(gw: GatewayService) -> None:
         assert "mcp-calc" in names
         result = await client.call_tool("gw-echo.text", {"text": "legacy"})
         assert text(result) == "LEGACY"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_sdk_progress_of_a_streaming_actor(gw: GatewayService, era: str) -> None:
+    """A call with a progress callback (the SDK sends a progress token) hears each
+    item the actor streams as it comes, then gets the whole result."""
+    heard: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, message))
+
+    async with sdk_session(gw, era) as session:
+        result = await session.call_tool(
+            "gw-streamer", {"text": "alpha beta gamma"}, progress_callback=on_progress
+        )
+        assert not getattr(result, "is_error", False)
+        assert text(result) == "ALPHABETAGAMMA"
+        assert heard == [(1, "ALPHA"), (2, "BETA"), (3, "GAMMA")]
+        # without a callback, no progress: one JSON answer, as before
+        plain = await session.call_tool("gw-streamer", {"text": "one two"})
+        assert text(plain) == "ONETWO"
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # SEP-2577
+async def test_sdk_prompts_templates_and_logging(gw: GatewayService) -> None:
+    """An actor's prompt templates are MCP prompts; the agents' resources have a
+    template; a session that asked for errors hears a failed call's."""
+    logged: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logged.append(params)
+
+    async with (
+        streamable_http_client(f"{gw.http_url}/mcp") as (read, write),
+        ClientSession(read, write, logging_callback=on_log) as session,
+    ):
+        await session.initialize()
+        prompts = {p.name: p for p in (await session.list_prompts()).prompts}
+        assert [a.name for a in prompts["mcp-calc.sum"].arguments or ()] == ["a", "b", "audience"]
+        got = await session.get_prompt("mcp-calc.sum", {"a": "2", "b": "3", "audience": "a child"})
+        [message] = got.messages
+        assert message.role == "user"
+        assert getattr(message.content, "text", "") == (
+            "Add 2 and 3, then explain the result to a child."
+        )
+        with pytest.raises(MCPError, match="needs the argument"):
+            await session.get_prompt("mcp-calc.sum", {"a": "2"})
+        with pytest.raises(MCPError, match="Unknown prompt"):
+            await session.get_prompt("mcp-calc.nothing", {})
+
+        [template] = (await session.list_resource_templates()).resource_templates
+        assert template.uri_template == "actorbus://agents/{name}"
+
+        await session.set_logging_level("error")
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            pass
+
+        failed = await session.call_tool(
+            "mcp-calc", {"a": -1, "b": 1}, progress_callback=on_progress
+        )
+        assert getattr(failed, "is_error", False) is True
+    assert [entry.level for entry in logged] == ["error"]
+    assert "negative numbers" in str(logged[0].data)

@@ -70,12 +70,14 @@ class Agent:
     intents: dict[str, Any]
     tags: list[str]
     replies: dict[str, dict[str, Any]] = field(default_factory=dict)  # reply schemas by intent
+    prompts: dict[str, str] = field(default_factory=dict)  # prompt templates by name
 
     @classmethod
     def of(cls, listing: Listing) -> Agent:
         info = listing.native
         skills = [dict(s) for s in info.get("skills") or () if isinstance(s, dict)]
         replies = info.get("replies")
+        prompts = info.get("prompts")
         return cls(
             name=listing.name,
             address=listing.address or listing.name,
@@ -85,6 +87,9 @@ class Agent:
             tags=sorted(listing.tags),
             replies={k: v for k, v in (replies or {}).items() if isinstance(v, dict)}
             if isinstance(replies, dict)
+            else {},
+            prompts={str(k): v for k, v in prompts.items() if isinstance(v, str)}
+            if isinstance(prompts, dict)
             else {},
         )
 

@@ -20,7 +20,11 @@ One endpoint, ``/mcp``, speaks two protocol revisions, picked per request by the
   the ``serverInfo`` stamp in ``_meta``; list results carry ``ttlMs``/``cacheScope``.
 
 Methods: ``tools/list`` (paged by ``cursor``/``nextCursor``) and ``tools/call``
-(see :mod:`.mcp_tools` for the tool mapping). A call runs as a gateway task
+(see :mod:`.mcp_tools` for the tool mapping); prompts, resource templates and
+``logging/setLevel`` (:mod:`.mcp_prompts`). Arguments a tool's schema refuses are
+an ``isError`` result (SEP-1303). A call with a ``progressToken`` from a client that
+takes event streams is answered as one: ``notifications/progress`` per streamed
+item, then the result. A call runs as a gateway task
 (``protocol="mcp"``, stored like every other task): the actor's reply is the
 result, an actor failure an ``isError`` result, a question
 (``InputRequired``) an answer whose ``_meta["io.actorbus/task"]`` names the task;
@@ -34,8 +38,8 @@ as the UAP gateway mapping puts agent information in resources.
 Answers are JSON (``application/json``), or one SSE ``message`` event to a
 client whose ``Accept`` names ``text/event-stream`` and no JSON. Bodies are read as JSON
 whatever the Content-Type; errors are JSON-RPC errors (-32700 not JSON, -32600
-not one JSON-RPC request, -32601 unknown method, -32602 bad params, bad
-arguments or unknown tool), never a traceback. ``GET /mcp`` is 405: the gateway
+not one JSON-RPC request, -32601 unknown method, -32602 bad params or an
+unknown tool), never a traceback. ``GET /mcp`` is 405: the gateway
 sends no server-initiated messages.
 """
 
@@ -46,13 +50,14 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from aiohttp import web
 from opentelemetry import trace
 
 from actorbus.codecs.a2a import parts_from_content
-from actorbus.codecs.a2a.types import Message
+from actorbus.codecs.a2a.types import ArtifactUpdate, Message, Task, TaskState
 from actorbus.codecs.common import read_json
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -61,13 +66,28 @@ from actorbus.codecs.errors import (
     MessageTooLargeError,
     RateLimitedError,
 )
-from actorbus.services.gateway.agents import Agent, TaskNotContinuableError, UnknownTaskError
+from actorbus.services.gateway.agents import (
+    Agent,
+    Event,
+    LiveTask,
+    TaskNotContinuableError,
+    UnknownTaskError,
+)
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
 from actorbus.services.gateway.edges.http import SSE_HEADERS, json_response, read_body, refusal
+from actorbus.services.gateway.edges.mcp_prompts import (
+    AGENT_TEMPLATE,
+    LOG_LEVELS,
+    ParamsError,
+    log_level,
+    prompt_messages,
+    prompts_of,
+)
 from actorbus.services.gateway.edges.mcp_tools import (
     BadArguments,
     Tool,
+    bad_arguments,
     task_result,
     tools_of,
 )
@@ -81,6 +101,7 @@ from actorbus.services.gateway.edges.mcp_wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     LATEST_HANDSHAKE,
+    LOG,
     MAX_SESSIONS,
     METHOD_NOT_FOUND,
     MODERN_STATUS,
@@ -88,6 +109,7 @@ from actorbus.services.gateway.edges.mcp_wire import (
     PAGE_SIZE,
     PARSE_ERROR,
     PATH,
+    PROGRESS,
     SERVER_INFO_META,
     SESSION_HEADER,
     TASK_ID_META,
@@ -96,8 +118,10 @@ from actorbus.services.gateway.edges.mcp_wire import (
     McpError,
     Session,
     _valid_id,
+    accepts_sse,
     decode_call,
     error_body,
+    progress_token,
     server_info,
     sse_message,
     unsupported,
@@ -195,6 +219,15 @@ class McpEdge(Edge):
         span = trace.get_current_span()
         span.set_attribute("mcp.method.name", call.method)
         span.set_attribute("mcp.protocol.version", call.version)
+        token = progress_token(call)
+        if token is not None and accepts_sse(request):
+            try:
+                return await self._call_with_progress(request, call, token)
+            except McpError as e:
+                return await self._error(request, call.id, e, modern, e.status)
+            except (AuthError, RateLimitedError) as e:
+                refused = McpError(INVALID_REQUEST, f"{e.code}: {e}", {"code": e.code})
+                return refusal(error_body(call.id, refused), e)
         try:
             result = await self._dispatch(call)
         except McpError as e:
@@ -209,12 +242,7 @@ class McpEdge(Edge):
             log.exception("MCP %s failed", call.method)
             err = McpError(INTERNAL_ERROR, "internal error in the gateway")
             return await self._error(request, call.id, err, modern)
-        if modern:
-            result.setdefault("resultType", "complete")
-            meta = result.get("_meta")
-            result["_meta"] = {**(meta if isinstance(meta, dict) else {})}
-            result["_meta"].setdefault(SERVER_INFO_META, server_info())
-        answer = {"jsonrpc": "2.0", "id": call.id, "result": result}
+        answer = {"jsonrpc": "2.0", "id": call.id, "result": stamped(result, modern)}
         return await self._answer(request, answer, 200, call.extra_headers)
 
     async def _error(
@@ -286,12 +314,30 @@ class McpEdge(Edge):
             return await self._list_resources(call)
         if m == "resources/read":
             return await self._read_resource(call)
+        if m == "resources/templates/list":
+            return self._page(call, [AGENT_TEMPLATE], "resourceTemplates")
+        if m == "prompts/list":
+            return self._page(call, prompts_of(await self._visible()), "prompts")
+        if m == "prompts/get":
+            name = call.params.get("name")
+            try:
+                if not isinstance(name, str):
+                    raise ParamsError("`params.name` must be a string")
+                return prompt_messages(await self._visible(), name, call.params.get("arguments"))
+            except ParamsError as e:
+                raise McpError(INVALID_PARAMS, str(e)) from None
         if call.modern:
             if m == "server/discover":
                 return self._discover()
         elif m == "initialize":
             return self._initialize(call)
         elif m == "ping":
+            return {}
+        elif m == "logging/setLevel" and call.session is not None:
+            try:
+                call.session.log_level = log_level(call.params)
+            except ParamsError as e:
+                raise McpError(INVALID_PARAMS, str(e)) from None
             return {}
         raise McpError(METHOD_NOT_FOUND, f"Method not found: {m}")
 
@@ -398,6 +444,71 @@ class McpEdge(Edge):
         return self._page(call, [t.describe() for t in tools], "tools")
 
     async def _call_tool(self, call: Call) -> dict[str, Any]:
+        try:
+            live, _ = await self._start_call(call, watch=False)
+        except BadArguments as e:
+            return bad_arguments(str(call.params.get("name")), e)
+        return task_result(await self._settle(call, live))
+
+    async def _call_with_progress(
+        self, request: web.Request, call: Call, token: str | int
+    ) -> web.StreamResponse:
+        """A ``tools/call`` whose client sent a progress token: an event stream of
+        ``notifications/progress``, one per item the actor streams (its text as the
+        ``message``), then the result."""
+        try:
+            live, events = await self._start_call(call, watch=True)
+        except BadArguments as e:
+            refused = stamped(bad_arguments(str(call.params.get("name")), e), call.modern)
+            answer = {"jsonrpc": "2.0", "id": call.id, "result": refused}
+            return await self._answer(request, answer, 200)
+        assert events is not None
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(request)
+        progress = 0
+        try:
+            async for event in events:
+                if not isinstance(event, ArtifactUpdate):
+                    continue
+                progress += 1
+                text = "".join(str(p.value) for p in event.artifact.parts if p.kind == "text")
+                note = {"progressToken": token, "progress": progress, "message": text}
+                notification = {"jsonrpc": "2.0", "method": PROGRESS, "params": note}
+                await response.write(sse_message(notification))
+            task = await self._settle(call, live)
+            if task.status.state in (TaskState.FAILED, TaskState.REJECTED):
+                await self._log(response, call, "error", task)
+            result = stamped(task_result(task), call.modern)
+            await response.write(sse_message({"jsonrpc": "2.0", "id": call.id, "result": result}))
+            await response.write_eof()
+        except ConnectionError:
+            log.debug("the MCP client of call %s went away (the task goes on)", call.id)
+        return response
+
+    async def _log(self, response: web.StreamResponse, call: Call, level: str, task: Task) -> None:
+        """A ``notifications/message`` about ``task`` on the call's stream, if the
+        session asked to hear ``level`` (``logging/setLevel``)."""
+        wanted = call.session.log_level if call.session is not None else None
+        if wanted is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
+            return
+        status = task.status.message
+        text = " ".join(str(p.value) for p in status.parts if p.kind == "text") if status else ""
+        params = {"level": level, "logger": "actorbus.gateway", "data": text or task.status.state}
+        await response.write(sse_message({"jsonrpc": "2.0", "method": LOG, "params": params}))
+
+    async def _settle(self, call: Call, live: LiveTask) -> Task:
+        try:
+            return await self.core.wait_settled(live)
+        finally:
+            if call.session is not None:
+                call.session.running.pop(call.id, None)
+
+    async def _start_call(
+        self, call: Call, *, watch: bool
+    ) -> tuple[LiveTask, AsyncIterator[Event] | None]:
+        """Check the call and start its task (with its events when ``watch``);
+        McpError for what the protocol refuses, BadArguments for arguments the
+        tool's schema refuses (a result the model reads, SEP-1303)."""
         name = call.params.get("name")
         if not isinstance(name, str):
             raise McpError(INVALID_PARAMS, "`params.name` must be a string")
@@ -408,10 +519,7 @@ class McpEdge(Edge):
         if tool is None:
             raise McpError(INVALID_PARAMS, f"Unknown tool: {name}")
         trace.get_current_span().set_attribute("actorbus.gateway.agent", tool.agent.name)
-        try:
-            content = tool.content(arguments)
-        except BadArguments as e:
-            raise McpError(INVALID_PARAMS, f"Invalid arguments for tool {name}: {e}") from None
+        content = tool.content(arguments)
         meta = call.params.get("_meta")
         meta = meta if isinstance(meta, dict) else {}
         task_id = meta.get(TASK_ID_META)
@@ -430,13 +538,14 @@ class McpEdge(Edge):
             context_id=context_id,
         )
         try:
-            live, _ = await self.core.submit(
+            live, events = await self.core.submit(
                 tool.agent,
                 message,
                 protocol="mcp",
                 intent=tool.intent,
                 content=content,
                 stream=False,
+                watch=watch,
                 # ids are the session's (taken once there); a stateless call's id
                 # is its Idempotency-Key header
                 request_id=None if call.session is None else f"mcp:{call.session.id}:{call.id}",
@@ -445,12 +554,18 @@ class McpEdge(Edge):
             raise McpError(INVALID_PARAMS, str(e)) from None
         if call.session is not None:
             call.session.running[call.id] = live.task.id
-        try:
-            task = await self.core.wait_settled(live)
-        finally:
-            if call.session is not None:
-                call.session.running.pop(call.id, None)
-        return task_result(task)
+        return live, events
+
+
+def stamped(result: dict[str, Any], modern: bool) -> dict[str, Any]:
+    """``result`` as its revision wants it: 2026-07-28 results carry their
+    ``resultType`` and the server's stamp in ``_meta``."""
+    if modern:
+        result.setdefault("resultType", "complete")
+        meta = result.get("_meta")
+        result["_meta"] = {**(meta if isinstance(meta, dict) else {})}
+        result["_meta"].setdefault(SERVER_INFO_META, server_info())
+    return result
 
 
 __all__ = ["McpEdge", "McpError", "Session"]

@@ -235,6 +235,13 @@ def content_blocks(parts: list[Part], uri: str) -> tuple[list[dict[str, Any]], A
     return blocks, structured
 
 
+def bad_arguments(tool: str, err: Exception) -> dict[str, Any]:
+    """The result of a call whose arguments the tool's schema refuses: an error
+    the model reads and can correct (SEP-1303), not a JSON-RPC error."""
+    text = f"Invalid arguments for tool {tool}: {err}"
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
 def task_result(task: Task) -> dict[str, Any]:
     """The ``tools/call`` result for a settled task: its reply, or its failure as
     ``isError``; a task waiting for input answers the actor's question (``_meta``

@@ -65,6 +65,8 @@ INSTRUCTIONS: Final = (
 CAPABILITIES: Final = {
     "tools": {"listChanged": False},
     "resources": {"subscribe": False, "listChanged": False},
+    "prompts": {"listChanged": False},
+    "logging": {},
 }
 _B64_SENTINEL: Final = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
 
@@ -89,6 +91,7 @@ class Session:
     client: dict[str, Any]
     initialized: bool = False
     running: dict[str | int, str] = field(default_factory=dict)  # request id -> task id
+    log_level: str | None = None  # logging/setLevel: the least severe it wants to hear
     # The ids the client used: MCP says an id is never used twice in a session,
     # so a repeat is a replayed request (kept for the last USED_IDS requests).
     used: OrderedDict[str | int, None] = field(default_factory=OrderedDict)
@@ -258,6 +261,27 @@ def wants_sse(request: web.Request) -> bool:
     }
     json_too = accepted & {"application/json", "application/*", "*/*"}
     return "text/event-stream" in accepted and not json_too
+
+
+def accepts_sse(request: web.Request) -> bool:
+    """The client takes an event stream as the answer (its ``Accept`` names it)."""
+    accepted = {
+        t.split(";")[0].strip().lower() for t in request.headers.get("Accept", "").split(",")
+    }
+    return "text/event-stream" in accepted
+
+
+PROGRESS: Final = "notifications/progress"
+LOG: Final = "notifications/message"
+
+
+def progress_token(call: Call) -> str | int | None:
+    """The progress token a ``tools/call`` carries in ``params._meta``, if any."""
+    if call.method != "tools/call":
+        return None
+    meta = call.params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
 def sse_message(body: Any) -> bytes:

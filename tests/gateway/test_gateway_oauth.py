@@ -420,3 +420,40 @@ async def test_a_host_header_that_is_no_host_is_a_400(
     async with http.get(f"{gw.http_url}/a2a", headers={"Host": "[::1]:8480"}) as r:
         assert r.status == 200  # an IPv6 host is a host
         assert (await r.json())["agents"][0]["url"].startswith("http://[::1]:8480/")
+
+
+async def test_an_agents_tasks_are_for_those_who_may_ask_it(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    """Reading, listing and cancelling tasks needs the agent's scope too: no
+    token is 401, another agent's token 403, on both A2A bindings and ACP."""
+    base = gw.http_url
+    assert base is not None
+    _, issued = await oauth_token(http, base, scope="agent:gw-echo")
+    token = issued["access_token"]
+    _, _, sent = await a2a_send(http, f"{base}/a2a/gw-echo", "mine", token)
+    task_id = sent["result"]["task"]["id"]
+    _, narrow = await oauth_token(http, base, client="echoer")  # gw-echo only
+    _, other = await oauth_token(http, base, scope="agent:gw-streamer")
+
+    async def get_task(bearer: str | None) -> int:
+        headers = {"A2A-Version": "1.0"}
+        if bearer is not None:
+            headers["Authorization"] = f"Bearer {bearer}"
+        body = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+        async with http.post(f"{base}/a2a/gw-echo", json=body, headers=headers) as r:
+            return r.status
+
+    assert await get_task(None) == 401
+    assert await get_task(other["access_token"]) == 403
+    assert await get_task(token) == 200
+    assert await get_task(narrow["access_token"]) == 200  # it may ask gw-echo too
+    async with http.get(f"{base}/a2a/gw-echo/tasks") as r:  # the REST binding
+        assert r.status == 401
+    async with http.get(
+        f"{base}/a2a/gw-echo/tasks/{task_id}",
+        headers={"Authorization": "Bearer " + other["access_token"]},
+    ) as r:
+        assert r.status == 403
+    async with http.get(f"{base}/acp/runs/{task_id}") as r:
+        assert r.status == 401

@@ -57,6 +57,7 @@ from actorbus.codecs.errors import (
     ActorBusError,
     DecodeError,
     EncodeError,
+    ForbiddenError,
     ProtocolError,
     RemoteError,
     UnsupportedError,
@@ -512,6 +513,8 @@ _HTTP_OF_CODE = {
 
 def http_status(err: ActorBusError) -> int:
     """The HTTP status to answer an ACP client with for this error."""
+    if isinstance(err, ForbiddenError):
+        return 403
     if err.code in _HTTP_OF_CODE:
         return _HTTP_OF_CODE[err.code]
     return 422 if ACP_CODE_OF.get(err.code) == "invalid_input" else 500

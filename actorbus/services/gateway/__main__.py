@@ -81,6 +81,14 @@ def parser() -> argparse.ArgumentParser:
         "on a secured one only the --open-agent ones",
     )
     p.add_argument(
+        "--rate-limits",
+        type=rate_limits,
+        default=GatewaySettings.rate_limits,
+        metavar="CALLER,PAIR,TOTAL",
+        help="messages a minute per caller, per caller and agent, and in all "
+        "(default 1000,100,10000)",
+    )
+    p.add_argument(
         "--request-ids",
         choices=["required", "optional"],
         default="required",
@@ -154,6 +162,14 @@ def token_clients(path: Path | None) -> tuple[dict[str, str], dict[str, tuple[st
     return secrets, scopes
 
 
+def rate_limits(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError("three positive numbers: CALLER,PAIR,TOTAL")
+    a, b, c = (int(p) for p in parts)
+    return a, b, c
+
+
 def exposed(names: list[str] | None) -> tuple[str, ...] | None:
     if names is None:
         return None
@@ -180,6 +196,7 @@ async def run(args: argparse.Namespace) -> None:
         token_secrets=secrets,
         token_scopes=scopes,
         request_ids=args.request_ids,
+        rate_limits=args.rate_limits,
         push_notifications=not args.no_push,
         push_urls=args.push_urls,
         tls=args.tls,

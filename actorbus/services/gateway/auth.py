@@ -205,6 +205,27 @@ class GatewayAuth:
         else:
             self.verifier.verified(caller.bearer)
 
+    def admit(self, agent: str) -> None:
+        """For what is not a message to ``agent`` but touches its tasks (get, list,
+        cancel, subscribe, push configs): AuthError or ForbiddenError unless the
+        current request may ask it. Neither counted nor taken as a replay; the
+        gateway's own work (no request) is let through."""
+        caller = current_caller.get()
+        if caller is None or caller.did is not None or self.is_open(agent):
+            return
+        if caller.bearer is None:
+            raise AuthError(
+                f"{agent} takes only authenticated requests: send a bearer token "
+                f"(from {oauth.TOKEN_PATH})"
+            )
+        if not oauth.AccessTokens.is_access_token(caller.bearer):
+            self.verifier.check(caller.bearer, agent, "tasks", required=())
+            return
+        grant = self.tokens.check(caller.bearer, caller.base)
+        wanted = oauth.agent_scope(agent)
+        if not oauth.covers(grant.scopes, wanted):
+            raise self._lacks(caller, wanted, f"the token's scopes do not cover {agent}")
+
     def may_ask(self, agent: str) -> bool:
         """Would the current request be let through to ``agent`` (not counting
         rate limits and replays)? For listings: a caller sees what it may ask."""

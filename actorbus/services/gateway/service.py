@@ -30,6 +30,7 @@ from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError, AuthError, ForbiddenError
 from actorbus.security.broker import DevCertificates
 from actorbus.security.did import wba_authority
+from actorbus.security.tokens import RateLimits
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.core import GatewayCore
@@ -186,6 +187,7 @@ class GatewayService(HostedService):
             token_secrets=dict(s.token_secrets),
             token_scopes=dict(s.token_scopes),
             require_request_ids=s.request_ids == "required",
+            limits=RateLimits(*s.rate_limits),
             public_url=s.public_url,
         )
 

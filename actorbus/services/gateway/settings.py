@@ -56,6 +56,8 @@ class GatewaySettings:
     # protocol's (A2A messageId, MCP session and request id, ACP created_at) or an
     # Idempotency-Key header. "optional" lets requests without one through.
     request_ids: Literal["required", "optional"] = "required"
+    # A2ACP's rate limits, messages a minute: per caller, per caller and agent, in all
+    rate_limits: tuple[int, int, int] = (1000, 100, 10_000)
     # HTTPS: "auto" (on when the bus is secured: the development certificate of
     # ACTORBUS_HOME unless tls_cert/tls_key name real ones), "on", "off".
     tls: Literal["auto", "on", "off"] = "auto"

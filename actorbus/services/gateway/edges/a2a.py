@@ -357,6 +357,7 @@ class A2AEdge(Edge):
         if req.method is Method.SEND_MESSAGE:
             assert isinstance(req.params, SendParams)
             return await self._send(req, req.params, agent)
+        self._admit(agent)  # the agent's tasks are for those who may ask it
         if req.method is Method.GET_TASK:
             assert isinstance(req.params, TaskRef)
             stored = await self.core.get(req.params.id, agent.name)
@@ -371,6 +372,10 @@ class A2AEdge(Edge):
         if req.method is Method.GET_EXTENDED_AGENT_CARD:
             raise ExtendedAgentCardNotConfiguredError()
         return await push_method(self.core, req, agent)
+
+    def _admit(self, agent: Agent) -> None:
+        if self.core.auth is not None:
+            self.core.auth.admit(agent.name)
 
     def _submit_args(self, params: SendParams, agent: Agent) -> tuple[Message, str, Any]:
         env = message_to_envelope(params.message, src="gateway/a2a", dst=agent.address, ts=now_ms())
@@ -484,6 +489,7 @@ class A2AEdge(Edge):
             events = watched
         else:
             assert isinstance(req.params, TaskRef)
+            self._admit(agent)
             events = await self.core.subscribe(req.params.id, agent.name)
         if rest:  # the bare StreamResponse; an error as an `event: error` frame
             return await serve_events(

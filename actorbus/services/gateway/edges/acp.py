@@ -489,10 +489,16 @@ class AcpEdge(Edge):
         stored = await self.core.store.get_task(task_id)
         live = self.core.live(task_id)
         if live is not None:
+            self._admit(live.agent)
             return live.task, live.agent, stored.created_ms if stored is not None else 0
         if stored is None:
             raise UnknownRunError(f"no run {run_id_of(task_id)!r}")
+        self._admit(stored.agent)  # an agent's runs are for those who may ask it
         return stored.task, stored.agent, stored.created_ms
+
+    def _admit(self, agent: str) -> None:
+        if self.core.auth is not None:
+            self.core.auth.admit(agent)
 
     async def read_run(self, request: web.Request) -> web.Response:
         try:
@@ -530,6 +536,8 @@ class AcpEdge(Edge):
         else:
             raise ActorNotFoundError(f"no session {session!r}")
         messages = []
+        for st in found:
+            self._admit(st.agent)
         for st in sorted(found, key=lambda s: s.created_ms):
             for m in st.task.history or ():
                 role = "user" if m.role == "user" else agent_role(st.agent)

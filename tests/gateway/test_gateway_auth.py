@@ -74,7 +74,7 @@ async def test_only_a_token_for_the_agent_and_intent_gets_through(
     [info] = refused["error"]["data"]
     assert info["reason"] == "AUTH"
     assert info["metadata"]["actorbusCode"] == "E_AUTH"
-    assert "POST /auth/token" in refused["error"]["message"]
+    assert "POST /oauth/token" in refused["error"]["message"]
     resp = await token_for(http, gw_auth.http_url, "gw-echo", ["*"])
     assert resp.status == 200
     issued = await resp.json()

@@ -28,6 +28,7 @@ from mcp.client.auth import TokenStorage
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.exceptions import MCPError
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
@@ -310,6 +311,10 @@ async def test_the_mcp_client_of_a_limited_client_sees_only_its_agent(gw: Gatewa
     ):
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}
+        # a call beyond its scopes: the SDK asks for the scope (a 403's step-up),
+        # is granted no more, sends the request again, and is refused for good
+        with pytest.raises(MCPError, match="do not cover gw-streamer"):
+            await session.call_tool("gw-streamer", {"text": "x"})
     assert tools == {"gw-echo.text", "gw-echo.dict"}
 
 

@@ -167,7 +167,8 @@ class GatewayAuth:
         else:
             raise AuthError(
                 f"{agent} takes only authenticated requests: send a bearer token "
-                "(POST /auth/token) or sign the request (DIDWba)"
+                f"(from POST {oauth.TOKEN_PATH}, or POST /auth/token) or sign the "
+                "request (DIDWba)"
             )
         rid = request_id if request_id is not None else caller.request_key
         if rid is None and caller.bearer is not None and self.require_request_ids:

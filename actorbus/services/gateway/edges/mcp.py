@@ -226,15 +226,13 @@ class McpEdge(Edge):
             except McpError as e:
                 return await self._error(request, call.id, e, modern, e.status)
             except (AuthError, RateLimitedError) as e:
-                refused = McpError(INVALID_REQUEST, f"{e.code}: {e}", {"code": e.code})
-                return refusal(error_body(call.id, refused), e)
+                return self._refused(call, e)
         try:
             result = await self._dispatch(call)
         except McpError as e:
             return await self._error(request, call.id, e, modern, e.status)
         except (AuthError, RateLimitedError) as e:  # refused before any work: HTTP says so
-            refused = McpError(INVALID_REQUEST, f"{e.code}: {e}", {"code": e.code})
-            return refusal(error_body(call.id, refused), e)
+            return self._refused(call, e)
         except ActorBusError as e:  # the gateway is stopping, lost NATS ...
             err = McpError(INTERNAL_ERROR, f"{e.code}: {e}")
             return await self._error(request, call.id, err, modern)
@@ -244,6 +242,12 @@ class McpEdge(Edge):
             return await self._error(request, call.id, err, modern)
         answer = {"jsonrpc": "2.0", "id": call.id, "result": stamped(result, modern)}
         return await self._answer(request, answer, 200, call.extra_headers)
+
+    def _refused(self, call: Call, err: AuthError | RateLimitedError) -> web.Response:
+        if call.session is not None:
+            call.session.give_back(call.id)
+        refused = McpError(INVALID_REQUEST, f"{err.code}: {err}", {"code": err.code})
+        return refusal(error_body(call.id, refused), err)
 
     async def _error(
         self,

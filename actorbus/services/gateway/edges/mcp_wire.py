@@ -107,6 +107,12 @@ class Session:
         if len(self.used) > USED_IDS:
             self.used.popitem(last=False)
 
+    def give_back(self, rid: str | int) -> None:
+        """A request refused before any work (its caller not allowed yet, a rate
+        limit) was not taken: the client may send it again with the same id, as
+        MCP clients do after getting a token."""
+        self.used.pop(rid, None)
+
 
 @dataclass
 class Call:

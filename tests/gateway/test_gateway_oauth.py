@@ -8,6 +8,7 @@ the token endpoint's errors are each checked."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -462,3 +463,42 @@ async def test_an_agents_tasks_are_for_those_who_may_ask_it(
         assert r.status == 403
     async with http.get(f"{base}/acp/runs/{task_id}") as r:
         assert r.status == 401
+
+
+async def test_the_mcp_inspector_calls_two_agents_with_one_token(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    """The inspector's CLI has no OAuth flow of its own: it is given the token
+    (`--header`), and one token serves both agents' tools."""
+    for mark in needs_js("@modelcontextprotocol/inspector"):
+        if mark.args[0]:
+            pytest.skip(mark.kwargs["reason"])
+    from _js import JS, run_node
+
+    base = gw.http_url
+    assert base is not None
+    _, issued = await oauth_token(http, base, scope="agent:*")
+    inspector = str(JS / "node_modules" / ".bin" / "mcp-inspector")
+    bearer = f"Authorization: Bearer {issued['access_token']}"
+
+    async def inspect(*args: str) -> Any:
+        code, out, err = await run_node(inspector, "--cli", f"{base}/mcp", *args)
+        assert code == 0, f"inspector {args}: exit {code}\n{out[-2000:]}\n{err[-2000:]}"
+        return json.loads(out)
+
+    listed = await inspect("--header", bearer, "--method", "tools/list")
+    assert {"gw-echo.text", "gw-streamer"} <= {t["name"] for t in listed["tools"]}
+    for tool in ("gw-echo.text", "gw-streamer"):
+        called = await inspect(
+            "--header",
+            bearer,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            tool,
+            "--tool-arg",
+            "text=hi",
+        )
+        assert called["isError"] is False, called
+    code, _, _ = await run_node(inspector, "--cli", f"{base}/mcp", "--method", "tools/list")
+    assert code != 0  # without the token: 401

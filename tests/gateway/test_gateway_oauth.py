@@ -7,9 +7,9 @@ the token endpoint's errors are each checked."""
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.shared.exceptions import MCPError
+from test_gateway_auth import basic
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
@@ -58,16 +59,6 @@ async def gw(
         issuer_key=tmp_path / "issuer.key",
     ) as g:
         yield g
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as s:
-        yield s
-
-
-def basic(client: str, secret: str) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{client}:{secret}".encode()).decode()}
 
 
 async def oauth_token(
@@ -265,25 +256,33 @@ class MemoryTokens(TokenStorage):
         self.client = client_info
 
 
-async def test_the_mcp_client_finds_the_token_endpoint_and_calls_two_agents(
-    gw: GatewayService,
-) -> None:
+@asynccontextmanager
+async def oauth_mcp(gw: GatewayService, client: str, storage: TokenStorage) -> AsyncIterator[Any]:
+    """An MCP session of the official client with its client-credentials OAuth:
+    nothing but the client's id and secret given."""
     base = gw.http_url
     assert base is not None
-    storage = MemoryTokens()
     provider = ClientCredentialsOAuthProvider(
         server_url=f"{base}/mcp",
         storage=storage,
-        client_id="tester",
-        client_secret=SECRET,
+        client_id=client,
+        client_secret=CLIENTS[client],
         issuer=base,
     )
     async with (
-        httpx2.AsyncClient(auth=provider, timeout=30) as client,
-        streamable_http_client(f"{base}/mcp", http_client=client) as (read, write),
+        httpx2.AsyncClient(auth=provider, timeout=30) as http,
+        streamable_http_client(f"{base}/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
+        yield session
+
+
+async def test_the_mcp_client_finds_the_token_endpoint_and_calls_two_agents(
+    gw: GatewayService,
+) -> None:
+    storage = MemoryTokens()
+    async with oauth_mcp(gw, "tester", storage) as session:
         tools = {t.name for t in (await session.list_tools()).tools}
         assert {"gw-echo.text", "gw-streamer"} <= tools
         shout = await session.call_tool("gw-echo.text", {"text": "hi"})
@@ -296,21 +295,7 @@ async def test_the_mcp_client_finds_the_token_endpoint_and_calls_two_agents(
 
 
 async def test_the_mcp_client_of_a_limited_client_sees_only_its_agent(gw: GatewayService) -> None:
-    base = gw.http_url
-    assert base is not None
-    provider = ClientCredentialsOAuthProvider(
-        server_url=f"{base}/mcp",
-        storage=MemoryTokens(),
-        client_id="echoer",
-        client_secret=CLIENTS["echoer"],
-        issuer=base,
-    )
-    async with (
-        httpx2.AsyncClient(auth=provider, timeout=30) as client,
-        streamable_http_client(f"{base}/mcp", http_client=client) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
+    async with oauth_mcp(gw, "echoer", MemoryTokens()) as session:
         tools = {t.name for t in (await session.list_tools()).tools}
         # a call beyond its scopes: the SDK asks for the scope (a 403's step-up),
         # is granted no more, sends the request again, and is refused for good

@@ -21,6 +21,7 @@ from actorbus.codecs.errors import (
     ConnectionLostError,
     DecodeError,
     ExpiredError,
+    ForbiddenError,
     InvalidAddressError,
     MessageTooLargeError,
     ModelError,
@@ -37,6 +38,7 @@ from actorbus.codecs.errors import (
     TurnTimeoutError,
     UnknownIntentError,
     ValidationFailedError,
+    WrongCallError,
 )
 from actorbus.codecs.wire import Encoding, SizeLimits
 from actorbus.state import StateSettings, StateStore
@@ -61,6 +63,7 @@ __all__ = [
     "Encoding",
     "Envelope",
     "ExpiredError",
+    "ForbiddenError",
     "InvalidAddressError",
     "MessageTooLargeError",
     "ModelError",
@@ -83,5 +86,6 @@ __all__ = [
     "TurnTimeoutError",
     "UnknownIntentError",
     "ValidationFailedError",
+    "WrongCallError",
     "handler",
 ]

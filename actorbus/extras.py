@@ -28,21 +28,12 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from actorbus.codecs.errors import ActorBusError
-
-
-class MissingExtraError(ActorBusError, ImportError):
-    """A part of actorbus needs a package its install did not bring."""
-
-    code = "E_MISSING_EXTRA"
+from actorbus.codecs.errors import MissingExtraError
 
 
 def missing(extra: str, what: str, exc: ImportError) -> MissingExtraError:
     """The error for an import of ``what`` that failed for want of ``extra``."""
-    package = (exc.name or "a package").split(".")[0]
-    return MissingExtraError(
-        f"{what} needs the '{package}' package: pip install 'actorbus[{extra}]'"
-    )
+    return MissingExtraError.needs((exc.name or "a package").split(".")[0], extra, what)
 
 
 def require(module: str, extra: str, what: str, package: str | None = None) -> ModuleType:
@@ -52,6 +43,4 @@ def require(module: str, extra: str, what: str, package: str | None = None) -> M
         return importlib.import_module(module)
     except ImportError as exc:
         name = package or module.split(".")[0]
-        raise MissingExtraError(
-            f"{what} needs the '{name}' package: pip install 'actorbus[{extra}]'"
-        ) from exc
+        raise MissingExtraError.needs(name, extra, what) from exc

@@ -71,7 +71,7 @@ async def test_the_runtime_needs_no_extra() -> None:
             import asyncio
             import actorbus, actorbus.cli.main, actorbus.services.router, actorbus.codecs.uap
             from actorbus import Actor, ActorSystem, handler
-            from actorbus.extras import MissingExtraError
+            from actorbus.codecs.errors import MissingExtraError
 
             class Echo(Actor):
                 @handler

@@ -30,11 +30,11 @@ from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorStoppedError,
-    ProtocolError,
     RemoteError,
     StateConflictError,
     UnknownIntentError,
     ValidationFailedError,
+    WrongCallError,
 )
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_STORED
@@ -394,7 +394,7 @@ class ActorCell:
             await self.rt.replies.error(msg, err, env, self.address)
             return err
         if spec.streaming and msg.reply and not env.context.stream:
-            wrong_call = ProtocolError(
+            wrong_call = WrongCallError(
                 f"{self.address}.{spec.method} streams its reply: call stream(), not ask()"
             )
             await self.rt.replies.error(msg, wrong_call, env, self.address)

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from actorbus.actors.context import env_url, recorded_url
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError
-from actorbus.extras import MissingExtraError, missing
+from actorbus.codecs.errors import MissingExtraError
+from actorbus.extras import missing
 
 SERVICES: dict[tuple[str, ...], str] = {
     ("gateway",): "actorbus.services.gateway.__main__",

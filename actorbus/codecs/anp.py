@@ -65,7 +65,6 @@ from actorbus.codecs.errors import (
     RemoteError,
     UnsupportedError,
 )
-from actorbus.security.did import parse_did
 
 # -- the agent description (ad.json) and its OpenRPC interface ------------------------
 
@@ -122,8 +121,8 @@ def agent_description(
 
     One ``StructuredInterface`` of protocol ``openrpc``: linked when
     ``openrpc_url`` is given, else embedded; DIDWba as the security scheme.
+    ``did`` is the agent's, checked by whoever made it.
     """
-    parse_did(did)
     interface: dict[str, Any] = {
         "type": "StructuredInterface",
         "protocol": "openrpc",

@@ -83,6 +83,12 @@ class ProtocolError(ActorBusError):
     code = "E_PROTOCOL"
 
 
+class WrongCallError(ProtocolError):
+    """A handler called the wrong way: ``ask`` of a handler that streams its
+    reply. A caller that can do either (the gateway, an agent's tool) catches this
+    and streams instead."""
+
+
 class EncodeError(ActorBusError, ValueError):
     """A value could not be encoded for the wire."""
 
@@ -231,6 +237,17 @@ class ModelError(ActorBusError):
     code = "E_MODEL"
 
 
+class MissingExtraError(ActorBusError, ImportError):
+    """A part of actorbus needs a package its install did not bring."""
+
+    code = "E_MISSING_EXTRA"
+
+    @classmethod
+    def needs(cls, package: str, extra: str, what: str) -> MissingExtraError:
+        """The error for ``what``, which needs ``package`` from ``extra``."""
+        return cls(f"{what} needs the '{package}' package: pip install 'actorbus[{extra}]'")
+
+
 class RemoteError(ActorBusError):
     """A handler raised an exception of its own; the caller sees its type and message.
 
@@ -310,6 +327,13 @@ _BY_CODE: dict[str, type[ActorBusError]] = {
 }
 
 
+# Subclasses that share their parent's code, told apart by the type the wire names
+# (an older peer's bare code still rebuilds the parent).
+_REFINED: dict[str, type[ActorBusError]] = {
+    cls.__name__: cls for cls in (WrongCallError, ForbiddenError)
+}
+
+
 def error_from_wire(body: Any, address: str) -> ActorBusError:
     """Rebuild the typed error a remote actor sent back."""
     if not isinstance(body, dict):
@@ -326,6 +350,9 @@ def error_from_wire(body: Any, address: str) -> ActorBusError:
             address=address,
             remote_traceback=tb if isinstance(tb, str) else None,
         )
+    refined = _REFINED.get(remote_type)
+    if refined is not None and refined.code == code:
+        cls = refined
     return bare_error(cls, f"{address}: {message}")
 
 

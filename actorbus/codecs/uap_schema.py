@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from actorbus.codecs.errors import ValidationFailedError
+from actorbus.codecs.errors import MissingExtraError, ValidationFailedError
 
 if TYPE_CHECKING:
     import jsonschema
@@ -50,9 +50,10 @@ def uap_schema() -> dict[str, Any]:
 
 @functools.cache
 def _validator(definition: str) -> jsonschema.Draft7Validator:
-    from actorbus.extras import require
-
-    validators = require("jsonschema", "registry", "validating UAP requests")
+    try:
+        import jsonschema as validators
+    except ImportError as exc:
+        raise MissingExtraError.needs("jsonschema", "registry", "validating UAP requests") from exc
     root = uap_schema()
     if definition not in root["definitions"]:
         raise KeyError(f"the UAP schema has no definition {definition!r}")

@@ -366,11 +366,12 @@ async def test_stream_cancelled_while_queued_never_starts(system) -> None:
 async def test_ask_on_a_streaming_handler_is_a_typed_error(system) -> None:
     """ask() cannot take a stream: a clear error, not the first item alone, and the
     producer never runs."""
-    from actorbus import ProtocolError
+    from actorbus import ProtocolError, WrongCallError
 
     await system.spawn(Streamer, "ask-it")
-    with pytest.raises(ProtocolError, match=r"streams its reply: call stream\(\)"):
+    with pytest.raises(WrongCallError, match=r"streams its reply: call stream\(\)") as wrong:
         await system.ask("streamer/ask-it", StCount(n=3), timeout=2)
+    assert isinstance(wrong.value, ProtocolError)  # its code, E_PROTOCOL, is its parent's
     assert await system.ask("streamer/ask-it", {}, timeout=2) == {"plain": True}
 
 

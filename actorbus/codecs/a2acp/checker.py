@@ -21,6 +21,7 @@ from actorbus.codecs.errors import (
     DecodeError,
     EncodeError,
     MessageTooLargeError,
+    MissingExtraError,
 )
 
 if TYPE_CHECKING:
@@ -127,9 +128,12 @@ def a2acp_schema() -> dict[str, Any]:
 def _jsonschema_validator() -> jsonschema.Draft7Validator:
     """The reference validator: slow, used to explain a rejection and in tests
     (jsonschema comes with the [protocols] extra; the checks themselves do not need it)."""
-    from actorbus.extras import require
-
-    validators = require("jsonschema", "protocols", "explaining an A2ACP rejection")
+    try:
+        import jsonschema as validators
+    except ImportError as exc:
+        raise MissingExtraError.needs(
+            "jsonschema", "protocols", "explaining an A2ACP rejection"
+        ) from exc
     validator: jsonschema.Draft7Validator = validators.Draft7Validator(a2acp_schema())
     return validator
 

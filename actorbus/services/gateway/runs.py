@@ -33,10 +33,10 @@ from actorbus.codecs.a2a.types import Message, Part, Task, TaskState
 from actorbus.codecs.errors import (
     ActorBusError,
     InvalidAddressError,
-    ProtocolError,
     RemoteError,
     UnsupportedError,
     ValidationFailedError,
+    WrongCallError,
 )
 from actorbus.services.gateway.agents import LiveTask, plain, text_message
 from actorbus.services.gateway.settings import CoreSettings
@@ -152,9 +152,7 @@ class TaskRuns:
                 idempotency_key=request_key(live),
                 timeout=self.settings.ask_timeout,
             )
-        except ProtocolError as err:
-            if "call stream()" not in str(err):
-                raise
+        except WrongCallError:  # a handler that streams: its items are the answer
             return await self._stream(live, intent, content, context_id)
         if live.state.terminal:  # canceled while we waited: the late reply is dropped
             return False

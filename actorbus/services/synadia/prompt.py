@@ -35,8 +35,8 @@ from actorbus.codecs.envelope import Envelope, EnvelopeContext
 from actorbus.codecs.errors import (
     ActorBusError,
     MessageTooLargeError,
-    ProtocolError,
     RemoteError,
+    WrongCallError,
 )
 from actorbus.codecs.synadia import (
     ACK_FRAME,
@@ -157,8 +157,8 @@ async def call_actor(
                 timeout=settings.ask_timeout,
             )
             return
-        except ProtocolError as err:
-            if streams is False or "call stream()" not in str(err):
+        except WrongCallError:
+            if streams is False:
                 raise
     items = system.stream(
         target.address, content, intent=intent, session_id=session, timeout=settings.item_timeout

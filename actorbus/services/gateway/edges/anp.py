@@ -71,7 +71,7 @@ from actorbus.codecs.errors import (
     UnsupportedError,
     ValidationFailedError,
 )
-from actorbus.security.did import DidDocument, did_document, wba_authority
+from actorbus.security.did import DidDocument, did_document, parse_did, wba_authority
 from actorbus.security.didwba import (
     AUTH_SCHEME,
     DidWbaAuthError,
@@ -203,7 +203,9 @@ def agent_did(base: str, agent: str) -> str:
     parts = urlsplit(base)
     authority = wba_authority(parts.hostname or "localhost", parts.port)
     segment = quote(agent, safe="").replace("~", "%7E")
-    return f"did:wba:{authority}:anp:{segment}"
+    did = f"did:wba:{authority}:anp:{segment}"
+    parse_did(did)  # DecodeError for a host no DID can name
+    return did
 
 
 def audience(base: str) -> str:

@@ -1,0 +1,66 @@
+"""The layers of docs/architecture.md, checked: the import-linter contract in
+pyproject.toml (every import, inside functions and under TYPE_CHECKING too), and
+the imports the graph cannot see (a module named in a string, as optional parts
+are imported by ``extras.require``) held to the same order."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def layers() -> list[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [contract] = config["contracts"]
+    return list(contract["layers"])
+
+
+def layer_of(module: str, order: list[str]) -> int | None:
+    for index, layer in enumerate(order):
+        if module == layer or module.startswith(layer + "."):
+            return index
+    return None
+
+
+def test_the_import_graph_keeps_the_layers(tmp_path: Path) -> None:
+    from importlinter.cli import lint_imports
+
+    exit_code = lint_imports(
+        config_filename=str(ROOT / "pyproject.toml"), cache_dir=str(tmp_path), no_logo=True
+    )
+    assert exit_code == 0, "a layer imports one above it: run lint-imports to see which"
+
+
+def named_modules(tree: ast.AST) -> list[str]:
+    """Modules named as strings to an import function: ``require("actorbus.x", ...)``,
+    ``importlib.import_module("actorbus.x")``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        first = node.args[0]
+        value = first.value if isinstance(first, ast.Constant) else None
+        if name in ("require", "import_module") and str(value).startswith("actorbus."):
+            found.append(str(value))
+    return found
+
+
+def test_modules_imported_by_name_keep_the_layers_too() -> None:
+    order = layers()
+    wrong = []
+    seen = 0
+    for path in (ROOT / "actorbus").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        importer = layer_of(module, order)
+        for target in named_modules(ast.parse(path.read_text())):
+            seen += 1
+            imported = layer_of(target, order)
+            if importer is not None and imported is not None and imported < importer:
+                wrong.append(f"{module} names {target}, a layer above it")
+    assert not wrong, "\n".join(wrong)
+    assert seen, "no module is imported by name: this test looks for nothing"

@@ -14,7 +14,6 @@ from typing import Any
 
 import nats
 import pytest
-from _scheduling import EngineFilesFirst, engine_files_first
 from _util import exclusive
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -25,18 +24,6 @@ from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
 from actorbus.telemetry import STATE, configure
 from actorbus.testing import systems_on
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadfile`` with the Docker-engine files as one unit, first."""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    return EngineFilesFirst(config, log)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getvalue("dist") == "loadfile":
-        engine_files_first(items)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -92,3 +92,13 @@ def test_every_command_line_shown_parses(line: str) -> None:
     except SystemExit as exc:  # argparse exits on errors whatever exit_on_error says
         if exc.code not in (0, None):  # (0: a --help line)
             pytest.fail(f"{line!r} does not parse (exit {exc.code})")
+
+
+def test_the_benchmark_plots_in_the_docs_are_the_benches_own() -> None:
+    """docs/images/bench holds copies of bench/results' plots (the site cannot
+    reach outside docs/): a bench run that changed a plot must refresh its copy."""
+    copies = sorted((DOCS / "images" / "bench").glob("*.png"))
+    assert copies
+    for copy in copies:
+        original = REPO / "bench" / "results" / copy.name
+        assert copy.read_bytes() == original.read_bytes(), f"cp {original} {copy}"

@@ -87,7 +87,7 @@ log = logging.getLogger("actorbus.gateway")
 META_KEY: Final = "gateway"  # key of the gateway's facts in Task.metadata
 
 
-class GatewayCore(TaskRuns):
+class GatewayCore:
     """Tasks over actors, shared by every edge."""
 
     def __init__(self, system: ActorSystem, store: TaskStore, settings: CoreSettings) -> None:
@@ -95,6 +95,7 @@ class GatewayCore(TaskRuns):
         self.store = store
         self.settings = settings
         self._live: dict[str, LiveTask] = {}
+        self.runs = TaskRuns(system, store, settings, self._live, self)
         self._continuing = asyncio.Lock()  # one continuation of a waiting task at a time
         self._closing = False
         self.auth: GatewayAuth | None = None  # who may ask (None: anyone)
@@ -129,7 +130,7 @@ class GatewayCore(TaskRuns):
                     error_message="the gateway restarted",
                 )
             )
-        kept = await self.relisten()  # tasks their actors keep open: still open
+        kept = await self.runs.relisten()  # tasks their actors keep open: still open
         if kept:
             log.info("gateway: %d task(s) kept open by their actors listen again", kept)
         return len(stale)
@@ -201,14 +202,12 @@ class GatewayCore(TaskRuns):
         With ``watch``, also the task's events (the task, then every change),
         subscribed before the run starts so none is missed. ``request_id`` (and
         ``stamped``, its time) is the id the caller's protocol gives the request,
-        which it may use once (see ``auth``); A2A's is the message id. ``configure``
+        which it may use once (see ``auth``): A2A's is the client's message id. ``configure``
         is awaited with the stored task before its run starts (a push config the
         request carried: it hears the first change)."""
         if self._closing:
             raise ActorStoppedError("the gateway is stopping")
         if self.auth is not None:
-            if protocol == "a2a":  # the client's own message id: a replay shows
-                request_id = message.message_id
             self.auth.authorize(agent.name, intent, request_id, stamped=stamped)
         task_id = message.task_id
         if task_id is not None:
@@ -217,7 +216,7 @@ class GatewayCore(TaskRuns):
                 self._live[task_id] = live
                 context_id = message.context_id or live.task.context_id
                 if live.state.interrupted:  # a task kept open stays working
-                    await self._set_state(live, TaskState.SUBMITTED, publish=False)
+                    await self.set_state(live, TaskState.SUBMITTED, publish=False)
         else:
             context_id = message.context_id or uuid.uuid4().hex
             task_id = uuid.uuid4().hex
@@ -256,7 +255,7 @@ class GatewayCore(TaskRuns):
         live.settled.clear()
         events = self._events(live, first=live.task, queue=self._queue(live)) if watch else None
         live.run = asyncio.create_task(
-            self._run(live, run, intent, content, context_id, stream),
+            self.runs.run(live, run, intent, content, context_id, stream),
             name=f"gateway task {task_id}",
         )
         return live, events
@@ -299,8 +298,8 @@ class GatewayCore(TaskRuns):
             )
         if live.state.terminal:
             raise NotCancelableError(f"task {task_id} is {live.state.value} and cannot be canceled")
-        await self._release(live)  # its actor's later updates are refused from now on
-        await self._set_state(live, TaskState.CANCELED)
+        await self.runs.release(live)  # its actor's later updates are refused from now on
+        await self.set_state(live, TaskState.CANCELED)
         run = live.run
         if run is not None and not run.done() and run is not asyncio.current_task():
             run.cancel()
@@ -387,7 +386,7 @@ class GatewayCore(TaskRuns):
         for q in live.subscribers:
             q.put_nowait(event)
 
-    async def _set_state(
+    async def set_state(
         self,
         live: LiveTask,
         state: TaskState,
@@ -418,9 +417,7 @@ class GatewayCore(TaskRuns):
             live.settled.set()
             self._live.pop(live.task.id, None)
 
-    async def _add_artifact_chunk(
-        self, live: LiveTask, artifact_id: str, parts: list[Part]
-    ) -> None:
+    async def add_artifact_chunk(self, live: LiveTask, artifact_id: str, parts: list[Part]) -> None:
         artifacts = list(live.task.artifacts or [])
         for i, a in enumerate(artifacts):
             if a.artifact_id == artifact_id:

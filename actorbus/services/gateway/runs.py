@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Protocol, cast
 
 import msgspec
 
@@ -53,16 +53,10 @@ HELD_KEY = "held"  # in Task.metadata["gateway"]: the task is kept open by its a
 Interim = InputRequired | AuthRequired | Working
 
 
-class TaskRuns:
-    """The run half of :class:`~.core.GatewayCore` (a mixin: it uses the core's
-    state changes and settings)."""
+class TaskChanges(Protocol):
+    """How a run changes its task: through the core, which saves and publishes."""
 
-    system: ActorSystem
-    store: TaskStore
-    settings: CoreSettings
-    _live: dict[str, LiveTask]
-
-    async def _set_state(
+    async def set_state(
         self,
         live: LiveTask,
         state: TaskState,
@@ -72,15 +66,33 @@ class TaskRuns:
         error: dict[str, str] | None = None,
         persist: bool = True,
         run: Run | None = None,
-    ) -> None:
-        raise NotImplementedError  # the core's
+    ) -> None: ...
 
-    async def _add_artifact_chunk(
+    async def add_artifact_chunk(
         self, live: LiveTask, artifact_id: str, parts: list[Part]
-    ) -> None:
-        raise NotImplementedError  # the core's
+    ) -> None: ...
 
-    async def _run(
+
+class TaskRuns:
+    """Runs the gateway's tasks: asks or streams from the actor, follows the tasks
+    their actors keep open, and changes each task through ``changes`` (the core).
+    ``live`` is the core's table of the tasks in hand, shared."""
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        store: TaskStore,
+        settings: CoreSettings,
+        live: dict[str, LiveTask],
+        changes: TaskChanges,
+    ) -> None:
+        self.system = system
+        self.store = store
+        self.settings = settings
+        self._live = live
+        self.changes = changes
+
+    async def run(
         self,
         live: LiveTask,
         run: Run,
@@ -93,7 +105,7 @@ class TaskRuns:
         kept = False  # this run's own outcome: a later run may change live.kept_open
         try:
             # Not saved: a restart fails submitted and working tasks alike.
-            await self._set_state(live, TaskState.WORKING, persist=False)
+            await self.changes.set_state(live, TaskState.WORKING, persist=False)
             if stream:
                 kept = await self._stream(live, intent, content, context_id)
             else:
@@ -112,8 +124,8 @@ class TaskRuns:
             if live.state.ends_stream or kept:  # saved when it changed
                 await self._save_run(ended)
             else:  # answered: the finished task and its run in one commit
-                await self._release(live)
-                await self._set_state(live, TaskState.COMPLETED, run=ended)
+                await self.release(live)
+                await self.changes.set_state(live, TaskState.COMPLETED, run=ended)
         finally:
             if not kept:
                 live.settled.set()
@@ -133,7 +145,7 @@ class TaskRuns:
         message = text_message(
             f"{err.code}: {text}", task_id=live.task.id, context_id=live.task.context_id
         )
-        await self._set_state(
+        await self.changes.set_state(
             live,
             state,
             message,
@@ -164,7 +176,7 @@ class TaskRuns:
     async def _answer(self, live: LiveTask, reply: Any) -> None:
         """The actor's reply: an artifact, and an agent message in the history."""
         answer = agent_message(live, reply)
-        await self._add_artifact_chunk(live, uuid.uuid4().hex, answer.parts)
+        await self.changes.add_artifact_chunk(live, uuid.uuid4().hex, answer.parts)
         live.task = msgspec.structs.replace(live.task, history=[*(live.task.history or []), answer])
 
     async def _stream(self, live: LiveTask, intent: str, content: Any, context_id: str) -> bool:
@@ -186,7 +198,9 @@ class TaskRuns:
                     return False
                 if isinstance(item, Interim):
                     return await self._interim(live, item)
-                await self._add_artifact_chunk(live, artifact_id, parts_from_content(plain(item)))
+                await self.changes.add_artifact_chunk(
+                    live, artifact_id, parts_from_content(plain(item))
+                )
         return False
 
     async def _interim(self, live: LiveTask, reply: Interim) -> bool:
@@ -202,21 +216,21 @@ class TaskRuns:
             live.kept_open = True
             first = not held(live.task)
             mark_held(live)
-            await self._set_state(live, TaskState.WORKING, question)
+            await self.changes.set_state(live, TaskState.WORKING, question)
             if first:  # only now: an update the actor sent at once must find it working
                 await self._listen(live.task.id)
             return True
-        await self._release(live)  # the client's answer runs the actor afresh
+        await self.release(live)  # the client's answer runs the actor afresh
         state = (
             TaskState.INPUT_REQUIRED
             if isinstance(reply, InputRequired)
             else TaskState.AUTH_REQUIRED
         )
-        await self._set_state(live, state, question)
+        await self.changes.set_state(live, state, question)
         return False
 
     # -- tasks kept open -----------------------------------------------------------
-    async def _release(self, live: LiveTask) -> None:
+    async def release(self, live: LiveTask) -> None:
         """The actor no longer keeps the task open (it ended, or waits for the client)."""
         if not held(live.task):
             return
@@ -252,17 +266,17 @@ class TaskRuns:
         if update.state == "working":
             message = None if update.message is None else agent_message(live, update.message)
             if update.result is not None:
-                await self._add_artifact_chunk(
+                await self.changes.add_artifact_chunk(
                     live, uuid.uuid4().hex, parts_from_content(plain(update.result))
                 )
-            await self._set_state(live, TaskState.WORKING, message)
+            await self.changes.set_state(live, TaskState.WORKING, message)
         elif update.state == "completed":
             if update.result is not None:
                 await self._answer(live, update.result)
-            await self._release(live)  # saved with the end: nobody keeps it open
-            await self._set_state(live, TaskState.COMPLETED)
+            await self.release(live)  # saved with the end: nobody keeps it open
+            await self.changes.set_state(live, TaskState.COMPLETED)
         elif update.state == "failed":
-            await self._release(live)
+            await self.release(live)
             await self._fail(live, RemoteError(update.error or "the agent gave up"), None)
         else:
             reply = InputRequired if update.state == "input-required" else AuthRequired

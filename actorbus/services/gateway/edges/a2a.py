@@ -406,6 +406,7 @@ class A2AEdge(Edge):
             agent,
             message,
             protocol="a2a",
+            request_id=message.message_id,  # the client's own id: a replay shows
             intent=intent,
             content=content,
             stream=False,
@@ -479,6 +480,7 @@ class A2AEdge(Edge):
                 agent,
                 message,
                 protocol="a2a",
+                request_id=message.message_id,
                 intent=intent,
                 content=content,
                 stream=True,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import os
 import signal
 import sys
@@ -219,6 +218,7 @@ async def until_it_works(call: Callable[[], Any], what: str, timeout: float = 20
     """Call ``call()`` until it returns without an ActorBusError (a service coming
     back: a broker restarted, a store made again), for at most ``timeout``."""
     from actorbus import ActorBusError
+    from actorbus.testing import eventually
 
     async def works() -> bool:
         try:
@@ -228,18 +228,6 @@ async def until_it_works(call: Callable[[], Any], what: str, timeout: float = 20
         return True
 
     await eventually(works, what=what, timeout=timeout)
-
-
-async def queue_drained(system: Any, address: str, timeout: float = 30.0) -> None:
-    """Every durable message stored for ``address`` so far is acked: whatever its
-    turns sent was stored before that, so once the receivers' queues are drained
-    too, no repeat can follow (the bound on "nothing more arrives")."""
-
-    async def empty() -> bool:
-        stats = await system.queue_stats(address)
-        return bool(stats.pending == 0 and stats.in_flight == 0)
-
-    await eventually(empty, timeout, f"{address}'s queue drained")
 
 
 @contextlib.contextmanager
@@ -270,26 +258,6 @@ def on_a_fresh_store(server: Any, store_dir: Path) -> Any:
     fresh = EmbeddedServer(ServerConfig(port=port, store_dir=store_dir))
     fresh.start_sync()
     return fresh
-
-
-async def eventually(
-    check: Callable[[], Any], timeout: float = WAIT, what: str = "", interval: float = 0.05
-) -> Any:
-    """The first truthy result of ``check()`` (awaited when it returns an awaitable),
-    asked every ``interval`` seconds for at most ``timeout``: for state that has no
-    event to wait on (a broker's counters, another process). AssertionError naming
-    ``what`` and the last result when it never comes."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = check()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"not within {timeout:g}s: {what or check} (last: {result!r})")
-        await asyncio.sleep(interval)
 
 
 async def raw_member(

@@ -35,6 +35,9 @@ modes alike::
   ``actorbus[agents]``): point an agent's model at ``scripted_model.openai_url``.
 
 Outside pytest, :func:`running_system` does the same in one ``async with``.
+Two waits that tests of actors need, bounded and never a bare sleep:
+:func:`eventually` (until a condition holds) and :func:`queue_drained` (until a
+durable queue has nothing stored or in flight).
 This module needs no pytest: a program (a demo, a container standing in for a
 model) imports it without the test tools.
 """
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -90,4 +94,43 @@ async def systems_on(server_url: str, namespace: str) -> AsyncIterator[SystemFac
                 await asyncio.wait_for(system.close(timeout=2.0), 10.0)
 
 
-__all__ = ["SystemFactory", "fresh_namespace", "running_system", "systems_on"]
+async def eventually(
+    check: Callable[[], Any], timeout: float = 10.0, what: str = "", interval: float = 0.05
+) -> Any:
+    """The first truthy result of ``check()`` (awaited when it returns an awaitable),
+    asked every ``interval`` seconds for at most ``timeout``: for state that has no
+    event to wait on (a broker's counters, another process). AssertionError naming
+    ``what`` and the last result when it never comes."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {what or check} (last: {result!r})")
+        await asyncio.sleep(interval)
+
+
+async def queue_drained(system: ActorSystem, address: str, timeout: float = 30.0) -> None:
+    """Until every durable message stored for ``address`` so far is acked: what its
+    turns sent was stored before that, so once the receivers' queues are drained
+    too, nothing more can arrive (the bound a test of "exactly once" waits for)."""
+
+    async def empty() -> bool:
+        stats = await system.queue_stats(address)
+        return bool(stats.pending == 0 and stats.in_flight == 0)
+
+    await eventually(empty, timeout, f"{address}'s queue drained")
+
+
+__all__ = [
+    "SystemFactory",
+    "eventually",
+    "fresh_namespace",
+    "queue_drained",
+    "running_system",
+    "systems_on",
+]

@@ -9,13 +9,14 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from _util import eventually, on_a_fresh_store, until_it_works
+from _util import on_a_fresh_store, until_it_works
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorBusError, ActorSystem, handler
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.server import EmbeddedServer, ServerConfig
+from actorbus.testing import eventually
 
 FAST = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=2.0, start_timeout=20.0)
 

@@ -11,11 +11,12 @@ from typing import Any
 
 import nats
 import pytest
-from _util import WAIT, barrier, eventually, run_host, subject_of
+from _util import WAIT, barrier, run_host, subject_of
 
 from actorbus import Actor, RateLimitedError, handler
 from actorbus.actors.pipeline import encode_request
 from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding
+from actorbus.testing import eventually
 
 
 class Gated(Actor):

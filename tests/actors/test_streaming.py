@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _util import WAIT, barrier, eventually
+from _util import WAIT, barrier
 from pydantic import BaseModel
 
 from actorbus import (
@@ -19,6 +19,7 @@ from actorbus import (
     ValidationFailedError,
     handler,
 )
+from actorbus.testing import eventually
 
 
 class StCount(BaseModel):

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 from _agent_actors import Answers, Mailer, Sent
-from _util import queue_drained, run_host
+from _util import run_host
 
 from actorbus import ActorSystem
 from actorbus.actors import faults
 from actorbus.agents import DurableTask
 from actorbus.bus.jetstream import DurableSettings
+from actorbus.testing import queue_drained
 from actorbus.testing.scripted_model import Reply, ScriptedModel, call, say
 
 FAST = DurableSettings(backoff=(0.1, 0.2, 0.4), ack_wait=1.0, reader_lease_ttl=1.0)

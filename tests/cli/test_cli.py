@@ -21,7 +21,6 @@ from typing import IO, Any, ClassVar
 
 import nats
 import pytest
-from _util import eventually
 from pydantic import BaseModel
 from rich.console import Console
 
@@ -31,6 +30,7 @@ from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.server import EmbeddedServer
 from actorbus.cli import main
 from actorbus.demo import READERS, run_demo
+from actorbus.testing import eventually
 
 # `actorbus up` on the default port: one such test at a time across workers.
 pytestmark = pytest.mark.usefixtures("default_port")

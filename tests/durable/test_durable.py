@@ -8,12 +8,12 @@ from typing import Any
 
 import msgpack
 import pytest
-from _util import eventually
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorBusError, InvalidAddressError, handler
 from actorbus.actors.sending import SendOptions
 from actorbus.bus.jetstream import DurableSettings, dlq_stream_name
+from actorbus.testing import eventually
 
 FAST = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=5.0)
 WAIT = 10.0

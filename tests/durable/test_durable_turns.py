@@ -8,11 +8,12 @@ import asyncio
 import logging
 
 import pytest
-from _util import eventually, on_a_fresh_store, until_it_works
+from _util import on_a_fresh_store, until_it_works
 from test_durable import Entry, Progress
 
 from actorbus import Actor, handler
 from actorbus.bus.jetstream import DurableSettings
+from actorbus.testing import eventually
 
 # ack_wait far shorter than the handlers below: without in-progress acks each
 # of their messages would be delivered again while it is being handled.

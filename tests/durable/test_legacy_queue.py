@@ -10,7 +10,6 @@ from typing import Any
 
 import nats
 import pytest
-from _util import eventually
 from nats.js.api import StreamConfig
 from test_durable import Entry, spawn_ledger
 
@@ -24,6 +23,7 @@ from actorbus.bus.jetstream import (
 from actorbus.bus.subjects import Address
 from actorbus.cli.durable import migrate_namespace
 from actorbus.cli.main import main
+from actorbus.testing import eventually
 
 
 async def legacy_namespace(raw_nc: nats.NATS, make_system: Any, ns: str) -> None:

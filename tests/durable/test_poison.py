@@ -14,13 +14,14 @@ from typing import Any
 import msgpack
 import nats
 import pytest
-from _util import WAIT, RawNats, eventually, subject_of
+from _util import WAIT, RawNats, subject_of
 from pydantic import BaseModel
 
 from actorbus import Actor, DecodeError, handler
 from actorbus.bus.jetstream import DurableSettings, stream_name
 from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import new_id, now_ms
+from actorbus.testing import eventually
 
 FAST = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=1.0)
 ADDRESS = "pz-sink/a"

@@ -13,11 +13,12 @@ from typing import Any
 import aiohttp
 import pytest
 from _gateway import message, rpc, running_gateway, sse
-from _util import WAIT, eventually
+from _util import WAIT
 
 from actorbus import Actor, ActorBusError, ActorSystem, handler
 from actorbus.bus.server import EmbeddedServer
 from actorbus.services.gateway import GatewayService, GatewayTask, Working
+from actorbus.testing import eventually
 
 
 class Reporter(Actor):

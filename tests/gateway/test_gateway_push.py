@@ -16,11 +16,11 @@ from typing import Any
 import aiohttp
 import pytest
 from _gateway import Probe, host_agents, message, rpc, running_gateway
-from _util import eventually
 from aiohttp import web
 
 from actorbus.bus.server import EmbeddedServer
 from actorbus.services.gateway import GatewayService
+from actorbus.testing import eventually
 
 FAST = (0.1, 0.2, 0.4, 0.8, 1.6)  # the gateway's push_backoff in these tests
 

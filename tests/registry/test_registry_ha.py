@@ -10,9 +10,9 @@ from typing import Any
 
 import aiohttp
 from _registry import RegistryProcess, registry_process, target
-from _util import eventually
 
 from actorbus.bus.server import EmbeddedServer
+from actorbus.testing import eventually
 
 LEADER_TTL = 1.5  # what registry_process passes
 

@@ -10,11 +10,11 @@ from typing import Any
 import aiohttp
 import pytest
 from _registry import Target, running_registry, target, wait_for_service
-from _util import eventually
 
 from actorbus.bus.server import EmbeddedServer
 from actorbus.codecs.uap import ServiceResponse, UapNotFoundError
 from actorbus.services.registry import RegistryService
+from actorbus.testing import eventually
 
 CARD = {"name": "Route Planner", "url": "http://127.0.0.1/a2a", "skills": [{"id": "plan"}]}
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from _util import WAIT, eventually
+from _util import WAIT
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
@@ -22,6 +22,7 @@ from actorbus.services.router.destinations import (
     Weighted,
 )
 from actorbus.services.router.resilience import BulkheadFullError, RetryPolicy
+from actorbus.testing import eventually
 
 FAST = RetryPolicy(attempts=3, base_s=0.001, max_s=0.005)
 

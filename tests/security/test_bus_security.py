@@ -11,7 +11,7 @@ from typing import Any
 
 import nats
 import pytest
-from _util import WAIT, eventually
+from _util import WAIT
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
@@ -20,6 +20,7 @@ from actorbus.actors.guard import Guard, SecuritySettings
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.wire import pack, unpack
 from actorbus.security.sessions import AUTH_HEADER, SESSION_HEADER
+from actorbus.testing import eventually
 
 SECRET = "PII-4111-1111-1111-1111"
 

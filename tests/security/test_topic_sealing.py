@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import nats
 import pytest
-from _util import WAIT, eventually
+from _util import WAIT
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
@@ -22,6 +22,7 @@ from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.wire import pack, unpack
 from actorbus.security.topic_keys import SIGNATURE_HEADER, TOPIC_HEADER, topic_matches
+from actorbus.testing import eventually
 
 SECRET = "PII-4111-1111-1111-1111"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _util import eventually, raw_member
+from _util import raw_member
 from pydantic import BaseModel
 
 from actorbus import (
@@ -21,6 +21,7 @@ from actorbus import (
     handler,
 )
 from actorbus.state.kv_store import state_bucket, state_entry
+from actorbus.testing import eventually
 
 WAIT = 10.0
 
@@ -284,9 +285,8 @@ async def test_a_durable_turn_whose_state_write_failed_is_not_taken_as_applied(
     """The write of a durable turn is refused (too large): the message is not
     marked applied, so its retries run the handler again (and fail again) until it
     is dead-lettered; it is never acked as done unseen."""
-    from _util import eventually
-
     from actorbus import DurableSettings
+    from actorbus.testing import eventually
 
     fast = DurableSettings(backoff=(0.05, 0.1), ack_wait=5.0)
     system = await make_system(durable=fast)

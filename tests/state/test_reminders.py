@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from _actors import Nudge, Nudged, Nudges
-from _util import eventually, raw_member
+from _util import raw_member
 
 from actorbus import ActorSystem
+from actorbus.testing import eventually
 
 WAIT = 20.0
 

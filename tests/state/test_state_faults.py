@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from _actors import Balance, Deposit, Ledger
-from _util import queue_drained, run_host
+from _util import run_host
 
 from actorbus.actors import faults
+from actorbus.testing import queue_drained
 
 WAIT = 30.0
 ACK_WAIT = 1.0  # a killed host's message comes back this fast

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from _util import eventually
 
 from actorbus import StateConflictError, StateTooLargeError
 from actorbus.state.store import StateStore
+from actorbus.testing import eventually
 
 Make = Callable[..., StateStore]
 

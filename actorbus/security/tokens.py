@@ -156,10 +156,6 @@ class TokenVerifier:
             raise AuthError("token expired")
         return claims
 
-    def audience_of(self, token: str) -> str:
-        """Whom a valid ``token`` is for (``*``: every agent)."""
-        return str(self.verified(token).get("aud"))
-
     def _verified(self, token: str) -> dict[str, Any]:
         if not isinstance(token, str) or token.count(".") != 2 or not token.isascii():
             raise AuthError("a bearer token must be a compact JWT")

@@ -171,10 +171,13 @@ def server() -> Iterator[EmbeddedServer]:
 NO_MODEL = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "ANTHROPIC_API_KEY": ""}
 
 
+@pytest.mark.timeout(120)
 async def test_demo_json_subprocess() -> None:
     async with cli("demo", "--json", env=NO_MODEL) as p:
         assert p.proc.stdout is not None
-        async with asyncio.timeout(WAIT):
+        # a whole program's run (a broker, its team, an agent): seconds on a quiet
+        # machine, more with the other test worker building images
+        async with asyncio.timeout(60):
             out = await p.proc.stdout.read()
             code = await p.proc.wait()
         assert code == 0, p.stderr

@@ -200,6 +200,12 @@ async def test_the_token_endpoint_answers_as_rfc_6749_says(
     assert (status, body["error"]) == (400, "invalid_scope")
     status, body = await oauth_token(http, base, resource="https://elsewhere.example")
     assert (status, body["error"]) == (400, "invalid_target")
+    # header names are case-insensitive (HTTP/2 clients send them in lower case)
+    lower = {"authorization": basic("tester", SECRET)["Authorization"]}
+    async with http.post(
+        f"{base}/oauth/token", data={"grant_type": "client_credentials"}, headers=lower
+    ) as r:
+        assert r.status == 200, await r.text()
     # the secret as form fields (client_secret_post) works too
     form = {"grant_type": "client_credentials", "client_id": "tester", "client_secret": SECRET}
     async with http.post(f"{base}/oauth/token", data=form) as r:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import heapq
 import hmac
@@ -219,13 +220,7 @@ class GatewayAuth:
                 f"{agent} takes only authenticated requests: send a bearer token "
                 f"(from {oauth.TOKEN_PATH})"
             )
-        if not oauth.AccessTokens.is_access_token(caller.bearer):
-            self.verifier.check(caller.bearer, agent, "tasks", required=())
-            return
-        grant = self.tokens.check(caller.bearer, caller.base)
-        wanted = oauth.agent_scope(agent)
-        if not oauth.covers(grant.scopes, wanted):
-            raise self._lacks(caller, wanted, f"the token's scopes do not cover {agent}")
+        self._bearer(caller, agent)
 
     def may_ask(self, agent: str) -> bool:
         """Would the current request be let through to ``agent`` (not counting
@@ -236,18 +231,19 @@ class GatewayAuth:
         if caller.bearer is None:
             return False
         try:
-            if oauth.AccessTokens.is_access_token(caller.bearer):
-                grant = self.tokens.check(caller.bearer, caller.base)
-                return oauth.covers(grant.scopes, oauth.agent_scope(agent))
-            return self.verifier.audience_of(caller.bearer) in (agent, "*")
+            self._bearer(dataclasses.replace(caller, refused=[]), agent)
         except AuthError:
             return False
+        return True
 
-    def _bearer(self, caller: Caller, agent: str, intent: str) -> tuple[str, int]:
-        """Who the caller's token names, and until when, if it covers ``agent``."""
+    def _bearer(self, caller: Caller, agent: str, intent: str | None = None) -> tuple[str, int]:
+        """Who the caller's token names, and until when, if it covers ``agent``
+        (and, for an A2ACP token, ``intent``; None: any); AuthError or
+        ForbiddenError otherwise."""
         assert caller.bearer is not None
         if not oauth.AccessTokens.is_access_token(caller.bearer):
-            claims = self.verifier.check(caller.bearer, agent, intent)
+            needed = () if intent is None else None
+            claims = self.verifier.check(caller.bearer, agent, intent or "*", needed)
             return claims.subject, claims.expires
         grant = self.tokens.check(caller.bearer, caller.base)
         wanted = oauth.agent_scope(agent)

@@ -175,7 +175,7 @@ class TokenRequest(OAuth2Request):  # type: ignore[misc]
     def __init__(
         self, uri: str, headers: Mapping[str, str], form: MultiDictProxy[str], audience: str
     ) -> None:
-        super().__init__("POST", uri, headers=dict(headers))
+        super().__init__("POST", uri, headers=headers)  # case-insensitive, as received
         self.payload = _Form(form)
         self._form = form
         self.audience = audience

@@ -447,6 +447,20 @@ def test_gateway_keywords_override_what_the_client_wrote() -> None:
     assert env.meta.signature == "c2lnbmF0dXJl"
 
 
+@pytest.mark.parametrize("content", ["hi", {"op": "add", "a": 1}, [1, 2]])
+def test_what_a_message_asks_for_is_what_its_envelope_carries(content: Any) -> None:
+    """The gateway reads a message's intent and content without making an envelope:
+    a message that names its intent, and one a plain client sent."""
+    env = Envelope(id="m1", ts=1, src="c/1", dst="w/1", intent="weather", content=content)
+    named = a2a.envelope_to_message(env, "1.0")
+    part = {"text": content} if isinstance(content, str) else {"data": content}
+    plain = {"messageId": "m2", "role": "ROLE_USER", "parts": [part]}
+    for wire in (named, plain):
+        message = a2a.message_from_wire(wire, "1.0")
+        full = a2a.message_to_envelope(message)
+        assert a2a.message_request(message) == (full.intent, full.content)
+
+
 def test_reply_as_agent_with_task_ids() -> None:
     reply = Envelope(id="r-1", ts=0, dst="", intent="text", content="sunny")
     msg = a2a.envelope_to_message(reply, "1.0", role="agent", task_id="t-1", context_id="c-1")

@@ -165,6 +165,7 @@ __all__ = [
     "list_tasks_response",
     "message_from_envelope",
     "message_from_wire",
+    "message_request",
     "message_to_envelope",
     "message_to_wire",
     "negotiate_version",
@@ -473,6 +474,15 @@ def _validation_message(exc: PydanticValidationError) -> str:
     where = _ENVELOPE_WHERE.get(loc[0]) if loc else None
     where = where or ".".join(["message.metadata", BLOCK, *loc])
     return f"`{where}`: {first['msg']}"
+
+
+def message_request(msg: Message) -> tuple[str, Any]:
+    """What an A2A message asks for: its intent (the ``metadata.actorbus`` block's,
+    else the one its content implies) and its content, as the envelope would
+    carry them, without making one."""
+    content, _ = content_from_parts(msg.parts)
+    block = _object((msg.metadata or {}).get(BLOCK), f"message.metadata.{BLOCK}")
+    return str(block.get("intent") or _default_intent(content)), content
 
 
 def message_to_envelope(

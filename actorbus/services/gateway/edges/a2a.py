@@ -51,7 +51,7 @@ from actorbus.codecs.a2a import (
     decode_request,
     error_response,
     list_tasks_response,
-    message_to_envelope,
+    message_request,
     send_response,
     sse_frame,
     stream_event,
@@ -86,7 +86,7 @@ from actorbus.services.gateway.edges.http import (
     serve_events,
     sse_error,
 )
-from actorbus.services.gateway.store import TaskQuery, now_ms
+from actorbus.services.gateway.store import TaskQuery
 
 log = logging.getLogger("actorbus.gateway.a2a")
 
@@ -378,10 +378,10 @@ class A2AEdge(Edge):
             self.core.auth.admit(agent.name)
 
     def _submit_args(self, params: SendParams, agent: Agent) -> tuple[Message, str, Any]:
-        env = message_to_envelope(params.message, src="gateway/a2a", dst=agent.address, ts=now_ms())
-        if env.intent.startswith("$"):
-            raise InvalidParamsError(f"intent {env.intent!r} is reserved for actorbus itself")
-        return params.message, env.intent, env.content
+        intent, content = message_request(params.message)
+        if intent.startswith("$"):
+            raise InvalidParamsError(f"intent {intent!r} is reserved for actorbus itself")
+        return params.message, intent, content
 
     async def _push_hook(
         self, params: SendParams, version: str

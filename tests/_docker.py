@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -286,18 +287,20 @@ def post_json(url: str, body: Any, cafile: Path | None = None, **headers: str) -
 
 
 def bearer_token(p: Project, agent: str) -> str:
-    """A capability token from the gateway's POST /auth/token, as the operator
-    (the token client the `secrets` service made a secret for)."""
+    """An OAuth access token for ``agent`` from the gateway's ``POST /oauth/token``
+    (the client-credentials grant), as the operator: the token client the
+    `secrets` service made a secret for."""
     secret = json.loads((p.secrets / "token-clients.json").read_text())["operator"]
     basic = base64.b64encode(f"operator:{secret}".encode()).decode()
-    ask = {"agent_id": "operator", "target_agent_id": agent, "requested_capabilities": ["*"]}
-    answer = post_json(
-        p.url("GATEWAY_PORT", "/auth/token", "https"),
-        ask,
-        p.ca,
-        Authorization=f"Basic {basic}",
+    form = urllib.parse.urlencode({"grant_type": "client_credentials", "scope": f"agent:{agent}"})
+    request = urllib.request.Request(
+        p.url("GATEWAY_PORT", "/oauth/token", "https"),
+        data=form.encode(),
+        headers={"Authorization": f"Basic {basic}"},
     )
-    return str(answer["token"])
+    context = ssl.create_default_context(cafile=str(p.ca))
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:
+        return str(json.load(response)["access_token"])
 
 
 def a2a_send(text: str) -> dict[str, Any]:

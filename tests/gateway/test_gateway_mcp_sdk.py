@@ -179,6 +179,11 @@ async def test_sdk_progress_of_a_streaming_actor(gw: GatewayService, era: str) -
         # without a callback, no progress: one JSON answer, as before
         plain = await session.call_tool("gw-streamer", {"text": "one two"})
         assert text(plain) == "ONETWO"
+        # arguments the schema refuses: the result, at once, on the stream
+        bad = await session.call_tool("mcp-calc", {"a": "x", "b": 1}, progress_callback=on_progress)
+        assert getattr(bad, "is_error", False) is True
+        assert "arguments.a" in text(bad)
+        assert len(heard) == 3
 
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # SEP-2577

@@ -85,6 +85,8 @@ class Caller:
     request_key: str | None = None  # its Idempotency-Key header
     base: str | None = None  # the gateway's base URL as this request reached it
     refused: list[str] = field(default_factory=list, compare=False)  # scopes it lacked
+    # its OAuth token, checked once (a listing asks for each agent)
+    access: list[oauth.AccessGrant] = field(default_factory=list, compare=False)
     # (agent, intent) -> who, once authorized: one HTTP request is checked (and
     # counted) once, however many layers ask
     granted: dict[tuple[str, str], str] = field(default_factory=dict, compare=False)
@@ -245,7 +247,9 @@ class GatewayAuth:
             needed = () if intent is None else None
             claims = self.verifier.check(caller.bearer, agent, intent or "*", needed)
             return claims.subject, claims.expires
-        grant = self.tokens.check(caller.bearer, caller.base)
+        if not caller.access:
+            caller.access.append(self.tokens.check(caller.bearer, caller.base))
+        grant = caller.access[0]
         wanted = oauth.agent_scope(agent)
         if not oauth.covers(grant.scopes, wanted):
             raise self._lacks(caller, wanted, f"the token's scopes do not cover {agent}")
@@ -322,7 +326,7 @@ class GatewayAuth:
             response = await handler(request)
         finally:
             current_caller.reset(token)
-        if response.status in (401, 403) and base is not None:
+        if response.status in (401, 403) and base is not None and not response.prepared:
             challenges = response.headers.getall("WWW-Authenticate", [])
             if not any(c.lower().startswith("bearer") for c in challenges):
                 error = None if bearer is None else "invalid_token"

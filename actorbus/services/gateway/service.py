@@ -27,14 +27,14 @@ from aiohttp import web
 from actorbus.actors.security_settings import actorbus_home, default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
-from actorbus.codecs.errors import ActorBusError, AuthError, ForbiddenError
+from actorbus.codecs.errors import ActorBusError, AuthError
 from actorbus.security.broker import DevCertificates
 from actorbus.security.did import wba_authority
 from actorbus.security.tokens import RateLimits
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
 from actorbus.services.gateway.core import GatewayCore
-from actorbus.services.gateway.edges.http import base_url
+from actorbus.services.gateway.edges.http import base_url, refusal
 from actorbus.services.gateway.oauth import STATUS_SCOPE
 from actorbus.services.gateway.push import PUSH_TYPE, PushConfigs, Pusher, delivery_class
 from actorbus.services.gateway.settings import CoreSettings, GatewaySettings, default_db_path
@@ -287,10 +287,7 @@ class GatewayService(HostedService):
             try:
                 self.auth.check_operator(request, "gateway", STATUS_SCOPE)
             except AuthError as e:
-                refused = {"error": "unauthorized", "message": str(e)}
-                return web.json_response(
-                    refused, status=403 if isinstance(e, ForbiddenError) else 401
-                )
+                return refusal({"error": "unauthorized", "message": str(e)}, e)
         counts = await self.store.stats() if self.store is not None else {}
         return web.json_response(
             {

@@ -68,7 +68,7 @@ def parse_did(did: Any) -> DidWba:
 
 def wba_authority(host: str, port: int | None) -> str:
     """A DID's first segment for ``host`` and ``port``: the port after ``%3A``, an
-    IPv6 address in brackets with its colons percent-encoded (``%5B::1%5D``), as
+    IPv6 address in brackets, its colons percent-encoded (``%5B%3A%3A1%5D``), as
     the document's URL has it, since ``:`` separates the DID's segments."""
     if ":" in host:  # an IPv6 literal
         host = "%5B" + host.strip("[]").replace(":", "%3A") + "%5D"

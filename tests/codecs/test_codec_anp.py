@@ -115,6 +115,20 @@ def test_parsed_did_parts() -> None:
     assert (parsed.host, parsed.port, parsed.path) == ("example.com", 8443, ("agents", "travel"))
 
 
+def test_an_ipv6_host_is_a_did_authority_and_back() -> None:
+    from actorbus.security.did import wba_authority
+
+    did = f"did:wba:{wba_authority('::1', 8480)}:anp:echo"
+    assert did == "did:wba:%5B%3A%3A1%5D%3A8480:anp:echo"
+    parsed = parse_did(did)
+    assert (parsed.host, parsed.port) == ("[::1]", 8480)
+    assert parsed.document_url == "https://[::1]:8480/anp/echo/did.json"
+    assert parse_did(f"did:wba:{wba_authority('[::1]', None)}").host == "[::1]"
+    for bad in ("did:wba:%5Bnot-ip%5D", "did:wba:%5B%3A%3A1%5Dx"):
+        with pytest.raises(DecodeError):
+            parse_did(bad)
+
+
 def test_document_id_must_equal_the_did() -> None:
     doc = fixture("sdk_e1_did_document.json")
     assert parse_did_document(doc, doc["id"]).id == doc["id"]

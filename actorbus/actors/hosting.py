@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -250,6 +251,8 @@ class Hosting:
             assert spec.topic is not None
 
             async def on_topic(msg: Msg) -> None:
+                if msg.reply:  # a kept topic's message carries its store's ack inbox:
+                    msg = dataclasses.replace(msg, reply="")  # a topic is never answered
                 declared = cell.cls.security
                 env = await self.rt.replies.decode_or_answer(msg, cell.address, declared)
                 if env is not None:

@@ -258,3 +258,48 @@ async def test_subscribe_hears_what_a_system_of_either_encoding_publishes(
     await sender.publish("enc.one", {"n": 1}, intent="dict")
     await asyncio.wait_for(both.wait(), WAIT)
     assert heard == {"sender": [{"n": 1}], "listener": [{"n": 1}]}
+
+
+class TopicTalker(Actor):
+    """Returns a value from a topic handler: a topic is never answered."""
+
+    type_name = "topic-talker"
+
+    def __init__(self) -> None:
+        self.heard = 0
+
+    @handler(topic="kept.*")
+    async def heard_it(self, item: TpNews) -> str:
+        self.heard += 1
+        return "ANSWERED-A-TOPIC"
+
+    @handler
+    async def count(self, _: dict[str, Any]) -> int:
+        return self.heard
+
+
+async def test_a_kept_topic_is_never_answered(make_system: Any, raw_nc: Any) -> None:
+    """A kept topic is stored through JetStream, so its message carries the store's
+    ack inbox as its reply subject; an answer sent there would be taken for the
+    ack (and fail the publish). Nothing but acks reaches the publisher's inbox."""
+    from actorbus import DurableSettings
+    from actorbus.testing import eventually
+
+    system = await make_system(durable=DurableSettings(keep_topics=True))
+    await system.spawn(TopicTalker, "1")
+    seen: list[bytes] = []
+
+    async def record(msg: Any) -> None:
+        seen.append(msg.data)
+
+    await raw_nc.subscribe(system.runtime.mux.prefix + "*", cb=record)
+    await barrier(raw_nc)
+    for seq in range(20):
+        await system.publish("kept.news", TpNews(seq=seq))
+
+    async def all_heard() -> bool:
+        return bool(await system.ask("topic-talker/1", {}, intent="dict") == 20)
+
+    await eventually(all_heard, what="every kept topic message handled")
+    await barrier(raw_nc)  # what the handler sent before its last count has arrived
+    assert not [data for data in seen if b"ANSWERED-A-TOPIC" in data]

@@ -54,25 +54,31 @@ class EmbeddedCluster(AsyncStartStop, SyncStartStop):
             raise ValueError("a cluster needs at least one node")
         self._owns_dir = store_dir is None
         self.dir = Path(store_dir) if store_dir else Path(tempfile.mkdtemp(prefix="actorbus-cl-"))
-        ports = _free_ports(2 * size)
-        client_ports, route_ports = ports[:size], ports[size:]
+        self.size, self.name, self.extra = size, name, extra
         self.client = dict(client or {})
-        self.nodes: list[EmbeddedServer] = []
-        for i in range(size):
+        self.nodes: list[EmbeddedServer] = self._place()
+
+    def _place(self) -> list[EmbeddedServer]:
+        """Nodes on newly picked client and route ports."""
+        ports = _free_ports(2 * self.size)
+        client_ports, route_ports = ports[: self.size], ports[self.size :]
+        nodes = []
+        for i in range(self.size):
             routes = [f"nats-route://127.0.0.1:{p}" for j, p in enumerate(route_ports) if j != i]
-            self.nodes.append(
+            nodes.append(
                 EmbeddedServer(
                     ServerConfig(
                         port=client_ports[i],
-                        server_name=f"{name}-{i}",
+                        server_name=f"{self.name}-{i}",
                         store_dir=self.dir / f"node-{i}",
-                        cluster_name=name,
+                        cluster_name=self.name,
                         cluster_port=route_ports[i],
                         routes=routes,
-                        extra=extra,
+                        extra=self.extra,
                     )
                 )
             )
+        return nodes
 
     @property
     def urls(self) -> list[str]:
@@ -87,13 +93,24 @@ class EmbeddedCluster(AsyncStartStop, SyncStartStop):
         await asyncio.to_thread(self._start_nodes, timeout)
         await wait_for_jetstream(self.urls, timeout, **self.client)
 
-    def _start_nodes(self, timeout: float) -> None:
-        try:
-            for node in self.nodes:
-                node.start_sync(timeout)
-        except BaseException:
-            self.stop_sync()
-            raise
+    def _start_nodes(self, timeout: float, attempts: int = 3) -> None:
+        """Start the nodes; ports picked free may be taken by another process (an
+        outgoing connection's ephemeral port) before a node binds them, and then
+        the whole cluster moves to new ports, as its routes name them all."""
+        for attempt in range(1, attempts + 1):
+            try:
+                for node in self.nodes:
+                    node.start_sync(timeout)
+                return
+            except ServerStartError as exc:
+                self._stop_nodes()
+                if not exc.port_taken or attempt == attempts:
+                    self._remove_dir()
+                    raise
+                self.nodes = self._place()
+            except BaseException:
+                self.stop_sync()
+                raise
 
     @property
     def running(self) -> bool:
@@ -110,8 +127,14 @@ class EmbeddedCluster(AsyncStartStop, SyncStartStop):
         await asyncio.to_thread(self.stop_sync)
 
     def stop_sync(self) -> None:
+        self._stop_nodes()
+        self._remove_dir()
+
+    def _stop_nodes(self) -> None:
         for node in self.nodes:
             node.stop_sync()
+
+    def _remove_dir(self) -> None:
         if self._owns_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -39,6 +39,12 @@ class ServerStartError(ActorBusError):
 
     code = "E_SERVER"
 
+    def __init__(self, message: str, *, port_taken: bool = False) -> None:
+        super().__init__(message)
+        #: a port it was given was taken by another process between being picked
+        #: free and being bound: picking new ports and starting again helps
+        self.port_taken = port_taken
+
 
 def find_nats_server() -> str:
     """Locate the nats-server binary: $ACTORBUS_NATS_SERVER, this env's scripts, PATH."""
@@ -217,7 +223,9 @@ class EmbeddedServer(SyncStartStop, AsyncStartStop):
         work directory goes)."""
         tail = self.log_tail()
         self.stop_sync()
-        raise ServerStartError(f"{what}: {tail}" if tail else what)
+        raise ServerStartError(
+            f"{what}: {tail}" if tail else what, port_taken="address already in use" in tail
+        )
 
     def _healthy(self, ports: dict[str, list[str]]) -> bool:
         monitoring = ports.get("monitoring")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from typing import Any
 
@@ -170,3 +171,18 @@ async def test_an_idempotent_reader_handles_each_key_once_through_its_buckets_fa
         await system.close(timeout=2)
         if killed is not None:
             cluster.restart(killed)
+
+
+def test_a_cluster_whose_picked_port_was_taken_moves_to_new_ports() -> None:
+    """Another process may bind a port between its being picked free and a node
+    binding it (an outgoing connection's ephemeral port): the cluster starts on
+    new ports rather than failing."""
+    cluster = EmbeddedCluster(3)
+    taken = cluster.nodes[1].config.cluster_port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        with cluster:
+            assert cluster.running
+            assert taken not in [node.config.cluster_port for node in cluster.nodes]
+    assert not cluster.dir.exists()

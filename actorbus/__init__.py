@@ -6,7 +6,6 @@ subpackages (``actorbus.bus``, ``actorbus.codecs`` ...).
 
 from actorbus.actors import Actor, ActorRef, ActorSystem, Crash, handler
 from actorbus.actors.reminders import Reminders
-from actorbus.actors.security_settings import SecuritySettings
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.schedules import Reminder
@@ -41,6 +40,7 @@ from actorbus.codecs.errors import (
     WrongCallError,
 )
 from actorbus.codecs.wire import Encoding, SizeLimits
+from actorbus.security.settings import SecuritySettings
 from actorbus.state import StateSettings, StateStore
 
 __version__ = "0.1.0"

@@ -28,11 +28,11 @@ from _safety_probes import MARK, NS, Probes, Vault, member, sniffing
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.security.did import did_document, parse_did
 from actorbus.security.didwba import build_auth_header
 from actorbus.security.identity import Identity
+from actorbus.security.secure_broker import SecureBroker
 from actorbus.security.tokens import TokenIssuer
 from actorbus.services.gateway import GatewayService, GatewaySettings
 

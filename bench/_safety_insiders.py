@@ -16,7 +16,6 @@ from nats.js.api import ConsumerConfig
 
 from actorbus import ActorSystem, SecuritySettings
 from actorbus.actors.runtime import Runtime
-from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.jetstream import (
     attempts_bucket,
     attempts_entry,
@@ -26,6 +25,7 @@ from actorbus.bus.jetstream import (
     stream_name,
 )
 from actorbus.bus.subjects import Address
+from actorbus.security.secure_broker import SecureBroker
 
 
 async def insider_probes(

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from actorbus import Actor, ActorSystem, SecuritySettings, handler
-from actorbus.actors.secure_broker import SecureBroker
+from actorbus.security.secure_broker import SecureBroker
 
 MARK = "PII-WATERMARK-4111-1111-1111-1111"
 TOPIC = "vault.news"

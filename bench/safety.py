@@ -81,10 +81,10 @@ from rich.table import Table
 
 from actorbus import ActorSystem
 from actorbus.actors import pipeline
-from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.codecs.wire import pack, unpack
 from actorbus.security.broker import DevCertificates
+from actorbus.security.secure_broker import SecureBroker
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results"

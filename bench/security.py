@@ -54,11 +54,12 @@ from rich.console import Console
 from rich.table import Table
 
 from actorbus import ActorSystem, SecuritySettings
-from actorbus.actors.pipeline import attach_session, decode_stored, encode_request, open_content
+from actorbus.actors.pipeline import decode_stored, encode_request
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.codecs.wire import Encoding, SizeLimits
 from actorbus.security.credentials import Authority, read_credential
 from actorbus.security.identity import Identity
+from actorbus.security.sealing import attach_session, open_content
 from actorbus.security.sessions import SESSION_HEADER, OutboundSession, accept_session
 from actorbus.security.topic_keys import (
     SIGNATURE_HEADER,

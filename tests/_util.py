@@ -15,6 +15,8 @@ from typing import Any
 
 import nats
 
+from actorbus.security.guard import Guard
+
 TESTS_DIR = Path(__file__).resolve().parent
 HOST_SCRIPT = TESTS_DIR / "_host.py"
 
@@ -279,3 +281,10 @@ async def raw_member(
         allow_reconnect=False,
         **({"error_cb": error_cb} if error_cb is not None else {}),
     )
+
+
+def guard_of(system: Any) -> Guard:
+    """The guard of a secured system (its security stage)."""
+    security = system.runtime.security
+    assert isinstance(security, Guard), f"the system is not secured: {security!r}"
+    return security

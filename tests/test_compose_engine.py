@@ -52,8 +52,8 @@ from actorbus import (
     DurableSettings,
     handler,
 )
-from actorbus.actors.secure_broker import issued_connect_options
 from actorbus.cli import main as cli
+from actorbus.security.secure_broker import issued_connect_options
 from actorbus.services.trace_ui import PhoenixClient
 
 AGENTS = ("registry", "gateway", "router", "echo", "typist")

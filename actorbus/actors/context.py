@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from actorbus.actors.security_settings import actorbus_home
+from actorbus.security.settings import actorbus_home
 
 ENV_URLS = ("ACTORBUS_URL", "NATS_URL")
 

@@ -295,20 +295,19 @@ class DurableReader:
         )
         fired = _fired(msg)
         try:
-            env = rt.replies.decode(plain, address)
+            env = rt.intake.decode(plain, address)
             stored_ms = int(msg.metadata.timestamp.timestamp() * 1000)
-            if rt.replies.guard is not None:  # stored time, not now: a backlog is fresh
-                await rt.replies.admit(
-                    plain,
-                    env,
-                    address,
-                    self.cls.security,
-                    # A firing repeats its reminder's envelope, sealed when it was set
-                    # (its session long over by now): taken as it stood then, and
-                    # checked below against its reminder instead of the replay window.
-                    stored_ms=stored_ms if fired is None else env.ts,
-                    redelivered=held.delivery > 1 or fired is not None,
-                )
+            await rt.intake.admit(  # stored time, not now: a backlog is fresh
+                plain,
+                env,
+                address,
+                self.cls.security,
+                # A firing repeats its reminder's envelope, sealed when it was set
+                # (its session long over by now): taken as it stood then, and
+                # checked below against its reminder instead of the replay window.
+                stored_ms=stored_ms if fired is None else env.ts,
+                redelivered=held.delivery > 1 or fired is not None,
+            )
             if fired is not None:
                 firing = await firing_key(rt, address, env, fired, msg.data, stored_ms)
                 if firing is None:  # its reminder was cancelled or replaced

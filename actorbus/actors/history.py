@@ -17,11 +17,12 @@ import nats.errors
 import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from actorbus.actors.pipeline import attach_session, decode_stored
+from actorbus.actors.pipeline import decode_stored
 from actorbus.bus.jetstream import stream_name, topics_stream_name
 from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, AuthError, DecodeError
+from actorbus.security.sealing import attach_session
 from actorbus.telemetry.spans import TRACEPARENT
 
 if TYPE_CHECKING:
@@ -119,9 +120,9 @@ async def _read(
                 meta = msg.metadata
                 try:
                     stored = decode_stored(msg.data, msg.headers, rt.limits)
-                    if rt.guard is not None and stored.sealed:  # opened where the key is
+                    if stored.sealed:  # opened where the key is
                         at = int(meta.timestamp.timestamp() * 1000)  # as it stood when stored
-                        opened = await rt.guard.open_stored(msg.data, msg.headers, stored, at)
+                        opened = await rt.security.open_stored(msg.data, msg.headers, stored, at)
                         if opened is not None:
                             attach_session(stored, opened)
                     env: Envelope | None = stored.envelope

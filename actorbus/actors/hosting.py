@@ -87,9 +87,7 @@ class Hosting:
         address = f"{cls.type_name}/{key}"
         hosted = self.residents.hosts.get(cls.type_name)
         self.on_host(cls)
-        if self.rt.guard is not None:
-            topics = [spec.topic for spec in cls.topics if spec.topic]
-            await self.rt.guard.host_type(cls.type_name, topics)
+        await self.rt.security.host_type(cls.type_name, [t.topic for t in cls.topics if t.topic])
         if cls.keyed:
             owner = await self.placement.owner(address)
             if owner is not None:
@@ -133,9 +131,7 @@ class Hosting:
                 raise ValueError(f"register {type_name!r} before spawning instances of it")
         host = TypeHost(cls, kwargs)
         self.residents.hosts[type_name] = host
-        if self.rt.guard is not None:
-            topics = [spec.topic for spec in cls.topics if spec.topic]
-            await self.rt.guard.host_type(type_name, topics)
+        await self.rt.security.host_type(type_name, [t.topic for t in cls.topics if t.topic])
         self.on_host(cls)
         s = self.rt.subjects
 
@@ -179,7 +175,7 @@ class Hosting:
         self, host: TypeHost, key: str, msg: Msg, *, anycast: bool = False
     ) -> None:
         address = f"{host.cls.type_name}/{key}"
-        env = await self.rt.replies.decode_or_answer(msg, address, host.cls.security)
+        env = await self.rt.intake.decode_or_answer(msg, address, host.cls.security)
         if env is None:
             return
         session = env.context.session_id
@@ -221,14 +217,13 @@ class Hosting:
         s = self.rt.subjects
         addr = Address(cell.cls.type_name, cell.key)
 
-        replies, declared = self.rt.replies, cell.cls.security
+        intake, replies, declared = self.rt.intake, self.rt.replies, cell.cls.security
 
         async def on_msg(msg: Msg) -> None:  # the hot path: one coroutine less
             env = None
             try:
-                env = replies.decode(msg, cell.address)
-                if replies.guard is not None:
-                    await replies.admit(msg, env, cell.address, declared)
+                env = intake.decode(msg, cell.address)
+                await intake.admit(msg, env, cell.address, declared)
             except ActorBusError as err:
                 await replies.error(msg, err, env, cell.address)
                 return
@@ -254,7 +249,7 @@ class Hosting:
                 if msg.reply:  # a kept topic's message carries its store's ack inbox:
                     msg = dataclasses.replace(msg, reply="")  # a topic is never answered
                 declared = cell.cls.security
-                env = await self.rt.replies.decode_or_answer(msg, cell.address, declared)
+                env = await self.rt.intake.decode_or_answer(msg, cell.address, declared)
                 if env is not None:
                     await cell.deliver(msg, env)
 

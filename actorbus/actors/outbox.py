@@ -103,17 +103,15 @@ def resent(rt: Runtime, held: list[Held]) -> list[Held]:
     sealed: each with a fresh stamp signed by its session's (or topic's) sender
     key (``Ab-Resent``), so the receiver's clock-skew check does not refuse it as
     a replay."""
-    guard = rt.replies.guard
-    if guard is None:
-        return held
+    security = rt.security
     again = []
     for h in held:
         headers = LazyHeaders(h.out.headers)
         session, topic = headers.get(SESSION_HEADER), headers.get(TOPIC_HEADER)
         if session is not None:
-            signer = guard.held_key(session_signer(session))
+            signer = security.held_key(session_signer(session))
         else:
-            signer = None if topic is None else guard.held_key(parse_topic_header(topic)[0])
+            signer = None if topic is None else security.held_key(parse_topic_header(topic)[0])
         if signer is not None:
             stamp = resent_stamp(signer, h.out.id, now_ms())
             h = h._replace(

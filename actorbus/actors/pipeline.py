@@ -6,7 +6,7 @@ Leaving, in three stages::
     encode   the envelope and its NATS headers: a request (``encode_request``),
              an answer to one (``encode_answer``: replies, errors, stream frames)
              or a system event (``encode_event``)
-    seal     with a session (``actors/guard.py``): the content sealed to the
+    seal     with a session (``security/sealing.py``): the content sealed to the
              recipient (AES-256-GCM, bound to id, src, dst, ts, intent), the
              whole body tagged, the session named in ``Ab-Session``/``Ab-Auth``;
              a topic's with the sender key of its listeners, the body signed
@@ -20,7 +20,7 @@ Arriving, in three stages::
              refuses a malformed header block, checks the ttl) and
              ``decode_answer`` (what a caller needs of a reply)
     open     ``Guard.admit`` checks the session, the tag, the sender's right to
-             the ``src``, replay and clock; ``open_content`` unseals
+             the ``src``, replay and clock; ``security.sealing`` unseals
     dispatch the cell (``ActorCell.deliver``), a durable reader, a subscriber
 
 Inside a handler, the message being handled is the parent of what the handler
@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nats.aio.msg import Msg
 
 from actorbus.actors.actor import current_incoming
@@ -60,15 +59,11 @@ from actorbus.codecs.wire import (
     pack,
     unpack,
 )
+from actorbus.security.sealing import opened_answer, seal_content, session_of
 from actorbus.security.sessions import (
     AUTH_HEADER,
-    CIPHER,
-    CONTEXT_FIELDS,
     SESSION_HEADER,
-    InboundSession,
     OutboundSession,
-    check_body,
-    seal,
     sealing_aad,
     tag_body,
     unseal,
@@ -144,10 +139,10 @@ def encode_request(
     sealed = False
     if seal and encoding is Encoding.MSGPACK:
         if session is not None:
-            _seal_content(data, session.keys.forward)
+            seal_content(data, session.keys.forward)
             sealed = True
         elif topic_key is not None:
-            _seal_content(data, topic_key.aead)
+            seal_content(data, topic_key.aead)
     body = encode_body(data, encoding)
     check_size(body, content, encoding, limits)
     headers = {H_ID: msg_id, H_SRC: src, H_DST: dst, H_INTENT: intent, H_TRACE: ctx["trace_id"]}
@@ -168,26 +163,6 @@ def encode_request(
         headers[TOPIC_HEADER] = topic_key.header
         headers[SIGNATURE_HEADER] = topic_key.sign(body)
     return Outgoing(body, encode_headers(headers), intent, msg_id)
-
-
-def _seal_content(data: dict[str, Any], key: AESGCM) -> None:
-    ctx = data["context"]
-    aad = sealing_aad(
-        data["id"],
-        data["src"],
-        data["dst"],
-        data["ts"],
-        data["intent"],
-        [ctx.get(name) for name in CONTEXT_FIELDS],
-    )
-    data["content"] = seal(key, pack(data["content"]), aad)
-    data["meta"] = {"cipher": CIPHER}
-
-
-def _inbound_aad(env: Inbound) -> bytes:
-    c = env.context
-    context = (c.trace_id, c.parent_id, c.session_id, c.idempotency_key, c.ttl_ms, c.stream)
-    return sealing_aad(env.id, env.src, env.dst, env.ts, env.intent, context)
 
 
 def encode_answer(
@@ -224,7 +199,7 @@ def encode_answer(
         return body, headers
     sealed = bool(to.__dict__.get("_opened")) and encoding is Encoding.MSGPACK
     if sealed:
-        _seal_content(data, session.keys.back)
+        seal_content(data, session.keys.back)
     body = encode_body(data, encoding)
     if len(body) > limits.max_payload:
         check_size(body, content, encoding, limits)
@@ -289,44 +264,13 @@ def decode_stored(
     return decode_inbound(data, enc, limits)
 
 
-# -- sessions ----------------------------------------------------------------------
-
-
-def attach_session(env: Inbound, session: InboundSession | None) -> None:
-    """Remember the session ``env`` came in on (its answer goes back on it) and
-    open its content if it is sealed; AuthError for sealed content without one."""
-    if session is None:
-        if env.sealed:
-            raise AuthError(f"message {env.id} is sealed but came without a session")
-        return
-    env.__dict__["_session"] = session
-    if env.sealed:
-        open_content(env, session.keys.forward)
-
-
-def open_content(env: Inbound, key: AESGCM) -> None:
-    """Open sealed content in place; AuthError if it does not open (forged,
-    altered, or moved from another envelope: every field is bound to it)."""
-    if env.meta is None or env.meta.cipher != CIPHER or not isinstance(env.content, bytes):
-        raise AuthError(f"message {env.id}: sealed with an unknown cipher, or not bytes")
-    env.content = unpack(unseal(key, env.content, _inbound_aad(env)))
-    env.meta = None
-    env.__dict__.pop("_envelope", None)
-    env.__dict__["_opened"] = True  # its answers are sealed too
-
-
-def session_of(env: Inbound) -> InboundSession | None:
-    session: InboundSession | None = env.__dict__.get("_session")
-    return session
-
-
 def decode_answer(
     msg: Msg, address: str, session: OutboundSession | None = None
 ) -> tuple[str, Any]:
     """A reply's (intent, content): only those matter to the caller. Sealed content
     is opened with ``session``'s answer key."""
     if session is not None:
-        opened: tuple[str, Any] | None = msg.__dict__.get(_OPENED)
+        opened = opened_answer(msg)
         if opened is not None:  # the reply check opened it already
             return opened
     try:
@@ -340,25 +284,3 @@ def decode_answer(
             raise AuthError(f"a sealed reply from {address} that this caller cannot open")
         content = unpack(unseal(session.keys.back, content, sealing_aad(*sealed)))
     return intent, content
-
-
-_OPENED = "_actorbus_opened"
-
-
-def check_answer(msg: Msg, session: OutboundSession) -> None:
-    """Check an answer on ``session`` before taking it: a sealed one is opened (and
-    kept opened on ``msg`` for ``decode_answer``), another one's tag is checked.
-    AuthError if it is not genuine."""
-    headers = msg.headers
-    auth = headers.get(AUTH_HEADER) if headers else None
-    if auth is not None:
-        check_body(session.keys.back, msg.data, auth)
-        return
-    try:
-        intent, content, sealed = decode_reply(msg.data)
-    except Exception:
-        raise AuthError("an answer that is neither sealed nor tagged") from None
-    if sealed is None or not isinstance(content, bytes):
-        raise AuthError("an answer that is neither sealed nor tagged")
-    content = unpack(unseal(session.keys.back, content, sealing_aad(*sealed)))
-    msg.__dict__[_OPENED] = (intent, content)

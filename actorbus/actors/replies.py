@@ -1,4 +1,4 @@
-"""The answering side of a message: decode what arrived, reply, report errors.
+"""The answering side of a message: replies, stream frames and typed errors.
 
 Replies go back in the encoding the request came in (a JSON tool gets JSON), as
 envelopes whose context points at the request (``parent_id``) and keeps its
@@ -14,14 +14,8 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from actorbus.actors.guard import Guard
 from actorbus.actors.messages import INTENT_ERROR, to_content
-from actorbus.actors.pipeline import (
-    attach_session,
-    decode_request,
-    encode_answer,
-    request_encoding,
-)
+from actorbus.actors.pipeline import encode_answer, request_encoding
 from actorbus.bus.connection import BusConnection
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.inbound import Inbound
@@ -35,45 +29,6 @@ class Replies:
         self.conn = conn
         self.limits = limits
         self.debug = debug
-        self.guard: Guard | None = None  # set when the system opens with security
-
-    def decode(self, msg: Msg, address: str) -> Inbound:
-        """What arrived for ``address``, or the typed error to answer with."""
-        return decode_request(msg, address, self.limits)
-
-    async def admit(
-        self,
-        msg: Msg,
-        env: Inbound,
-        address: str,
-        declared: str | None,
-        *,
-        stored_ms: int | None = None,
-        redelivered: bool = False,
-    ) -> None:
-        """The open stage: the guard's checks, then sealed content opened (AuthError
-        when anything fails; nothing to do without a guard)."""
-        if self.guard is None:
-            return
-        session = await self.guard.admit(
-            msg, env, address, declared, stored_ms=stored_ms, redelivered=redelivered
-        )
-        attach_session(env, session)
-
-    async def decode_or_answer(
-        self, msg: Msg, address: str, declared: str | None = None
-    ) -> Inbound | None:
-        """decode() and admit(), answering a bad message with its typed error instead
-        of raising."""
-        env = None
-        try:
-            env = self.decode(msg, address)
-            if self.guard is not None:
-                await self.admit(msg, env, address, declared)
-        except ActorBusError as err:
-            await self.error(msg, err, env, address)  # on its session, if it had one
-            return None
-        return env
 
     async def reply(self, msg: Msg, env: Inbound, address: str, result: Any) -> None:
         """Answer an ask with a handler's result."""

@@ -23,7 +23,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from actorbus.actors.failure_log import FailureLog
-from actorbus.actors.guard import Guard
+from actorbus.actors.intake import Intake
 from actorbus.actors.mailbox import Mailboxes
 from actorbus.actors.pipeline import encode_event
 from actorbus.actors.replies import Replies
@@ -46,7 +46,7 @@ from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError, StateError
 from actorbus.codecs.wire import Encoding, SizeLimits
-from actorbus.security.credentials import client_address
+from actorbus.security.stage import SecurityStage
 from actorbus.state.kv_store import KeyValueStateStore
 from actorbus.state.store import StateSettings, StateStore
 
@@ -82,6 +82,7 @@ class Runtime:
         streams: StreamSettings,
         durable: DurableSettings,
         state: StateSettings,
+        security: SecurityStage,
     ) -> None:
         self.conn = conn
         self.nc: Client = conn.nc
@@ -97,7 +98,9 @@ class Runtime:
         self.state_settings = state
         self._state_store: StateStore | None = None  # opened on first use
         self.system_id = new_id()
+        self.security = security  # the pipeline's seal and open stages
         self.replies = Replies(conn, limits, debug)
+        self.intake = Intake(limits, security, self.replies)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
         conn.on_lost.append(self.mux.fail_all)
         self.mailboxes = Mailboxes(self._refuse, self.emit_event)
@@ -113,12 +116,12 @@ class Runtime:
         self._reminder_streams: set[str] = set()  # types whose reminder stream is made
         self._restored_at: dict[str | None, float] = {}
         self._reader_leases: LeaseBucket | None = None
-        self.guard: Guard | None = None  # end-to-end security, when the system has it
         # What makes again, after a reconnect, what a broker back on a fresh store
         # lost (buckets, records, credentials); each checks its own first.
         self.restorers: list[Callable[[], Awaitable[None]]] = [
             self._restore_durable,
             self._restore_leases,
+            security.restore_if_lost,
         ]
         conn.on_reconnect.append(self._reconnected)
 
@@ -126,9 +129,7 @@ class Runtime:
     def client_address(self) -> str:
         """The ``src`` of this system's own sends: bound to its key when it has one,
         so that no other member's credential covers it."""
-        if self.guard is not None:
-            return client_address(self.guard.system.kid)
-        return f"client/{self.system_id}"
+        return self.security.sender_address(self.system_id)
 
     # -- durable stores ------------------------------------------------------
     async def durable_ready(self) -> None:

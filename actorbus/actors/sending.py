@@ -11,7 +11,6 @@ without tracing pays nothing for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -103,28 +102,23 @@ class Sender:
             durable=durable,
             trace=spans.traceparent(span) if span is not None else None,
             session=session,
-            seal=sealing and rt.guard is not None and rt.guard.settings.seal,
+            seal=sealing and rt.security.seals,
             topic_key=topic_key,
         )
 
     async def session(self, dst: str, *, queued: bool = False) -> OutboundSession | None:
-        """The security session to ``dst`` (None: the system has no guard, or no
+        """The security session to ``dst`` (None: the system is not secured, or no
         key for ``dst`` is known). ``queued``: the message waits in JetStream for
         a host that may not have started yet (``Guard.session_for``)."""
-        guard = self.rt.guard
-        if guard is None:
-            return None
         inc = current_incoming.get()
         src = inc.address if inc else self.rt.client_address
-        return await guard.session_for(src, dst, provision=queued)
+        return await self.rt.security.session_for(src, dst, provision=queued)
 
     async def topic_key(self, topic: str) -> TopicSender | None:
-        """The sender key to seal a publish to ``topic`` with (None: no guard)."""
-        guard = self.rt.guard
-        if guard is None:
-            return None
+        """The sender key to seal a publish to ``topic`` with (None: not secured)."""
         inc = current_incoming.get()
-        return await guard.topic_sender(inc.address if inc else self.rt.client_address, topic)
+        src = inc.address if inc else self.rt.client_address
+        return await self.rt.security.topic_sender(src, topic)
 
     # -- the operations ------------------------------------------------------------
     async def ask(
@@ -136,7 +130,7 @@ class Sender:
         opts: SendOptions,
     ) -> Any:
         subject = self.subject(address)
-        session = await self.session(address) if self.rt.guard is not None else None
+        session = await self.session(address)
         out = self.encode(address, message, opts, session=session)
 
         def reseal(fresh: OutboundSession) -> Outgoing:
@@ -150,7 +144,7 @@ class Sender:
         message: Any,
         opts: SendOptions,
     ) -> None:
-        session = await self.session(address) if self.rt.guard is not None else None
+        session = await self.session(address)
         out = self.encode(address, message, opts, session=session)
         await self.rt.conn.publish(self.subject(address), out.body, out.headers)
 
@@ -169,7 +163,7 @@ class Sender:
     async def publish(self, topic: str, message: Any, opts: SendOptions) -> None:
         rt = self.rt
         keep = rt.durable_settings.keep_topics
-        key = await self.topic_key(topic) if rt.guard is not None else None
+        key = await self.topic_key(topic)
         out = self.encode(f"topic:{topic}", message, opts, False, keep, topic_key=key)
         await self._publish(topic, out)
 
@@ -182,28 +176,20 @@ class Sender:
         opts: SendOptions,
     ) -> AsyncIterator[Any]:
         subject = self.subject(address)
-        if self.rt.guard is not None:
-            return self._sealed_stream(address, subject, message, opts, timeout, returns)
-        out = self.encode(address, message, opts, True)
-        return consume_stream(self.rt, address, subject, out, timeout, returns)
+        prepare = self._stream_request(address, message, opts)
+        return consume_stream(self.rt, address, subject, prepare, timeout, returns)
 
-    async def _sealed_stream(
-        self,
-        address: str,
-        subject: str,
-        message: Any,
-        opts: SendOptions,
-        timeout: float,
-        returns: type[Any] | None,
-        span: Span | None = None,
-    ) -> AsyncIterator[Any]:
-        """A stream on a security session (found before the request goes out)."""
-        session = await self.session(address)
-        out = self.encode(address, message, opts, True, span=span, session=session)
-        items = consume_stream(self.rt, address, subject, out, timeout, returns, session)
-        async with contextlib.aclosing(items):
-            async for item in items:
-                yield item
+    def _stream_request(
+        self, address: str, message: Any, opts: SendOptions, span: Span | None = None
+    ) -> Callable[[], Awaitable[tuple[Outgoing, OutboundSession | None]]]:
+        """How a stream's request is made when the caller starts to iterate: its
+        session found first, so the request goes out on it."""
+
+        async def prepare() -> tuple[Outgoing, OutboundSession | None]:
+            session = await self.session(address)
+            return self.encode(address, message, opts, True, span=span, session=session), session
+
+        return prepare
 
     # -- the steps both senders share ---------------------------------------------
     async def request(
@@ -220,7 +206,7 @@ class Sender:
         a message that went unsealed because no key of its type was known yet is
         sealed afresh (``reseal``) for that: its host may have just published it."""
         rt = self.rt
-        accept = rt.guard.reply_check(session) if session is not None and rt.guard else None
+        accept = rt.security.reply_check(session)
         grace = deadline = 0.0  # set at the first no-responders answer: the happy path pays nothing
         pause = 0.01
         while True:
@@ -242,11 +228,11 @@ class Sender:
                 await asyncio.sleep(pause)
                 pause *= 2
                 timeout = deadline - asyncio.get_running_loop().time()
-                if reseal is not None and session is None and rt.guard is not None:
+                if reseal is not None and session is None:
                     session = await self.session(address)
                     if session is not None:
                         out = reseal(session)
-                        accept = rt.guard.reply_check(session)
+                        accept = rt.security.reply_check(session)
             except nats.errors.Error as exc:
                 raise rt.conn.translate(exc) from exc
         reply_intent, content = decode_answer(msg, address, session)
@@ -387,17 +373,8 @@ class ObservedSender(Sender):
         span = None
         if STATE.tracing:  # the span of the request; items are children of the producer's
             span = spans.start_send("stream", address, subject, expects_reply=True)
-        if self.rt.guard is not None:  # the request goes out once its session is found
-            items = self._sealed_stream(address, subject, message, opts, timeout, returns, span)
-        else:
-            try:
-                out = self.encode(address, message, opts, True, False, span)
-            except BaseException as exc:
-                if span is not None:
-                    spans.failed(span, exc)
-                    span.end()
-                raise
-            items = consume_stream(self.rt, address, subject, out, timeout, returns)
+        prepare = self._stream_request(address, message, opts, span)
+        items = consume_stream(self.rt, address, subject, prepare, timeout, returns)
         return items if span is None else _lasting(span, items)
 
     async def _spanned(

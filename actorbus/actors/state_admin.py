@@ -64,10 +64,9 @@ async def read_state(rt: Runtime, address: str) -> StateView | None:
     where = str(addr)
     sealed = is_sealed(stored.data)
     view = StateView(where, stored.revision, sealed, len(stored.data))
-    guard = rt.guard
 
     def key_for(kid: str) -> Any:
-        return guard.reading_key(addr.type, kid) if guard is not None else None
+        return rt.security.reading_key(addr.type, kid)
 
     try:
         record = StateRecord.decode(open_state(stored.data, where, key_for), where)

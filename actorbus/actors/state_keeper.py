@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from actorbus.actors import faults
 from actorbus.actors.outbox import Outbox, current_outbox
 from actorbus.codecs.envelope import new_id
-from actorbus.codecs.errors import StateError, StateVersionError
+from actorbus.codecs.errors import StateVersionError
 from actorbus.codecs.wire import pack, unpack
 from actorbus.security.identity import Identity
 from actorbus.state.record import Position, StateRecord
@@ -193,13 +193,6 @@ class StateKeeper:
 def keeper_for(rt: Runtime, cls: type[Actor], key: str) -> StateKeeper:
     """The keeper of one activation's state, on the system's store, sealing to the
     type's key when the system is secured."""
-    guard = rt.guard
-    if guard is None:
-        return StateKeeper(rt.state_store(), cls, key, StateSeal(None), lambda _: None)
-    held = guard.types.get(cls.type_name)
-    if held is None:
-        raise StateError(
-            f"{cls.type_name}/{key}: its state would be sealed to the type's key, which "
-            "this system does not hold (it does not host the type)"
-        )
-    return StateKeeper(rt.state_store(), cls, key, StateSeal(held.public), guard.held_key)
+    security = rt.security
+    seal = StateSeal(security.state_key(cls.type_name))
+    return StateKeeper(rt.state_store(), cls, key, seal, security.held_key)

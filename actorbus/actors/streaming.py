@@ -36,14 +36,14 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import nats.errors
 from nats.aio.msg import Msg
 
 from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_content
-from actorbus.actors.pipeline import Outgoing, check_answer, decode_answer
+from actorbus.actors.pipeline import Outgoing, decode_answer
 from actorbus.bus.requests import NO_RESPONDERS_STATUS, RequestTimeout
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -55,6 +55,7 @@ from actorbus.codecs.errors import (
 )
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_CREDIT, H_SEQ, pack, unpack
+from actorbus.security.sealing import check_answer
 from actorbus.security.sessions import OutboundSession
 
 if TYPE_CHECKING:
@@ -279,15 +280,16 @@ async def consume_stream(
     rt: Runtime,
     address: str,
     subject: str,
-    out: Outgoing,
+    prepare: Callable[[], Awaitable[tuple[Outgoing, OutboundSession | None]]],
     timeout: float,
     returns: type[Any] | None,
-    session: OutboundSession | None = None,
 ) -> AsyncGenerator[Any, None]:
-    """The caller's side: send the request, yield items in order, check the
-    sequence, grant credit as items are taken, cancel the producer on early exit.
-    With a security ``session``, a frame that fails its check is dropped (a
-    forged one: the real one is still awaited)."""
+    """The caller's side: send the request (``prepare`` encodes it, on its security
+    session when it has one, once the caller starts to iterate), yield items in
+    order, check the sequence, grant credit as items are taken, cancel the
+    producer on early exit. With a session, a frame that fails its check is
+    dropped (a forged one: the real one is still awaited)."""
+    out, session = await prepare()
     nc = rt.nc
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)

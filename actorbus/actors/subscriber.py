@@ -10,22 +10,19 @@ counted, never delivered.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Final
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from actorbus.actors.guard import Guard
 from actorbus.actors.pipeline import decode_request
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.wire import SizeLimits
+from actorbus.security.stage import SecurityStage
 
 log = logging.getLogger("actorbus.system")
-_numbers: Final = itertools.count(1)
 
 
 async def subscribe(
@@ -33,22 +30,20 @@ async def subscribe(
     subject: str,
     callback: Callable[[Envelope], Awaitable[None]],
     limits: SizeLimits,
+    security: SecurityStage,
     *,
-    guard: Guard | None = None,
     topic: str | None = None,
 ) -> Callable[[], Awaitable[None]]:
-    """Deliver what arrives on ``subject`` to ``callback``; with a ``guard`` and a
-    ``topic`` (pattern), only what passes its checks, opened. Returns the
+    """Deliver what arrives on ``subject`` to ``callback``; for a ``topic``
+    (pattern), only what passes the security stage's checks, opened. Returns the
     unsubscribe function."""
-    listening = guard is not None and topic is not None
-    # its own address: two subscriptions of one system each take a message once
-    address = f"{guard.system_listener}/{next(_numbers)}" if guard is not None else subject
+    address = security.subscriber_address(subject)
 
     async def on_msg(msg: Msg) -> None:
         try:  # the pipeline's decoder: JSON or msgpack, as the sender chose
             inbound = decode_request(msg, subject, limits)
-            if listening and guard is not None:
-                await guard.admit(msg, inbound, address)
+            if topic is not None:  # system events come from the system's own kind
+                await security.admit(msg, inbound, address)
             env = inbound.envelope
         except ActorBusError as err:
             log.warning("subscriber on %s: %s", subject, err)
@@ -58,13 +53,13 @@ async def subscribe(
         except Exception:
             log.exception("subscriber callback on %s failed", subject)
 
-    if listening and guard is not None and topic is not None:
-        await guard.listen(topic)  # before the subscription: nothing comes unreadable
+    if topic is not None:
+        await security.listen(topic)  # before the subscription: nothing comes unreadable
     sub = await nc.subscribe(subject, cb=on_msg)
 
     async def unsubscribe() -> None:
         await sub.unsubscribe()
-        if listening and guard is not None and topic is not None:
-            await guard.unlisten(topic)
+        if topic is not None:
+            await security.unlisten(topic)
 
     return unsubscribe

@@ -33,11 +33,10 @@ from actorbus.actors.dead_letters import (
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory
-from actorbus.actors.guard import Guard
 from actorbus.actors.history import read_history
 from actorbus.actors.hosting import Hosting
 from actorbus.actors.listing import DiscoveryQuery, Listing
-from actorbus.actors.options import SystemOptions
+from actorbus.actors.options import SystemOptions, secure_start
 from actorbus.actors.outbox import store
 from actorbus.actors.pipeline import (
     Outgoing,
@@ -45,7 +44,6 @@ from actorbus.actors.pipeline import (
 from actorbus.actors.ref import ActorRef
 from actorbus.actors.reminders import Reminders
 from actorbus.actors.runtime import Runtime, StreamSettings
-from actorbus.actors.secure_broker import first_join, secure_start
 from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
 from actorbus.actors.subscriber import subscribe
@@ -61,6 +59,9 @@ from actorbus.codecs.wire import (
     DEFAULT_LIMITS,
     Encoding,
 )
+from actorbus.security.guard import open_stage
+from actorbus.security.secure_broker import first_join
+from actorbus.security.stage import SecurityStage
 from actorbus.state.store import StateSettings
 from actorbus.telemetry import STATE, configure, flush, spans
 
@@ -76,7 +77,11 @@ class ActorSystem:
     ``ActorSystem.connect(url)``; both work with ``async with`` or ``await``."""
 
     def __init__(
-        self, conn: BusConnection, options: SystemOptions, server: EmbeddedServer | None = None
+        self,
+        conn: BusConnection,
+        options: SystemOptions,
+        security: SecurityStage,
+        server: EmbeddedServer | None = None,
     ) -> None:
         """Built by ``start()`` and ``connect()``; the defaults of ``options`` are here."""
         o = options
@@ -94,6 +99,7 @@ class ActorSystem:
             ),
             durable=o.get("durable") or DurableSettings(),
             state=o.get("state") or StateSettings(),
+            security=security,
         )
         self.runtime = rt
         # The facade's view of the kernel (the same objects, read by services and tests).
@@ -139,7 +145,7 @@ class ActorSystem:
 
         ``secure`` (the default): the server takes only authenticated users over
         TLS and the system authenticates and seals its messages
-        (``actors/secure_broker.py``, ``docs/security.md``); ``secure=False`` is
+        (``security/secure_broker.py``, ``docs/security.md``); ``secure=False`` is
         the old open server, said so in the log."""
 
         async def open_() -> ActorSystem:
@@ -197,16 +203,13 @@ class ActorSystem:
         name = options.get("name", "actorbus")
         connect_options = options.get("connect_options") or ConnectOptions(name=name)
         conn = await BusConnection.connect(dataclasses.replace(connect_options, servers=urls))
-        system = cls(conn, options, server)
-        security = options.get("security")
-        if security is not None:
-            try:
-                guard = await Guard.open(system.js, system.namespace, security)
-                system.runtime.guard = system.runtime.replies.guard = guard
-                system.runtime.restorers.append(guard.restore_if_lost)
-            except BaseException:
-                await conn.close(2.0)
-                raise
+        try:
+            ns = options.get("namespace", "ab")
+            security = await open_stage(conn.nc.jetstream(), ns, options.get("security"))
+        except BaseException:
+            await conn.close(2.0)
+            raise
+        system = cls(conn, options, security, server)
         await system._subscribe_system()
         if system.durable_settings.keep_topics:
             await system.durable_ready()  # topics are stored from the first publish on
@@ -507,10 +510,10 @@ class ActorSystem:
         self._check_open()
         if system:
             subject = self.subjects.system(validate_topic(topic, wildcards=True))
-            return await subscribe(self.nc, subject, callback, self.limits)
+            return await subscribe(self.nc, subject, callback, self.limits, self.runtime.security)
         subject = self.subjects.topic(topic, wildcards=True)
-        guard = self.runtime.guard
-        return await subscribe(self.nc, subject, callback, self.limits, guard=guard, topic=topic)
+        security = self.runtime.security
+        return await subscribe(self.nc, subject, callback, self.limits, security, topic=topic)
 
     # -- shutdown ----------------------------------------------------------
     def _check_open(self) -> None:
@@ -551,8 +554,7 @@ class ActorSystem:
         await self.hosting.close(timeout)
         await self.runtime.mailboxes.close()  # drops not reported yet are said now
         await self.runtime.close_state_store()  # after the actors saved their last turns
-        if self.runtime.guard is not None:
-            await self.runtime.guard.close()
+        await self.runtime.security.close()
 
     async def __aenter__(self) -> Self:
         return self

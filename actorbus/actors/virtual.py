@@ -190,7 +190,7 @@ class VirtualActors:
         address = f"{type_}/{key}"
         host = self.residents.hosts.get(type_)
         declared = host.cls.security if host is not None else None
-        env = await rt.replies.decode_or_answer(msg, address, declared)
+        env = await rt.intake.decode_or_answer(msg, address, declared)
         if env is None:
             return
         mode = msg.headers.get(H_FWD) if msg.headers else None

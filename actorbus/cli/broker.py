@@ -12,12 +12,12 @@ from pathlib import Path
 from rich.markup import escape
 
 from actorbus.actors import context
-from actorbus.actors.secure_broker import SecureBroker
-from actorbus.actors.security_settings import actorbus_home
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_signals, stdout
 from actorbus.cli.durable import migrate_namespace
+from actorbus.security.secure_broker import SecureBroker
+from actorbus.security.settings import actorbus_home
 
 # -- actorbus up -------------------------------------------------------------
 

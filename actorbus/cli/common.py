@@ -19,10 +19,10 @@ from rich.logging import RichHandler
 
 from actorbus.actors import ActorSystem
 from actorbus.actors.context import env_url, recorded_url
-from actorbus.actors.secure_broker import join_options
-from actorbus.actors.security_settings import actorbus_home
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.errors import ActorBusError, ConnectionLostError
+from actorbus.security.secure_broker import join_options
+from actorbus.security.settings import actorbus_home
 
 # Exit codes: 2 for input the user must fix (argparse uses 2 too), 1 for failures
 # at run time, 130 for an interrupt that arrived before we could stop cleanly.

@@ -29,8 +29,6 @@ from rich.table import Table
 
 from actorbus.actors import ActorSystem
 from actorbus.actors.dead_letters import DeadLetter
-from actorbus.actors.secure_broker import admin_connect_options
-from actorbus.actors.security_settings import actorbus_home
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.legacy_queue import Moved, migrate_legacy_queue
 from actorbus.bus.probe import server_info, wants_security
@@ -46,6 +44,8 @@ from actorbus.cli.common import (
     with_system,
 )
 from actorbus.codecs.envelope import Envelope
+from actorbus.security.secure_broker import admin_connect_options
+from actorbus.security.settings import actorbus_home
 
 # -- durable queues: dead letters and depth ----------------------------------
 

@@ -17,6 +17,6 @@
 - ``resolver``: did:wba documents of outside identities, with a TTL cache.
 
 The protocol edges (the ANP codec, the gateway) and the bus's guard
-(``actors/guard.py``) use these; nothing here knows about actors or NATS
+(``security/guard.py``) use these; nothing here knows about actors or NATS
 subjects.
 """

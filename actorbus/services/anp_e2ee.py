@@ -29,10 +29,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from actorbus.actors.actor import Actor
 from actorbus.actors.handlers import handler
-from actorbus.actors.security_settings import default_home
 from actorbus.codecs.errors import AuthError, UnsupportedError, ValidationFailedError
 from actorbus.extras import missing
 from actorbus.security.keys import write_private
+from actorbus.security.settings import default_home
 
 try:
     from actorbus.security.resolver import DidResolutionError, DidResolver

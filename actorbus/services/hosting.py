@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from actorbus.actors.secure_broker import join_options
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.startstop import AsyncStartStop
+from actorbus.security.secure_broker import join_options
 
 
 class HostedService(AsyncStartStop):

@@ -26,10 +26,10 @@ from rich.console import Console
 
 import actorbus
 from actorbus import Actor, ActorSystem, handler
-from actorbus.actors.secure_broker import SecureBroker
 from actorbus.bus.server import EmbeddedServer
 from actorbus.cli import main
 from actorbus.demo import READERS, run_demo
+from actorbus.security.secure_broker import SecureBroker
 from actorbus.testing import eventually
 
 # `actorbus up` on the default port: one such test at a time across workers.

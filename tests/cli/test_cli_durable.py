@@ -124,9 +124,9 @@ def test_history_opens_what_this_machine_holds_the_key_for_and_sizes_the_rest(
     whose home holds that key (vault's hosts run there) history shows the content;
     where it does not, it lists the message by its size (it used to crash on the
     bytes)."""
-    from actorbus.actors.secure_broker import SecureBroker
-    from actorbus.actors.security_settings import default_home
     from actorbus.bus.server import EmbeddedServer, ServerConfig
+    from actorbus.security.secure_broker import SecureBroker
+    from actorbus.security.settings import default_home
 
     extra = SecureBroker().server_config([ns])
     with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:

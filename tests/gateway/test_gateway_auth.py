@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from _gateway import host_agents, message, running_gateway
+from _util import guard_of
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
@@ -140,8 +141,8 @@ async def test_an_open_agent_takes_anyone_and_the_rate_limit_answers_retry_after
 async def test_a_secured_bus_makes_the_gateway_require_authentication(
     tmp_path: Path,
 ) -> None:
-    from actorbus.actors.secure_broker import SecureBroker
     from actorbus.bus.server import ServerConfig
+    from actorbus.security.secure_broker import SecureBroker
     from actorbus.services.gateway import GatewayService, GatewaySettings
 
     ns = f"g{uuid.uuid4().hex[:8]}"
@@ -178,11 +179,11 @@ async def test_a_secured_gateway_serves_its_did_document_where_the_spec_says(
 ) -> None:
     """did:wba:<host> resolves to https://<host>/.well-known/did.json: the gateway
     system's identity, with its key-agreement key (resolved by our own resolver)."""
-    from actorbus.actors.secure_broker import SecureBroker
-    from actorbus.actors.security_settings import actorbus_home
     from actorbus.bus.server import ServerConfig
     from actorbus.security.broker import DevCertificates
     from actorbus.security.resolver import DidResolver
+    from actorbus.security.secure_broker import SecureBroker
+    from actorbus.security.settings import actorbus_home
     from actorbus.services.gateway import GatewayService, GatewaySettings
 
     ns = f"d{uuid.uuid4().hex[:8]}"
@@ -201,8 +202,7 @@ async def test_a_secured_gateway_serves_its_did_document_where_the_spec_says(
                 await resolver.close()
             assert doc.id == did
             assert gw.system is not None
-            assert gw.system.runtime.guard is not None
-            raw = gw.system.runtime.guard.system.public.did_document(did)
+            raw = guard_of(gw.system).system.public.did_document(did)
             assert raw["keyAgreement"] == [f"{did}#agree"]
 
 

@@ -173,7 +173,7 @@ async def test_start_runs_a_secure_broker_by_default(actorbus_home: Path) -> Non
         assert system.server is not None
         with pytest.raises((nats.errors.Error, OSError, TimeoutError)):
             await nats.connect(system.server.url, allow_reconnect=False, connect_timeout=2)
-        assert system.runtime.guard is not None  # and its messages are sealed
+        assert system.runtime.security.secured  # and its messages are sealed
         await system.spawn(Keeper, "s")
         assert await system.ask("keeper/s", "in the open?", timeout=WAIT) == "in the open?"
     async with ActorSystem.start(secure=False, registry=False) as open_system:
@@ -185,7 +185,7 @@ async def test_start_runs_a_secure_broker_by_default(actorbus_home: Path) -> Non
 async def test_services_join_a_secured_broker_on_their_own(tmp_path: Path) -> None:
     """The gateway and the registry, given only a URL, read the server's INFO and
     join as members from this machine's ACTORBUS_HOME (as `actorbus` commands do)."""
-    from actorbus.actors.secure_broker import SecureBroker
+    from actorbus.security.secure_broker import SecureBroker
     from actorbus.services.gateway import GatewayService, GatewaySettings
     from actorbus.services.registry import RegistryService, RegistrySettings
 
@@ -198,9 +198,9 @@ async def test_services_join_a_secured_broker_on_their_own(tmp_path: Path) -> No
             GatewayService(nats_url=server.url, namespace=ns, settings=gw_settings) as gw,
         ):
             assert reg.system is not None
-            assert reg.system.runtime.guard is not None
+            assert reg.system.runtime.security.secured
             assert gw.system is not None
-            assert gw.system.runtime.guard is not None
+            assert gw.system.runtime.security.secured
             assert gw.http_url is not None
 
 
@@ -218,8 +218,8 @@ async def test_a_member_that_names_its_types_takes_no_other_types_messages(
     """On the development broker as in an issued deployment: a system that says
     which types it hosts (``actorbus run`` does) gets a user that may subscribe to
     those types' subjects and no other, and is told so if it tries to host one."""
-    from actorbus.actors.secure_broker import SecureBroker, join_options
     from actorbus.codecs.errors import AuthError
+    from actorbus.security.secure_broker import SecureBroker, join_options
 
     ns = f"p{uuid.uuid4().hex[:8]}"
     broker = SecureBroker()
@@ -268,7 +268,7 @@ async def test_connect_joins_a_secured_server_given_only_its_url(actorbus_home: 
     async with ActorSystem.start(registry=False) as host:
         await host.spawn(Keeper, "joined")
         async with ActorSystem.connect(host.url, registry=False) as other:
-            assert other.runtime.guard is not None
+            assert other.runtime.security.secured
             assert await other.ask("keeper/joined", "hi", timeout=WAIT) == "hi"
 
 
@@ -332,8 +332,6 @@ async def test_the_synadia_agent_protocol_works_on_the_secured_broker(
 
 def test_the_permission_lists_name_every_bucket_of_the_namespace() -> None:
     from actorbus.actors.placement import activations_bucket
-    from actorbus.actors.topic_guard import topic_keys_bucket
-    from actorbus.actors.trust import identities_bucket
     from actorbus.bus.jetstream import (
         attempts_bucket,
         idempotency_bucket,
@@ -342,6 +340,8 @@ def test_the_permission_lists_name_every_bucket_of_the_namespace() -> None:
     )
     from actorbus.bus.service_records import registry_bucket, renewals_bucket
     from actorbus.security.broker import PER_TYPE_BUCKETS, SHARED_BUCKETS
+    from actorbus.security.topic_guard import topic_keys_bucket
+    from actorbus.security.trust import identities_bucket
     from actorbus.services.registry.service import leader_bucket
     from actorbus.state.kv_store import state_bucket
 
@@ -370,7 +370,6 @@ async def test_an_insider_cannot_write_another_types_handled_keys_or_attempts(
     """A member for type spy pre-wrote keeper's idempotency key (so keeper's message
     was skipped unhandled) by reading it from stored messages: now only keeper's
     hosts write keeper's entries, in the handled keys and the attempts alike."""
-    from actorbus.actors.secure_broker import SecureBroker, join_options
     from actorbus.bus.jetstream import (
         attempts_bucket,
         attempts_entry,
@@ -378,6 +377,7 @@ async def test_an_insider_cannot_write_another_types_handled_keys_or_attempts(
         idempotency_entry,
     )
     from actorbus.bus.subjects import Address
+    from actorbus.security.secure_broker import SecureBroker, join_options
 
     ns = f"i{uuid.uuid4().hex[:8]}"
     broker = SecureBroker()
@@ -420,9 +420,9 @@ async def test_an_insider_cannot_delete_or_read_another_types_durable_consumer(
     gets all its messages. On its own type's stream the same calls work."""
     from nats.js.api import AckPolicy, ConsumerConfig
 
-    from actorbus.actors.secure_broker import SecureBroker, join_options
     from actorbus.bus.jetstream import consumer_name, stream_name
     from actorbus.bus.subjects import Address
+    from actorbus.security.secure_broker import SecureBroker, join_options
 
     ns = f"i{uuid.uuid4().hex[:8]}"
     broker = SecureBroker()

@@ -11,14 +11,14 @@ from typing import Any
 
 import nats
 import pytest
-from _util import WAIT
+from _util import WAIT, guard_of
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
-from actorbus.actors import guard as guard_module
-from actorbus.actors.guard import Guard, SecuritySettings
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.wire import pack, unpack
+from actorbus.security import guard as guard_module
+from actorbus.security.guard import SecuritySettings
 from actorbus.security.sessions import AUTH_HEADER, SESSION_HEADER
 from actorbus.testing import eventually
 
@@ -111,11 +111,6 @@ def settings(tmp_path: Path) -> SecuritySettings:
     return SecuritySettings(home=tmp_path / "home")
 
 
-def guard_of(system: ActorSystem) -> Guard:
-    assert system.runtime.guard is not None
-    return system.runtime.guard
-
-
 async def secure_pair(make_system: Any, settings: SecuritySettings) -> tuple[ActorSystem, Vault]:
     host = await make_system(security=settings)
     ref = await host.spawn(Vault, "1")
@@ -142,8 +137,7 @@ async def test_an_ask_goes_sealed_and_authenticated(
     inbox = f"_INBOX.{caller.runtime.system_id}."
     assert [m for m in spy.wire if m.subject.startswith(inbox) and ".spy." not in m.subject]
     assert spy.carries(SECRET) == []  # neither the request nor the reply
-    assert host.runtime.guard is not None
-    assert host.runtime.guard.refused == 0
+    assert guard_of(host).refused == 0
 
 
 async def test_an_outsider_is_refused_and_the_actor_goes_on(
@@ -199,7 +193,6 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
 
     # the captured message again, as it was: a replay, refused on its own session
     assert await refused_with(original.data, headers) == "sealed"
-    assert host.runtime.guard is not None
     assert "a replay" in caplog.text
     # one byte of the sealed content changed: it no longer opens
     at = original.data.index(b"context") - 10
@@ -224,8 +217,7 @@ async def test_tampered_replayed_and_misattributed_messages_are_refused(
     tag = {**headers, AUTH_HEADER: "A" * 38}
     assert "forged" in await refused_with(fake, tag)  # with a made-up tag
     assert [text for _, text in vault.seen] == ["once", "sync"]
-    assert host.runtime.guard is not None
-    assert host.runtime.guard.refused == 5
+    assert guard_of(host).refused == 5
 
 
 async def test_a_member_cannot_send_as_another_members_client_address(
@@ -421,9 +413,7 @@ async def test_rotation_keeps_a_grace_period_and_revocation_ends_it(
     host, vault = await secure_pair(make_system, settings)
     caller = await make_system(security=settings)
     assert await caller.ask("vault/1", Note(text="before")) == "kept before"
-    host_guard, caller_guard = host.runtime.guard, caller.runtime.guard
-    assert host_guard is not None
-    assert caller_guard is not None
+    host_guard, caller_guard = guard_of(host), guard_of(caller)
     old_caller = caller_guard.system.did
     new_caller = await caller_guard.rotate()  # a new system identity: new sessions
     assert new_caller.did != old_caller

@@ -62,7 +62,7 @@ async def test_members_join_with_their_own_homes_and_nobody_else_does(
     async with EmbeddedServer(config) as server:
         monkeypatch.setenv("ACTORBUS_HOME", home(deployment, "greeter"))
         async with ActorSystem.connect(server.url, registry=False) as host:
-            assert host.runtime.guard is not None  # sealed end to end
+            assert host.runtime.security.secured  # sealed end to end
             await host.spawn(Greeter, "1")
             with pytest.raises(AuthError, match="intruder"):  # not among its types
                 await host.spawn(Intruder, "1")

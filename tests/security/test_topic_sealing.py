@@ -10,17 +10,16 @@ from typing import Any
 import msgpack
 import nats
 import pytest
-from _util import WAIT
+from _util import WAIT, guard_of
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
-from actorbus.actors.guard import Guard
-from actorbus.actors.security_settings import SecuritySettings
-from actorbus.actors.topic_guard import topic_keys_bucket
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.wire import pack, unpack
+from actorbus.security.settings import SecuritySettings
+from actorbus.security.topic_guard import topic_keys_bucket
 from actorbus.security.topic_keys import SIGNATURE_HEADER, TOPIC_HEADER, topic_matches
 from actorbus.testing import eventually
 
@@ -68,11 +67,6 @@ def queues() -> None:
 @pytest.fixture
 def settings(tmp_path: Path) -> SecuritySettings:
     return SecuritySettings(home=tmp_path / "home")
-
-
-def guard_of(system: ActorSystem) -> Guard:
-    assert system.runtime.guard is not None
-    return system.runtime.guard
 
 
 async def records(system: ActorSystem, ns: str) -> dict[str, dict[str, Any]]:

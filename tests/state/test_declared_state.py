@@ -138,7 +138,7 @@ def _local(system: ActorSystem, address: str, message: Any) -> tuple[Any, Any]:
     from actorbus.bus.client import LazyHeaders
 
     msg.headers = dict(LazyHeaders(out.headers).items())
-    return msg, system.replies.decode(msg, address)
+    return msg, system.runtime.intake.decode(msg, address)
 
 
 async def test_state_is_sealed_and_written_only_by_its_types_hosts(actorbus_home: Any) -> None:
@@ -149,9 +149,9 @@ async def test_state_is_sealed_and_written_only_by_its_types_hosts(actorbus_home
     import nats
     import nats.errors
 
-    from actorbus.actors.secure_broker import SecureBroker, join_options
     from actorbus.bus.server import EmbeddedServer, ServerConfig
     from actorbus.codecs.errors import StateError
+    from actorbus.security.secure_broker import SecureBroker, join_options
     from actorbus.state.sealing import is_sealed, open_state
 
     ns = f"s{uuid.uuid4().hex[:8]}"

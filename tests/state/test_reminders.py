@@ -22,8 +22,8 @@ WAIT = 20.0
 async def secured_host(ns: str) -> AsyncIterator[tuple[Any, Any, ActorSystem]]:
     """A secured broker (TLS, NATS users per member) and a member limited to
     rm-nudged hosting it lazily: (server, broker, host)."""
-    from actorbus.actors.secure_broker import SecureBroker, join_options
     from actorbus.bus.server import EmbeddedServer, ServerConfig
+    from actorbus.security.secure_broker import SecureBroker, join_options
 
     broker = SecureBroker()
     async with EmbeddedServer(

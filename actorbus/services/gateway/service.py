@@ -24,12 +24,12 @@ import msgspec
 import nats.js.errors
 from aiohttp import web
 
-from actorbus.actors.security_settings import actorbus_home, default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError, AuthError
 from actorbus.security.broker import DevCertificates
 from actorbus.security.did import wba_authority
+from actorbus.security.settings import actorbus_home, default_home
 from actorbus.security.tokens import RateLimits
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
@@ -156,8 +156,9 @@ class GatewayService(HostedService):
     def _tls(self, system: ActorSystem) -> ssl.SSLContext | None:
         """The HTTPS server context, or None for plain HTTP (said in the log)."""
         s = self.settings
-        if s.tls == "off" or (s.tls == "auto" and system.runtime.guard is None):
-            if system.runtime.guard is not None:
+        secured = system.runtime.security.secured
+        if s.tls == "off" or (s.tls == "auto" and not secured):
+            if secured:
                 log.warning("gateway: plain HTTP on a secured bus (tls='off')")
             return None
         if s.tls_cert is not None and s.tls_key is not None:
@@ -172,7 +173,7 @@ class GatewayService(HostedService):
 
     def _auth(self, system: ActorSystem) -> GatewayAuth | None:
         s = self.settings
-        if s.auth == "open" or (s.auth == "auto" and system.runtime.guard is None):
+        if s.auth == "open" or (s.auth == "auto" and not system.runtime.security.secured):
             return None
         key = s.issuer_key or default_home(self.namespace) / "token-issuer.key"
         if s.request_ids == "optional":
@@ -197,7 +198,7 @@ class GatewayService(HostedService):
         s = self.settings
         named = s.expose
         if named is None:
-            if system.runtime.guard is None:
+            if not system.runtime.security.secured:
                 return None
             named = s.open_agents
             log.warning(
@@ -246,12 +247,12 @@ class GatewayService(HostedService):
     async def did_document(self, request: web.Request) -> web.Response:
         """The gateway system's identity as the did:wba document of its host (the
         spec's path for ``did:wba:<host>``); 404 when the bus is not secured."""
-        guard = self.system.runtime.guard if self.system is not None else None
-        if guard is None:
+        identity = self.system.runtime.security.identity if self.system is not None else None
+        if identity is None:
             raise web.HTTPNotFound(text="this gateway has no identity (the bus is not secured)")
         parts = urlsplit(base_url(request, self.settings.public_url))
         did = "did:wba:" + wba_authority(parts.hostname or "localhost", parts.port)
-        return web.json_response(guard.system.public.did_document(did))
+        return web.json_response(identity.did_document(did))
 
     async def healthz(self, request: web.Request) -> web.Response:
         """Healthy when connected and the registry's records are there to route by;

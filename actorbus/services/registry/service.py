@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from actorbus.actors.security_settings import default_home
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.leases import LeaderElection, LeaseBucket
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import new_id
 from actorbus.security.identity import Identity
+from actorbus.security.settings import default_home
 from actorbus.security.tokens import TokenIssuer, TokenVerifier
 from actorbus.services.hosting import HostedService
 from actorbus.services.registry.actor import RegistryActor
@@ -176,7 +176,7 @@ class RegistryService(HostedService):
 
     def _writers(self) -> TokenVerifier | None:
         s, system = self.settings, self.system
-        secured = system is not None and system.runtime.guard is not None
+        secured = system is not None and system.runtime.security.secured
         if s.auth == "open" or (s.auth == "auto" and not secured):
             return None
         key = s.issuer_key or default_home(self.namespace) / "token-issuer.key"

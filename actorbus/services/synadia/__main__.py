@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from actorbus.actors.secure_broker import join_options
 from actorbus.actors.system import ActorSystem
+from actorbus.security.secure_broker import join_options
 from actorbus.services import runner
 from actorbus.services.synadia.prompt import PromptSettings
 from actorbus.services.synadia.service import BridgeSettings, SynadiaBridge

@@ -19,12 +19,11 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from actorbus.actors.pipeline import open_content
-from actorbus.actors.trust import Trust
 from actorbus.bus.bucket_mirror import latest_only, open_bucket
 from actorbus.codecs.errors import AuthError
 from actorbus.codecs.inbound import Inbound
 from actorbus.security.identity import Identity
+from actorbus.security.sealing import open_content
 from actorbus.security.topic_keys import (
     SIGNATURE_HEADER,
     TOPIC_HEADER,
@@ -34,6 +33,7 @@ from actorbus.security.topic_keys import (
     open_record,
     parse_topic_header,
 )
+from actorbus.security.trust import Trust
 
 TOPIC_KEYS_TTL: Final = 7 * 24 * 3600.0  # a kept topic's history opens for this long
 _CACHE: Final = 10_000

@@ -28,27 +28,18 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from actorbus.actors.pipeline import attach_session, check_answer, open_content
-from actorbus.actors.security_settings import (
-    POLICIES,
-    Policy,
-    SecuritySettings,
-    default_home,
-)
-from actorbus.actors.topic_guard import TopicKeys
-from actorbus.actors.trust import Trust
 from actorbus.bus.subjects import validate_type
-from actorbus.codecs.errors import AuthError, InvalidAddressError
+from actorbus.codecs.errors import AuthError, InvalidAddressError, StateError
 from actorbus.codecs.inbound import Inbound
-from actorbus.security.credentials import Authority, Credential
-from actorbus.security.identity import Identity
+from actorbus.security.credentials import Authority, Credential, client_address
+from actorbus.security.identity import Identity, PublicIdentity
 from actorbus.security.issued import (
     SYSTEM,
     TRUSTED_FILE,
@@ -58,6 +49,7 @@ from actorbus.security.issued import (
 )
 from actorbus.security.replay import ReplayWindow
 from actorbus.security.resent import stamped_at
+from actorbus.security.sealing import attach_session, check_answer, open_content
 from actorbus.security.sessions import (
     AUTH_HEADER,
     SESSION_HEADER,
@@ -67,12 +59,21 @@ from actorbus.security.sessions import (
     check_body,
     session_signer,
 )
+from actorbus.security.settings import (
+    POLICIES,
+    Policy,
+    SecuritySettings,
+    default_home,
+)
+from actorbus.security.stage import NoSecurity, ReplyCheck, SecurityStage, subscriber_numbers
+from actorbus.security.topic_guard import TopicKeys
 from actorbus.security.topic_keys import (
     TOPIC_HEADER,
     TopicSender,
     listening_statement,
     system_listener,
 )
+from actorbus.security.trust import Trust
 
 log = logging.getLogger("actorbus.security")
 
@@ -82,7 +83,10 @@ _TOPIC_PREFIX: Final = "topic:"
 
 
 class Guard:
-    """Identities, credentials, sessions and the replay window of one system."""
+    """Identities, credentials, sessions and the replay window of one system: the
+    security stage of a secured system (``security/stage.py``)."""
+
+    secured = True
 
     def __init__(
         self, settings: SecuritySettings, trust: Trust, system: Identity, home: Path
@@ -105,6 +109,31 @@ class Guard:
         self._system_token = ""  # this system's credential
         self._system_topics: list[str] = []  # patterns of its raw subscriptions, one per
         self.topics = TopicKeys(trust, self._recipient)
+
+    @property
+    def seals(self) -> bool:
+        return self.settings.seal
+
+    @property
+    def identity(self) -> PublicIdentity:
+        return self.system.public
+
+    def sender_address(self, system_id: str) -> str:
+        """Bound to the system's key, so that no other member's credential covers it."""
+        return client_address(self.system.kid)
+
+    def subscriber_address(self, subject: str) -> str:
+        """Two subscriptions of one system each take a topic message once."""
+        return f"{self.system_listener}/{next(subscriber_numbers)}"
+
+    def state_key(self, type_name: str) -> PublicIdentity:
+        held = self.types.get(type_name)
+        if held is None:
+            raise StateError(
+                f"{type_name}: its state would be sealed to the type's key, which this "
+                "system does not hold (it does not host the type)"
+            )
+        return held.public
 
     @classmethod
     async def open(cls, js: JetStreamContext, ns: str, settings: SecuritySettings) -> Guard:
@@ -481,9 +510,12 @@ class Guard:
                 self._at_home[kind] = None
         return self._at_home[kind]
 
-    def reply_check(self, session: OutboundSession) -> Callable[[Msg], bool]:
+    def reply_check(self, session: OutboundSession | None) -> ReplyCheck | None:
         """The test a caller puts each reply to before taking it: tagged with the
-        session's answer key (or the server's no-responders status)."""
+        session's answer key (or the server's no-responders status). None for a
+        request that went without a session: the answer comes without one."""
+        if session is None:
+            return None
 
         def accept(msg: Msg) -> bool:
             headers = msg.headers
@@ -502,6 +534,15 @@ class Guard:
     def _refused(self, address: str, env: Inbound, why: str) -> None:
         self.refused += 1
         log.warning("%s: refused %s from %s: %s", address, env.id, env.src or "?", why)
+
+
+async def open_stage(
+    js: JetStreamContext, ns: str, settings: SecuritySettings | None
+) -> SecurityStage:
+    """The security stage a system opens with: the guard, or none on an open bus."""
+    if settings is None:
+        return NoSecurity()
+    return await Guard.open(js, ns, settings)
 
 
 def _development_authority(home: Path, ns: str) -> Authority:

@@ -20,14 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
-from actorbus.actors.options import SystemOptions
-from actorbus.actors.security_settings import SecuritySettings, actorbus_home, default_home
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.probe import server_info, wants_security
-from actorbus.bus.server import ServerConfig
-from actorbus.codecs.errors import ActorBusError, ConnectionLostError
+from actorbus.codecs.errors import ConnectionLostError
 from actorbus.security.broker import BrokerAuth, DevCertificates
 from actorbus.security.issued import BROKER_CA, BROKER_CREDS, BROKER_INFO
+from actorbus.security.settings import SecuritySettings, actorbus_home, default_home
 
 log = logging.getLogger("actorbus.security")
 
@@ -139,26 +137,3 @@ async def first_join(urls: Sequence[str], namespace: str, name: str) -> JoinOpti
         except ConnectionLostError:
             continue
     return {}
-
-
-def secure_start(config: ServerConfig, options: SystemOptions) -> ServerConfig:
-    """What ``ActorSystem.start()`` does by default: the server's config secured
-    for the system's namespace, and ``options`` given this system's way in
-    (a member's credentials, TLS) and end-to-end security unless set."""
-    try:
-        broker = SecureBroker()
-    except OSError as exc:
-        raise ActorBusError(
-            f"cannot keep the broker's keys in {actorbus_home()} ({exc}): set "
-            "ACTORBUS_HOME to a writable directory, or start(secure=False)"
-        ) from None
-    ns = options.get("namespace", "ab")
-    extra = broker.server_config([ns])
-    security = options.setdefault("security", SecuritySettings())
-    options["connect_options"] = broker.connect_options(
-        ns,
-        options.get("name", "actorbus"),
-        options.get("connect_options"),
-        hosts=security.hosts if security is not None else None,
-    )
-    return dataclasses.replace(config, extra=f"{config.extra}\n{extra}")

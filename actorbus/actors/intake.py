@@ -1,0 +1,64 @@
+"""The arriving side of the pipeline for an actor: decode, then open.
+
+What arrives for an address is decoded (``actors/pipeline.py``: the encoding
+its headers name, the ttl) and passes the system's security stage (the guard's
+checks and sealed content opened, ``security/stage.py``) before a cell, a
+durable reader or a virtual actor sees it. A message that fails is answered
+with its typed error by ``actors/replies.py``, or logged when nobody waits.
+"""
+
+from __future__ import annotations
+
+from nats.aio.msg import Msg
+
+from actorbus.actors.pipeline import decode_request
+from actorbus.actors.replies import Replies
+from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.inbound import Inbound
+from actorbus.codecs.wire import SizeLimits
+from actorbus.security.sealing import attach_session
+from actorbus.security.stage import SecurityStage
+
+
+class Intake:
+    """Decoding and admission of one system's arriving messages."""
+
+    def __init__(self, limits: SizeLimits, security: SecurityStage, replies: Replies) -> None:
+        self.limits = limits
+        self.security = security
+        self.replies = replies
+
+    def decode(self, msg: Msg, address: str) -> Inbound:
+        """What arrived for ``address``, or the typed error to answer with."""
+        return decode_request(msg, address, self.limits)
+
+    async def admit(
+        self,
+        msg: Msg,
+        env: Inbound,
+        address: str,
+        declared: str | None,
+        *,
+        stored_ms: int | None = None,
+        redelivered: bool = False,
+    ) -> None:
+        """The open stage: the security stage's checks, then sealed content opened
+        (AuthError when anything fails; ``declared``: the actor's own policy)."""
+        session = await self.security.admit(
+            msg, env, address, declared, stored_ms=stored_ms, redelivered=redelivered
+        )
+        attach_session(env, session)
+
+    async def decode_or_answer(
+        self, msg: Msg, address: str, declared: str | None = None
+    ) -> Inbound | None:
+        """decode() and admit(), answering a bad message with its typed error
+        instead of raising."""
+        env = None
+        try:
+            env = self.decode(msg, address)
+            await self.admit(msg, env, address, declared)
+        except ActorBusError as err:
+            await self.replies.error(msg, err, env, address)  # on its session, if it had one
+            return None
+        return env

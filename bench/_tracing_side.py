@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib
 import json
 import logging
 import os
@@ -161,8 +160,8 @@ class Tracing:
             self.provider.shutdown()
 
 
-def describe(tracing: Tracing) -> dict[str, Any]:
-    """Which actorbus this process runs and what its telemetry state is.
+def describe(tracing: Tracing, system: ActorSystem | None) -> dict[str, Any]:
+    """Which actorbus this process runs and what its system's telemetry records.
 
     ``foreign_modules`` lists ``actorbus.*`` modules loaded from outside the
     imported package's directory (the editable install's finder would supply a
@@ -177,9 +176,9 @@ def describe(tracing: Tracing) -> dict[str, Any]:
         and not Path(module.__file__ or "").resolve().is_relative_to(root)
     )
     telemetry: dict[str, Any] = {"available": False, "tracing": None, "metrics": None}
-    if (root / "telemetry").is_dir():  # not import_module: see foreign_modules
-        state: Any = importlib.import_module("actorbus.telemetry").STATE
-        telemetry = {"available": True, "tracing": state.tracing, "metrics": state.metrics}
+    if (root / "telemetry").is_dir() and system is not None:  # the code before it had none
+        chosen = system.runtime.telemetry
+        telemetry = {"available": True, "tracing": chosen.tracing, "metrics": chosen.metrics}
     return {
         "pid": os.getpid(),
         "actorbus_file": actorbus.__file__,
@@ -203,7 +202,7 @@ async def serve(url: str, namespace: str, tracing: Tracing) -> None:
 
     async def probe(msg: Msg) -> None:
         if msg.data == b"info":
-            body: dict[str, Any] = describe(tracing)
+            body: dict[str, Any] = describe(tracing, system)
         else:
             tracing.flush()  # charge the export of this phase's spans to it
             body = {"cpu": time.process_time(), **tracing.counters()}
@@ -255,7 +254,7 @@ class Client:
 
     async def info(self) -> dict[str, Any]:
         return {
-            "client": describe(self.tracing),
+            "client": describe(self.tracing, self.system),
             "server": await self.server(b"info"),
             "question_text_chars": len(self.question.text),
         }

@@ -8,10 +8,10 @@ once and driven round by round over stdin:
   existed: a temporary git worktree of that commit put first on ``PYTHONPATH``
   (the script checks ``actorbus.__file__`` in both processes), same venv;
 - ``off``: the current code (the working tree), no ``OTEL_*`` variables, so
-  tracing is off (``actorbus.telemetry.STATE.tracing`` False, checked);
+  tracing is off (the system's ``runtime.telemetry.tracing`` False, checked);
 - ``on``: the current code with an OpenTelemetry SDK ``TracerProvider``, a
   ``BatchSpanProcessor`` and an exporter that drops the spans, installed in both
-  processes before ``ActorSystem.connect`` (``STATE.tracing`` True, checked);
+  processes before ``ActorSystem.connect`` (``telemetry.tracing`` True, checked);
 - ``on+otlp`` (unless ``--no-otlp``): the same with ``OTLPSpanExporter``
   (protobuf over HTTP) to a tiny aiohttp receiver on 127.0.0.1 that answers
   200: the export cost too, the receiver on the same cores.
@@ -354,7 +354,7 @@ def check_info(variant: Variant, info: dict[str, Any], old_root: Path) -> list[s
             if facts["available"]:
                 problems.append(f"{variant.name} {side} has actorbus.telemetry")
         elif facts["tracing"] is not (variant.tracing != "none"):
-            problems.append(f"{variant.name} {side}: STATE.tracing is {facts['tracing']}")
+            problems.append(f"{variant.name} {side}: telemetry.tracing is {facts['tracing']}")
     return problems
 
 
@@ -365,7 +365,7 @@ def describe_pair(pair: Pair) -> str:
         tracing = "n/a (no actorbus.telemetry)" if not facts["available"] else facts["tracing"]
         parts.append(
             f"{side} pid {facts['pid']} actorbus {facts['actorbus_file']}, "
-            f"STATE.tracing {tracing}, provider {facts['provider']}"
+            f"telemetry.tracing {tracing}, provider {facts['provider']}"
         )
     return f"{pair.variant.name}: " + "; ".join(parts)
 

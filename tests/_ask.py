@@ -17,7 +17,6 @@ import sys
 from _actors import WhoAsk
 
 from actorbus import ActorSystem
-from actorbus.telemetry import STATE
 
 
 async def main(url: str, namespace: str, address: str, n: int, prompt: str | None) -> None:
@@ -30,13 +29,14 @@ async def main(url: str, namespace: str, address: str, n: int, prompt: str | Non
         message = AgentTask(prompt=prompt)
     trace_id = None
     async with await ActorSystem.connect(url, namespace=namespace) as system:
-        if STATE.tracing:  # one root span over the flow, so its trace id can be printed
+        tracing = system.telemetry.tracing
+        if tracing:  # one root span over the flow, so its trace id can be printed
             with trace.get_tracer("tests").start_as_current_span("flow") as root:
                 reply = await system.ask(address, message, timeout=30)
             trace_id = format(root.get_span_context().trace_id, "032x")
         else:
             reply = await system.ask(address, message, timeout=30)
-    out = {"tracing": STATE.tracing, "trace_id": trace_id, "reply": reply}
+    out = {"tracing": tracing, "trace_id": trace_id, "reply": reply}
     print(json.dumps(out, default=str), flush=True)
 
 

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
-from actorbus.telemetry import STATE, configure
+from actorbus.telemetry import configure
 from actorbus.testing import systems_on
 
 
@@ -67,8 +67,7 @@ def spans(span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]
     try:
         yield span_exporter
     finally:
-        STATE.tracing = False
-        STATE.preview = 0
+        configure(False)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from actorbus.bus.subjects import validate_topic, validate_type
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, StateVersionError
 from actorbus.codecs.inbound import Inbound
+from actorbus.telemetry import Telemetry
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -48,6 +49,11 @@ class ActorContext(Protocol):
     system_id: str
     nc: Client
     reminders: ReminderBook
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """What the system records (an agent's own spans follow it)."""
+        ...
 
     async def ask(
         self,

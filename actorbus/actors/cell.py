@@ -39,7 +39,7 @@ from actorbus.codecs.errors import (
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_STORED
 from actorbus.state.record import Position
-from actorbus.telemetry import STATE, metrics as meters, spans
+from actorbus.telemetry import metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
@@ -485,14 +485,14 @@ class ObservedCell(ActorCell):
     each message handled inside its span, restarts and failures counted."""
 
     def _arrival(self) -> int:
-        return spans.now_ns() if STATE.tracing else 0
+        return spans.now_ns() if self.rt.telemetry.tracing else 0
 
     def _counted_restart(self) -> None:
-        if STATE.metrics:
+        if self.rt.telemetry.metrics:
             meters.restarts.add(1, {"actorbus.destination.type": self.cls.type_name})
 
     def _counted_failure(self, env: Inbound, err: ActorBusError) -> None:
-        if STATE.metrics:
+        if self.rt.telemetry.metrics:
             labels = meters.labels(env.src, self.address)
             where = {"error.type": err.code, "messaging.operation.type": "process"}
             meters.failures.add(1, {**labels, **where})
@@ -505,10 +505,18 @@ class ObservedCell(ActorCell):
         turn: Turn | None = None,
         position: Position | None = None,
     ) -> Exception | None:
-        if not STATE.tracing:
+        telemetry = self.rt.telemetry
+        if not telemetry.tracing:
             return await super()._handle(msg, env, arrived, turn, position)
         with spans.processing(
-            self.address, msg.subject, msg.headers, env, len(msg.data), arrived, bool(msg.reply)
+            self.address,
+            msg.subject,
+            msg.headers,
+            env,
+            len(msg.data),
+            arrived,
+            bool(msg.reply),
+            telemetry.preview,
         ) as span:
             failed = await super()._handle(msg, env, arrived, turn, position)
             if failed is not None:

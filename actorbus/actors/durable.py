@@ -71,7 +71,7 @@ from actorbus.codecs.errors import (
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_FIRED, H_STORED, pack
 from actorbus.state.record import Position
-from actorbus.telemetry import STATE, metrics as meters, spans
+from actorbus.telemetry import metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
@@ -145,7 +145,7 @@ class DurableReader:
                 f"in-progress acks of {self.what}", self._in_hand.keep_in_progress, logger=log
             )
         self._task = supervise(f"durable reader of {self.what}", self._run, logger=log)
-        if STATE.metrics and self._gauge is None:
+        if self.rt.telemetry.metrics and self._gauge is None:
             self._gauge = supervise(f"queue depth of {self.what}", self._report_depth, logger=log)
 
     async def _report_depth(self) -> None:

@@ -32,7 +32,6 @@ from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.subjects import Address, session_key, validate_key
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError
-from actorbus.telemetry import STATE
 
 
 class Hosting:
@@ -51,7 +50,7 @@ class Hosting:
         self.residents = Residents()
         self.env = CellEnv(rt, streams, context, self.forget_cell)
         # Chosen once: plain cells, or cells that trace and measure every message.
-        self.cell_class = ObservedCell if STATE.tracing or STATE.metrics else ActorCell
+        self.cell_class = ObservedCell if rt.telemetry.on else ActorCell
         self.placement = Placement(
             rt.js,
             rt.namespace,

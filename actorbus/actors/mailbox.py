@@ -36,7 +36,7 @@ from nats.errors import SlowConsumerError
 
 from actorbus.bus.tasks import spawn, stop_task
 from actorbus.codecs.errors import RateLimitedError
-from actorbus.telemetry import STATE, metrics as meters
+from actorbus.telemetry import metrics as meters
 
 log = logging.getLogger("actorbus.mailbox")
 
@@ -81,9 +81,11 @@ class Mailboxes:
         self,
         refuse: Callable[[str, RateLimitedError], Awaitable[None]],
         emit: Callable[[str, dict[str, Any]], Awaitable[None]],
+        metered: bool = False,
     ) -> None:
         self._refuse = refuse  # answer an ask's reply subject with the error
         self._emit = emit  # publish a system event
+        self._metered = metered  # drops counted in the metrics too
         self._owners: dict[Subscription, tuple[str, Bounded]] = {}
         self.dropped: dict[str, int] = {}  # address -> messages dropped, ever
         self._unreported: dict[str, int] = {}
@@ -113,7 +115,7 @@ class Mailboxes:
         """One message for ``address`` did not fit its mailbox."""
         self.dropped[address] = self.dropped.get(address, 0) + 1
         self._unreported[address] = self._unreported.get(address, 0) + 1
-        if STATE.metrics:
+        if self._metered:
             meters.mailbox_dropped.add(1, {"actorbus.destination.type": cls.type_name})
         try:
             if reply and cls.mailbox_overflow == "refuse":

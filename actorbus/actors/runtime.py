@@ -49,6 +49,7 @@ from actorbus.codecs.wire import Encoding, SizeLimits
 from actorbus.security.stage import SecurityStage
 from actorbus.state.kv_store import KeyValueStateStore
 from actorbus.state.store import StateSettings, StateStore
+from actorbus.telemetry import Telemetry
 
 log = logging.getLogger("actorbus.system")
 _RESTORE_EVERY = 2.0  # seconds between attempts to make lost durable streams again
@@ -83,6 +84,7 @@ class Runtime:
         durable: DurableSettings,
         state: StateSettings,
         security: SecurityStage,
+        telemetry: Telemetry,
     ) -> None:
         self.conn = conn
         self.nc: Client = conn.nc
@@ -99,11 +101,12 @@ class Runtime:
         self._state_store: StateStore | None = None  # opened on first use
         self.system_id = new_id()
         self.security = security  # the pipeline's seal and open stages
+        self.telemetry = telemetry  # what its sends and turns record
         self.replies = Replies(conn, limits, debug)
         self.intake = Intake(limits, security, self.replies)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
         conn.on_lost.append(self.mux.fail_all)
-        self.mailboxes = Mailboxes(self._refuse, self.emit_event)
+        self.mailboxes = Mailboxes(self._refuse, self.emit_event, telemetry.metrics)
         conn.on_slow_consumer.append(self.mailboxes.on_overflow)
         self.handled: KeyValue | None = None  # idempotency keys already handled
         self.stats: KeyValue | None = None  # counters shared by every reader

@@ -36,7 +36,7 @@ from actorbus.codecs.errors import (
 )
 from actorbus.security.sessions import OutboundSession
 from actorbus.security.topic_keys import TopicSender
-from actorbus.telemetry import STATE, metrics as meters, spans
+from actorbus.telemetry import metrics as meters, spans
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -277,7 +277,8 @@ class ObservedSender(Sender):
     ) -> Outgoing:
         out = super().encode(dst, message, opts, stream, durable, span, session, topic_key)
         inc = current_incoming.get()
-        if STATE.metrics:
+        telemetry = self.rt.telemetry
+        if telemetry.metrics:
             labels = meters.labels(inc.address if inc else "client", dst)
             meters.message_size.record(len(out.body), labels)
         if span is not None:
@@ -290,6 +291,7 @@ class ObservedSender(Sender):
                 session_id=opts.session_id or (inc.message.context.session_id if inc else None),
                 durable=durable,
                 content=message,
+                preview=telemetry.preview,
             )
         return out
 
@@ -310,7 +312,7 @@ class ObservedSender(Sender):
             def reseal(fresh: OutboundSession) -> Outgoing:
                 return self.encode(address, message, opts, span=span, session=fresh)
 
-            if STATE.metrics:
+            if self.rt.telemetry.metrics:
                 return await self._measured(
                     address, subject, out, timeout, returns, session, reseal
                 )
@@ -371,7 +373,7 @@ class ObservedSender(Sender):
     ) -> AsyncIterator[Any]:
         subject = self.subject(address)
         span = None
-        if STATE.tracing:  # the span of the request; items are children of the producer's
+        if self.rt.telemetry.tracing:  # the request's span; items are the producer's children
             span = spans.start_send("stream", address, subject, expects_reply=True)
         prepare = self._stream_request(address, message, opts, span)
         items = consume_stream(self.rt, address, subject, prepare, timeout, returns)
@@ -386,7 +388,7 @@ class ObservedSender(Sender):
         send: Callable[[Span | None], Awaitable[T]],
     ) -> T:
         """Run a send inside its span (when tracing): errors recorded, always ended."""
-        if not STATE.tracing:  # metrics only
+        if not self.rt.telemetry.tracing:  # metrics only
             return await send(None)
         span = spans.start_send(operation, destination, subject, expects_reply=expects_reply)
         try:

@@ -34,7 +34,7 @@ from actorbus.security.identity import Identity
 from actorbus.state.record import Position, StateRecord
 from actorbus.state.sealing import StateSeal, open_state
 from actorbus.state.store import StateStore
-from actorbus.telemetry import STATE, metrics as meters, spans
+from actorbus.telemetry import OFF, Telemetry, metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
@@ -53,6 +53,7 @@ class StateKeeper:
         key: str,
         seal: StateSeal,
         key_for: Callable[[str], Identity | None],
+        telemetry: Telemetry = OFF,
     ) -> None:
         assert cls.state_model is not None
         self.store = store
@@ -62,6 +63,7 @@ class StateKeeper:
         self.address = f"{cls.type_name}/{key}"
         self._seal = seal
         self._key_for = key_for
+        self._telemetry = telemetry
         self._owner = new_id()
         self._revision: int | None = None
         self._record = StateRecord(cls.state_version, {}, self._owner)
@@ -69,7 +71,7 @@ class StateKeeper:
 
     async def activate(self) -> BaseModel:
         """Load (or start from the defaults), migrate, and claim the state."""
-        if STATE.tracing:
+        if self._telemetry.tracing:
             with spans.state_operation("load", self.address) as span:
                 stored = await self.store.load(self.cls.type_name, self.key)
                 span.set_attribute("actorbus.state.size", len(stored.data) if stored else 0)
@@ -170,17 +172,18 @@ class StateKeeper:
         stored (a refused write leaves the last saved record in force)."""
         record = StateRecord(self.cls.state_version, dumped, self._owner, applied, sends)
         value = self._seal.seal(self.address, record.encode())
-        if not (STATE.tracing or STATE.metrics):
+        telemetry = self._telemetry
+        if not telemetry.on:
             self._revision = await self._save(value)
         else:
             started = time.perf_counter()
-            if STATE.tracing:
+            if telemetry.tracing:
                 with spans.state_operation("save", self.address) as span:
                     span.set_attribute("actorbus.state.size", len(value))
                     self._revision = await self._save(value)
             else:
                 self._revision = await self._save(value)
-            if STATE.metrics:
+            if telemetry.metrics:
                 labels = {"actorbus.destination.type": self.cls.type_name}
                 meters.state_size.record(len(value), labels)
                 meters.state_write_duration.record(time.perf_counter() - started, labels)
@@ -195,4 +198,4 @@ def keeper_for(rt: Runtime, cls: type[Actor], key: str) -> StateKeeper:
     type's key when the system is secured."""
     security = rt.security
     seal = StateSeal(security.state_key(cls.type_name))
-    return StateKeeper(rt.state_store(), cls, key, seal, security.held_key)
+    return StateKeeper(rt.state_store(), cls, key, seal, security.held_key, rt.telemetry)

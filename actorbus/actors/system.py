@@ -63,7 +63,7 @@ from actorbus.security.guard import open_stage
 from actorbus.security.secure_broker import first_join
 from actorbus.security.stage import SecurityStage
 from actorbus.state.store import StateSettings
-from actorbus.telemetry import STATE, configure, flush, spans
+from actorbus.telemetry import OFF, Telemetry, configure, flush, spans
 
 log = logging.getLogger("actorbus.system")
 
@@ -81,6 +81,7 @@ class ActorSystem:
         conn: BusConnection,
         options: SystemOptions,
         security: SecurityStage,
+        telemetry: Telemetry,
         server: EmbeddedServer | None = None,
     ) -> None:
         """Built by ``start()`` and ``connect()``; the defaults of ``options`` are here."""
@@ -100,6 +101,7 @@ class ActorSystem:
             durable=o.get("durable") or DurableSettings(),
             state=o.get("state") or StateSettings(),
             security=security,
+            telemetry=telemetry,
         )
         self.runtime = rt
         # The facade's view of the kernel (the same objects, read by services and tests).
@@ -125,7 +127,7 @@ class ActorSystem:
         rt.restorers.append(self.placement.restore_if_lost)
         self.virtual = self.hosting.virtual
         # Chosen once: the plain sender, or the one that traces and measures every send.
-        self.sender = (ObservedSender if STATE.tracing or STATE.metrics else Sender)(rt)
+        self.sender = (ObservedSender if telemetry.on else Sender)(rt)
         self.reminders = Reminders(rt, self.sender)
         self._system_subs: list[Subscription] = []
         self._closing = False
@@ -199,7 +201,8 @@ class ActorSystem:
         unknown = set(options) - set(SystemOptions.__annotations__)
         if unknown:  # what mypy catches for typed callers, said at run time for the rest
             raise TypeError(f"unknown ActorSystem option(s): {', '.join(sorted(unknown))}")
-        configure(options.get("tracing"))  # once per process: OTEL_*, or tracing=True
+        tracing = options.get("tracing")  # OTEL_*, or tracing=True: set up once per process
+        telemetry = OFF if tracing is False else configure(tracing)
         name = options.get("name", "actorbus")
         connect_options = options.get("connect_options") or ConnectOptions(name=name)
         conn = await BusConnection.connect(dataclasses.replace(connect_options, servers=urls))
@@ -209,7 +212,7 @@ class ActorSystem:
         except BaseException:
             await conn.close(2.0)
             raise
-        system = cls(conn, options, security, server)
+        system = cls(conn, options, security, telemetry, server)
         await system._subscribe_system()
         if system.durable_settings.keep_topics:
             await system.durable_ready()  # topics are stored from the first publish on
@@ -223,6 +226,11 @@ class ActorSystem:
             self.subjects.host_all(self.system_id), cb=self.virtual.on_forwarded
         )
         self._system_subs.append(sub)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """What this system records (tracing, metrics), chosen when it opened."""
+        return self.runtime.telemetry
 
     @property
     def url(self) -> str:
@@ -452,7 +460,8 @@ class ActorSystem:
         sent = 0
         async for env in messages:
             extra = env.meta.model_extra or {}
-            token = spans.replay_of.set(extra.get("traceparent")) if STATE.tracing else None
+            tracing = self.runtime.telemetry.tracing
+            token = spans.replay_of.set(extra.get("traceparent")) if tracing else None
             try:
                 await self.tell(
                     address,
@@ -541,7 +550,7 @@ class ActorSystem:
             except TimeoutError:
                 log.error("actors did not stop within %gs; closing the connection", 3 * timeout)
             await self.conn.close(timeout)
-            if STATE.tracing:
+            if self.runtime.telemetry.tracing:
                 await asyncio.to_thread(flush, timeout)  # this process may end now
         finally:
             if self.server is not None:

@@ -32,12 +32,12 @@ from pydantic import BaseModel, Field
 from actorbus.actors.actor import Actor
 from actorbus.actors.handlers import handler
 from actorbus.actors.interim import InputRequired
-from actorbus.agents import telemetry
 from actorbus.agents.bus_tools import ToolSource
 from actorbus.agents.from_env import model_from_env
 from actorbus.agents.messages import ChatMessage, ToolCall, Usage
 from actorbus.agents.model import ModelClient, TokenSink, structured
 from actorbus.agents.run import AgentRun, RunPaused, RunRecord, RunSettings, decide
+from actorbus.agents.telemetry import AgentTelemetry
 from actorbus.agents.tools import Tool, ToolContext
 from actorbus.codecs.envelope import new_id
 
@@ -202,6 +202,7 @@ class Agent(Actor):
         cls = type(self)
         tools = await self.resolve_tools()
         approval = {t.spec.name for t in tools if getattr(t, "needs_approval", False)}
+        telemetry = AgentTelemetry(self.system.telemetry)
         run = AgentRun(
             record,
             model=model,
@@ -217,6 +218,7 @@ class Agent(Actor):
             checkpoint=self.save_state,
             context=lambda call: self.tool_context(run_id, call),
             on_token=on_token,
+            telemetry=telemetry,
         )
         with telemetry.agent_run(self.type_name, run_id, model.model):
             try:

@@ -29,11 +29,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from actorbus.actors import faults
-from actorbus.agents import telemetry
 from actorbus.agents.messages import ChatMessage, ToolCall, ToolSpec, Usage
 from actorbus.agents.model import ModelClient, TokenSink
+from actorbus.agents.telemetry import AgentTelemetry
 from actorbus.agents.tools import Tool, ToolContext, result_text
 from actorbus.codecs.errors import ModelError
+from actorbus.telemetry import OFF
 
 
 class Waiting(BaseModel):
@@ -145,6 +146,7 @@ class AgentRun:
         checkpoint: Callable[[], Awaitable[None]],
         context: Callable[[ToolCall], ToolContext],
         on_token: TokenSink | None = None,
+        telemetry: AgentTelemetry | None = None,
     ) -> None:
         self.record = record
         self.model = model
@@ -153,6 +155,7 @@ class AgentRun:
         self.checkpoint = checkpoint
         self.context = context
         self.on_token = on_token
+        self.telemetry = telemetry or AgentTelemetry(OFF)
 
     async def answer(self) -> ChatMessage:
         rec = self.record
@@ -176,7 +179,7 @@ class AgentRun:
         specs = [t.spec for t in self.tools.values()]
         if self.settings.ask_user:
             specs.append(ASK_USER)
-        with telemetry.model_call(model.provider, model.model) as call:
+        with self.telemetry.model_call(model.provider, model.model) as call:
             turn = await model.complete(
                 rec.messages, tools=specs, output=self.settings.output, on_token=self.on_token
             )
@@ -240,7 +243,7 @@ class AgentRun:
             return f"error: the user did not approve this call ({decision})", False
         found = self.tools.get(call.name)
         kind = type(found).__name__ if found is not None else "unknown"
-        with telemetry.tool_call(call.name, call.id, kind) as span:
+        with self.telemetry.tool_call(call.name, call.id, kind) as span:
             if found is None:
                 known = ", ".join(sorted(self.tools))
                 return f"error: there is no tool named {call.name!r}; the tools are: {known}", False

@@ -10,7 +10,8 @@ its process) hang below it: one trace across processes.
 
 Token usage is recorded as ``gen_ai.client.token.usage`` (by token type) and
 the call's duration as ``gen_ai.client.operation.duration``. Content (prompts,
-answers, arguments) never goes into a span, as for the bus's messages.
+answers, arguments) never goes into a span, as for the bus's messages. What is
+recorded is what the agent's system records (its ``Telemetry``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from actorbus.agents.messages import ModelTurn
+from actorbus.telemetry import Telemetry
 from actorbus.telemetry.spans import OPENINFERENCE_KIND
-from actorbus.telemetry.state import STATE
 
 _tracer = trace.get_tracer("actorbus.agents")
 _meter = metrics.get_meter("actorbus.agents")
@@ -38,46 +39,13 @@ operation_duration = _meter.create_histogram(
 )
 
 
-@contextlib.contextmanager
-def _span(name: str, kind: str, attributes: dict[str, Any]) -> Iterator[Span | None]:
-    if not STATE.tracing:
-        yield None
-        return
-    with _tracer.start_as_current_span(
-        name,
-        kind=SpanKind.CLIENT if kind == "LLM" else SpanKind.INTERNAL,
-        attributes={OPENINFERENCE_KIND: kind, **attributes},
-        record_exception=True,
-    ) as span:
-        try:
-            yield span
-        except BaseException as exc:
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-            span.set_attribute("error.type", type(exc).__name__)
-            raise
-
-
-@contextlib.contextmanager
-def agent_run(name: str, run_id: str, model: str) -> Iterator[Span | None]:
-    with _span(
-        f"invoke_agent {name}",
-        "AGENT",
-        {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": name,
-            "gen_ai.agent.id": run_id,
-            "gen_ai.request.model": model,
-        },
-    ) as span:
-        yield span
-
-
 class ModelCall:
     """One model call's span and metrics: ``finish(turn)`` records the answer."""
 
-    def __init__(self, provider: str, model: str) -> None:
+    def __init__(self, provider: str, model: str, metered: bool) -> None:
         self.provider = provider
         self.model = model
+        self.metered = metered
         self.started = time.perf_counter()
         self.span: Span | None = None
 
@@ -85,7 +53,7 @@ class ModelCall:
         attributes = {"gen_ai.provider.name": self.provider, "gen_ai.request.model": self.model}
         if turn.model:
             attributes["gen_ai.response.model"] = turn.model
-        if STATE.metrics:
+        if self.metered:
             elapsed = time.perf_counter() - self.started
             operation_duration.record(elapsed, {**attributes, "gen_ai.operation.name": "chat"})
             for token_type, count in (
@@ -112,32 +80,72 @@ class ModelCall:
             span.set_attribute("gen_ai.response.id", turn.response_id)
 
 
-@contextlib.contextmanager
-def model_call(provider: str, model: str) -> Iterator[ModelCall]:
-    call = ModelCall(provider, model)
-    with _span(
-        f"chat {model}",
-        "LLM",
-        {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider,
-            "gen_ai.request.model": model,
-        },
-    ) as span:
-        call.span = span
-        yield call
+class AgentTelemetry:
+    """The GenAI spans and metrics of one agent, as its system's telemetry says."""
 
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
 
-@contextlib.contextmanager
-def tool_call(name: str, call_id: str, kind: str) -> Iterator[Span | None]:
-    with _span(
-        f"execute_tool {name}",
-        "TOOL",
-        {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": call_id,
-            "gen_ai.tool.type": kind,
-        },
-    ) as span:
-        yield span
+    @contextlib.contextmanager
+    def _span(self, name: str, kind: str, attributes: dict[str, Any]) -> Iterator[Span | None]:
+        if not self.telemetry.tracing:
+            yield None
+            return
+        with _tracer.start_as_current_span(
+            name,
+            kind=SpanKind.CLIENT if kind == "LLM" else SpanKind.INTERNAL,
+            attributes={OPENINFERENCE_KIND: kind, **attributes},
+            record_exception=True,
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+
+    @contextlib.contextmanager
+    def agent_run(self, name: str, run_id: str, model: str) -> Iterator[Span | None]:
+        """The span of one run of the agent (``invoke_agent``)."""
+        with self._span(
+            f"invoke_agent {name}",
+            "AGENT",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": name,
+                "gen_ai.agent.id": run_id,
+                "gen_ai.request.model": model,
+            },
+        ) as span:
+            yield span
+
+    @contextlib.contextmanager
+    def model_call(self, provider: str, model: str) -> Iterator[ModelCall]:
+        """The span and metrics of one model call (``chat``)."""
+        call = ModelCall(provider, model, self.telemetry.metrics)
+        with self._span(
+            f"chat {model}",
+            "LLM",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider,
+                "gen_ai.request.model": model,
+            },
+        ) as span:
+            call.span = span
+            yield call
+
+    @contextlib.contextmanager
+    def tool_call(self, name: str, call_id: str, kind: str) -> Iterator[Span | None]:
+        """The span of one tool call (``execute_tool``)."""
+        with self._span(
+            f"execute_tool {name}",
+            "TOOL",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": name,
+                "gen_ai.tool.call.id": call_id,
+                "gen_ai.tool.type": kind,
+            },
+        ) as span:
+            yield span

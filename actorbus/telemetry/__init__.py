@@ -4,10 +4,10 @@ Off unless asked for: by the standard ``OTEL_*`` environment variables (an OTLP
 endpoint, ``OTEL_TRACES_EXPORTER``), by ``ACTORBUS_TRACE_DIR`` (the local
 recorder behind ``actorbus trace``), by ``ActorSystem.connect(tracing=True)``,
 or by an application that installed an OpenTelemetry SDK tracer provider of
-its own. When off, a hop costs one attribute read.
+its own. What a system records is chosen when it opens (:class:`Telemetry`,
+held by its runtime); when off, a hop costs one attribute read.
 """
 
-from actorbus.telemetry.config import configure, flush, shutdown
-from actorbus.telemetry.state import STATE
+from actorbus.telemetry.config import OFF, Telemetry, configure, flush, shutdown
 
-__all__ = ["STATE", "configure", "flush", "shutdown"]
+__all__ = ["OFF", "Telemetry", "configure", "flush", "shutdown"]

@@ -23,6 +23,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import dataclass
+from typing import Final
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
@@ -35,12 +37,31 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from actorbus.extras import require
-from actorbus.telemetry.state import STATE
 
 log = logging.getLogger("actorbus.telemetry")
 
+
+@dataclass(frozen=True)
+class Telemetry:
+    """What a system records, chosen once when it opens (:func:`configure`); the
+    hot paths read it from their runtime, so a system without telemetry pays
+    one attribute read per hop."""
+
+    tracing: bool = False
+    metrics: bool = False
+    preview: int = 0  # characters of a redacted content preview in spans (0: none)
+
+    @property
+    def on(self) -> bool:
+        """Anything recorded at all (the observed sender and cell are chosen)."""
+        return self.tracing or self.metrics
+
+
+OFF: Final = Telemetry()
+
 _lock = threading.Lock()
 _configured = False
+_chosen = OFF  # what this process's providers record (OpenTelemetry's are per process)
 _providers: list[object] = []
 
 
@@ -73,40 +94,45 @@ def _asked_by(kind: str) -> str:
 _OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-http"
 
 
-def configure(force: bool | None = None) -> bool:
-    """Set tracing (and metrics) up once per process; returns whether tracing is on.
+def configure(force: bool | None = None) -> Telemetry:
+    """Set tracing (and metrics) up once per process; returns what a system that
+    opens now records.
 
     ``force=True`` turns tracing on even without variables (spans then go to the
     exporters the variables name, the local recorder, or nowhere but the
-    metrics); ``False`` keeps it off for this process.
+    metrics); ``False`` turns it off for the systems that open from now on.
     """
-    global _configured
+    global _configured, _chosen
     with _lock:
         if force is False:
-            STATE.tracing = False
-            return False
+            _chosen = OFF
+            return OFF
         if _configured and not force:
-            return STATE.tracing
+            return _chosen
         _configured = True
-        if _env("OTEL_SDK_DISABLED").lower() == "true":
-            return False
-        STATE.preview = int(_env("ACTORBUS_TRACE_PREVIEW") or 0)
-        exporter = _wanted_exporter("traces")
-        record_dir = _env("ACTORBUS_TRACE_DIR")
-        current = trace.get_tracer_provider()
-        if isinstance(current, TracerProvider):  # the application set one up
-            provider = current
-        elif exporter or record_dir or force:
-            provider = TracerProvider(resource=_resource())
-            trace.set_tracer_provider(provider)
-            _providers.append(provider)
-        else:
-            return False
-        if provider is not current:
-            _add_exporters(provider, exporter, record_dir)
-        STATE.tracing = True
-        _configure_metrics()
-        return True
+        _chosen = _choose(force)
+        return _chosen
+
+
+def _choose(force: bool | None) -> Telemetry:
+    """Providers and exporters as the variables (or ``force``) ask."""
+    if _env("OTEL_SDK_DISABLED").lower() == "true":
+        return OFF
+    preview = int(_env("ACTORBUS_TRACE_PREVIEW") or 0)
+    exporter = _wanted_exporter("traces")
+    record_dir = _env("ACTORBUS_TRACE_DIR")
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):  # the application set one up
+        provider = current
+    elif exporter or record_dir or force:
+        provider = TracerProvider(resource=_resource())
+        trace.set_tracer_provider(provider)
+        _providers.append(provider)
+    else:
+        return OFF
+    if provider is not current:
+        _add_exporters(provider, exporter, record_dir)
+    return Telemetry(tracing=True, metrics=_configure_metrics(), preview=preview)
 
 
 def _resource() -> Resource:
@@ -150,15 +176,16 @@ def _add_exporters(provider: TracerProvider, exporter: str | None, record_dir: s
         provider.add_span_processor(SimpleSpanProcessor(JsonlSpanExporter(record_dir)))
 
 
-def _configure_metrics() -> None:
+def _configure_metrics() -> bool:
+    """A meter provider as the variables ask (or the application's); whether
+    metrics are recorded."""
     from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 
     if isinstance(metrics.get_meter_provider(), SdkMeterProvider):
-        STATE.metrics = True  # the application set one up: record into it
-        return
+        return True  # the application set one up: record into it
     exporter = _wanted_exporter("metrics")
     if exporter is None:
-        return
+        return False
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import (
         ConsoleMetricExporter,
@@ -182,7 +209,7 @@ def _configure_metrics() -> None:
     )
     metrics.set_meter_provider(provider)
     _providers.append(provider)
-    STATE.metrics = True
+    return True
 
 
 def flush(timeout: float = 5.0) -> None:

@@ -5,7 +5,7 @@ the size and write time of actors' declared state.
 Attributes are limited to the source actor type, the destination actor type
 and the protocol (plus the error category on failures): actor keys, message
 ids and intents would make the series count grow without bound. Recorded only
-while a meter provider is configured (``STATE.metrics``).
+while a meter provider is configured (``Telemetry.metrics``).
 """
 
 from __future__ import annotations

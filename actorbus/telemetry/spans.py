@@ -9,7 +9,8 @@ flow across processes is one trace. Content never goes into a span: its size
 and a hash do, and a redacted preview only when ``ACTORBUS_TRACE_PREVIEW`` asks;
 sealed (end-to-end encrypted) content is never previewed.
 
-Callers check ``STATE.tracing`` first; nothing here runs when tracing is off.
+Callers check their system's ``Telemetry.tracing`` first; nothing here runs when
+tracing is off.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from typing import Any
 from opentelemetry import context as otel_context, trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-from actorbus.telemetry.state import STATE
 
 TRACEPARENT = "traceparent"
 _propagator = TraceContextTextMapPropagator()
@@ -87,6 +86,7 @@ def sent(
     session_id: str | None,
     durable: bool,
     content: Any = None,
+    preview: int = 0,
 ) -> None:
     """Attributes known once the message is encoded; the intent joins the name,
     so a trace's tree shows what was asked of whom at a glance."""
@@ -106,8 +106,8 @@ def sent(
     )
     if session_id:
         span.set_attribute("messaging.message.conversation_id", session_id)
-    if STATE.preview and content is not None:
-        span.set_attribute("actorbus.content.preview", redacted_preview(content, STATE.preview))
+    if preview and content is not None:
+        span.set_attribute("actorbus.content.preview", redacted_preview(content, preview))
 
 
 def failed(span: Span, exc: BaseException) -> None:
@@ -124,6 +124,7 @@ def processing(
     body_size: int,
     arrived_ns: int,
     expects_reply: bool,
+    preview: int = 0,
 ) -> Iterator[Span]:
     """receive (arrival to the handler's start: the wait in the actor's mailbox)
     and process (the handler) spans, the second current while the handler runs,
@@ -165,10 +166,8 @@ def processing(
         kind=SpanKind.SERVER if expects_reply else SpanKind.CONSUMER,
         attributes={**attrs, OPENINFERENCE_KIND: "AGENT", "messaging.operation.type": "process"},
     )
-    if STATE.preview and not _sealed(env):
-        process.set_attribute(
-            "actorbus.content.preview", redacted_preview(env.content, STATE.preview)
-        )
+    if preview and not _sealed(env):
+        process.set_attribute("actorbus.content.preview", redacted_preview(env.content, preview))
     token = otel_context.attach(trace.set_span_in_context(process))
     try:
         yield process

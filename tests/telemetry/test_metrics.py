@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from actorbus import Actor, Crash, RemoteError, handler
 from actorbus.actors import durable
-from actorbus.telemetry import STATE
+from actorbus.telemetry import configure
 
 _READER = InMemoryMetricReader()
 
@@ -29,11 +29,11 @@ def reader() -> InMemoryMetricReader:
 
 @pytest.fixture
 def recorded(reader: InMemoryMetricReader) -> Any:
-    STATE.metrics = True
+    assert configure(True).metrics  # the reader's provider is an SDK one: metrics recorded
     try:
         yield reader
     finally:
-        STATE.metrics = False
+        configure(False)
 
 
 def points(reader: InMemoryMetricReader, name: str) -> list[Any]:

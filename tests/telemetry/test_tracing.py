@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from actorbus import Actor, RemoteError, handler
 from actorbus.bus.jetstream import DurableSettings
-from actorbus.telemetry import STATE
+from actorbus.telemetry import configure
 
 
 class Question(BaseModel):
@@ -110,7 +110,7 @@ async def test_calls_made_by_a_handler_are_children_of_its_span(make_system, spa
 
 
 async def test_content_stays_out_of_spans_unless_a_preview_is_asked(
-    make_system, spans: Any
+    make_system, spans: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host = await make_system()
     await host.spawn(Echo, "1")
@@ -120,9 +120,12 @@ async def test_content_stays_out_of_spans_unless_a_preview_is_asked(
     assert "bob@example.com" not in everything
     assert "hunter2" not in everything
     spans.clear()
-    STATE.preview = 200
-    await host.ask("echo/1", Question(text=secret))
-    preview = dict(by_name(spans)["process echo/1"].attributes or {})["actorbus.content.preview"]
+    monkeypatch.setenv("ACTORBUS_TRACE_PREVIEW", "200")
+    assert configure(True).preview == 200  # chosen when a system opens
+    previewing = await make_system()
+    await previewing.spawn(Echo, "2")
+    await previewing.ask("echo/2", Question(text=secret))
+    preview = dict(by_name(spans)["process echo/2"].attributes or {})["actorbus.content.preview"]
     assert "<email>" in preview
     assert "<number>" in preview
     assert "hunter2" not in preview
@@ -182,8 +185,8 @@ async def test_no_spans_when_tracing_is_off(
     make_system, span_exporter: InMemorySpanExporter
 ) -> None:
     span_exporter.clear()
-    assert not STATE.tracing
     host = await make_system()
+    assert not host.telemetry.tracing
     await host.spawn(Echo, "1")
     await host.ask("echo/1", Question(text="hi"))
     assert span_exporter.get_finished_spans() == ()

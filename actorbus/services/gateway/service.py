@@ -212,7 +212,8 @@ class GatewayService(HostedService):
         return [agent.name for agent in await self.core.agents()]
 
     def app(self) -> web.Application:
-        middlewares = [server_spans, no_tracebacks]
+        tracing = self.system is not None and self.system.runtime.telemetry.tracing
+        middlewares = [server_spans, no_tracebacks] if tracing else [no_tracebacks]
         if self.auth is not None:
             middlewares.append(self.auth.middleware)
         app = web.Application(middlewares=middlewares, client_max_size=self.settings.max_body)

@@ -16,8 +16,6 @@ from opentelemetry import context as otel_context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from actorbus.telemetry.state import STATE
-
 _propagator = TraceContextTextMapPropagator()
 _tracer = trace.get_tracer("actorbus.gateway")
 
@@ -32,8 +30,7 @@ def _route(request: web.Request) -> str:
 
 @web.middleware
 async def server_spans(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if not STATE.tracing:
-        return await handler(request)
+    """Each request in its server span (added when the gateway's system traces)."""
     carrier = {k.lower(): v for k, v in request.headers.items()}
     parent = _propagator.extract(carrier)
     route = _route(request)

@@ -139,6 +139,21 @@ async def test_msgpack_that_is_not_an_envelope(system, raw_nc, ns: str) -> None:
 
 
 @pytest.mark.usefixtures("tally")
+async def test_sealed_content_on_an_open_bus_is_refused_not_handed_over(
+    system, raw_nc, ns: str
+) -> None:
+    """Nothing on an open bus can open sealed content: the handler is never given
+    ciphertext as its message, the sender is told why, and the actor goes on."""
+
+    async def sealed() -> None:
+        data = envelope_bytes(intent="add", content=b"\x00" * 40, meta={"cipher": "A256GCM"})
+        body, _ = await raw_request(raw_nc, subject_of(ns, ADDRESS), data)
+        assert_error(body, "E_AUTH", "sealed but came without a session")
+
+    await survives(system, sealed)
+
+
+@pytest.mark.usefixtures("tally")
 async def test_unknown_encoding_header(system, raw_nc, ns: str) -> None:
     async def bad() -> None:
         data = envelope_bytes(intent="BiItem", content={"n": 9})

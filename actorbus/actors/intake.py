@@ -16,7 +16,6 @@ from actorbus.actors.replies import Replies
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import SizeLimits
-from actorbus.security.sealing import attach_session
 from actorbus.security.stage import SecurityStage
 
 
@@ -27,27 +26,15 @@ class Intake:
         self.limits = limits
         self.security = security
         self.replies = replies
+        # The open stage is the security stage's own: its checks, the session
+        # attached for the answer, sealed content opened (AuthError when anything
+        # fails; ``declared``: the actor's own policy). No layer in between: this
+        # is every message's path.
+        self.admit = security.admit
 
     def decode(self, msg: Msg, address: str) -> Inbound:
         """What arrived for ``address``, or the typed error to answer with."""
         return decode_request(msg, address, self.limits)
-
-    async def admit(
-        self,
-        msg: Msg,
-        env: Inbound,
-        address: str,
-        declared: str | None,
-        *,
-        stored_ms: int | None = None,
-        redelivered: bool = False,
-    ) -> None:
-        """The open stage: the security stage's checks, then sealed content opened
-        (AuthError when anything fails; ``declared``: the actor's own policy)."""
-        session = await self.security.admit(
-            msg, env, address, declared, stored_ms=stored_ms, redelivered=redelivered
-        )
-        attach_session(env, session)
 
     async def decode_or_answer(
         self, msg: Msg, address: str, declared: str | None = None

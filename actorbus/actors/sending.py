@@ -106,13 +106,13 @@ class Sender:
             topic_key=topic_key,
         )
 
-    async def session(self, dst: str, *, queued: bool = False) -> OutboundSession | None:
+    def session(self, dst: str, *, queued: bool = False) -> Awaitable[OutboundSession | None]:
         """The security session to ``dst`` (None: the system is not secured, or no
         key for ``dst`` is known). ``queued``: the message waits in JetStream for
         a host that may not have started yet (``Guard.session_for``)."""
         inc = current_incoming.get()
         src = inc.address if inc else self.rt.client_address
-        return await self.rt.security.session_for(src, dst, provision=queued)
+        return self.rt.security.session_for(src, dst, provision=queued)
 
     async def topic_key(self, topic: str) -> TopicSender | None:
         """The sender key to seal a publish to ``topic`` with (None: not secured)."""

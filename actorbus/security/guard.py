@@ -49,7 +49,7 @@ from actorbus.security.issued import (
 )
 from actorbus.security.replay import ReplayWindow
 from actorbus.security.resent import stamped_at
-from actorbus.security.sealing import attach_session, check_answer, open_content
+from actorbus.security.sealing import attach_session, check_answer, open_content, refuse_sealed
 from actorbus.security.sessions import (
     AUTH_HEADER,
     SESSION_HEADER,
@@ -343,10 +343,12 @@ class Guard:
         redelivered: bool = False,
     ) -> InboundSession | None:
         """Check what arrived for ``address`` before its handler runs (see the
-        module docstring); returns the session it came in on (None when it came
-        unauthenticated and the policy allows that). AuthError otherwise."""
+        module docstring) and open its content; returns the session it came in on
+        (None when it came unauthenticated and the policy allows that, or on a
+        topic). AuthError otherwise."""
         policy = self.policy_of(declared)
         if policy == "off":
+            refuse_sealed(env)
             return None
         headers = msg.headers or {}
         if env.dst.startswith(_TOPIC_PREFIX):
@@ -357,6 +359,7 @@ class Guard:
             if policy == "require":
                 self._refused(address, env, "unauthenticated")
                 raise AuthError(f"{address} takes only authenticated messages")
+            refuse_sealed(env)
             return None
         try:
             session = await self._session(header, address, stored_ms)
@@ -445,6 +448,7 @@ class Guard:
             if policy == "require":
                 self._refused(address, env, "unauthenticated")
                 raise AuthError(f"{address} takes only authenticated messages")
+            refuse_sealed(env)
             return
         try:
             at = env.ts if stored_ms is None else stored_ms  # its key as it stood then

@@ -58,12 +58,18 @@ def attach_session(env: Inbound, session: InboundSession | None) -> None:
     """Remember the session ``env`` came in on (its answer goes back on it) and
     open its content if it is sealed; AuthError for sealed content without one."""
     if session is None:
-        if env.sealed:
-            raise AuthError(f"message {env.id} is sealed but came without a session")
+        refuse_sealed(env)
         return
     env.__dict__["_session"] = session
     if env.sealed:
         open_content(env, session.keys.forward)
+
+
+def refuse_sealed(env: Inbound) -> None:
+    """AuthError for sealed content that came without a session: nothing here can
+    open it, and a handler must never be given ciphertext as its message."""
+    if env.sealed:
+        raise AuthError(f"message {env.id} is sealed but came without a session")
 
 
 def open_content(env: Inbound, key: AESGCM) -> None:

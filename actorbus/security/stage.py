@@ -17,6 +17,7 @@ from nats.aio.msg import Msg
 
 from actorbus.codecs.inbound import Inbound
 from actorbus.security.identity import Identity, PublicIdentity
+from actorbus.security.sealing import refuse_sealed
 from actorbus.security.sessions import InboundSession, OutboundSession
 from actorbus.security.topic_keys import TopicSender
 
@@ -80,8 +81,8 @@ class SecurityStage(Protocol):
         stored_ms: int | None = None,
         redelivered: bool = False,
     ) -> InboundSession | None:
-        """Check what arrived for ``address`` (AuthError when it fails); the
-        session it came on."""
+        """Check what arrived for ``address`` and open its content (AuthError when
+        it fails); the session it came on, attached to ``env`` for its answer."""
         ...
 
     async def open_stored(
@@ -164,6 +165,7 @@ class NoSecurity:
         stored_ms: int | None = None,
         redelivered: bool = False,
     ) -> InboundSession | None:
+        refuse_sealed(env)
         return None
 
     async def open_stored(

@@ -34,8 +34,10 @@ async def insider_probes(
     # vault's durable stream, a message in it, and the consumer a host of vault reads
     # it through: what the insider goes for
     await caller.tell("vault/1", Note(text="for the vault only"), durable=True)
-    consumer = consumer_config(host.subjects, Address("vault", "1"), host.durable_settings)
-    await host.js.add_consumer(stream_name(NS, "vault"), config=consumer)
+    consumer = consumer_config(
+        host.runtime.subjects, Address("vault", "1"), host.runtime.durable_settings
+    )
+    await host.runtime.js.add_consumer(stream_name(NS, "vault"), config=consumer)
     options = broker.connect_options(NS, "spy", hosts=["spy"])
     spy = await nats.connect(
         url,

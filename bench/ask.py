@@ -278,7 +278,7 @@ class Bench:
         for msg in seen:  # only the ask and its answer (not renewals or other traffic)
             if msg.subject.endswith(".a." + ECHO_ADDRESS.replace("/", ".")):
                 kind = "request"
-            elif msg.subject.startswith(self.system.mux.prefix):
+            elif msg.subject.startswith(self.system.runtime.mux.prefix):
                 kind = "reply"
             else:
                 continue

@@ -348,7 +348,7 @@ async def bus_attacks(
             got_one.set()
 
         await mallory.subscribe(f"{NS}.a.vault.1", cb=keep)
-        await mallory.subscribe(f"{host.mux.prefix}>")  # another system's replies
+        await mallory.subscribe(f"{host.runtime.mux.prefix}>")  # another system's replies
         await mallory.subscribe(f"{NS}.d.>")  # to answer durable stores
         await mallory.flush()
         await asyncio.sleep(0.2)  # the server's permission answers come asynchronously

@@ -134,7 +134,7 @@ class Sluggish(Actor):
 
     @handler(intent="stats")
     async def stats(self, _: dict[str, int]) -> dict[str, int]:
-        dropped = self.system.mailboxes.dropped.get(self.address, 0)
+        dropped = self.system.runtime.mailboxes.dropped.get(self.address, 0)
         return {"handled": self.handled, "dropped": dropped, "rss_kb": _rss_kb()}
 
 

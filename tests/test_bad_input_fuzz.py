@@ -196,7 +196,7 @@ async def test_every_bad_message_in_a_durable_queue_is_dead_lettered_and_none_is
     other: list[Any] = []
     await system.spawn(DurableKeeper, "k", good=good, other=other)
     address = "fz-dkeeper/k"
-    subject = system.subjects.durable(Address.parse(address))
+    subject = system.runtime.subjects.durable(Address.parse(address))
     sent = cases(address)
     raw = await RawNats.open(nats_server.url)
     try:
@@ -235,7 +235,7 @@ async def test_bad_messages_on_control_subjects_leave_the_system_serving(
     targets = [
         system.streams.control_subject,  # stream cancels: every system listens
         f"{ns}.h.{system.system_id}.fz-keeper.c",  # forwarding to this host
-        system.mux.prefix + "1",  # the reply inbox of asks in flight
+        system.runtime.mux.prefix + "1",  # the reply inbox of asks in flight
         f"{ns}.sys.actor.failed",  # system events
     ]
     seen_events: list[Any] = []

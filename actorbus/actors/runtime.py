@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
@@ -22,6 +21,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
+from actorbus.actors.config import SystemConfig
 from actorbus.actors.failure_log import FailureLog
 from actorbus.actors.intake import Intake
 from actorbus.actors.mailbox import Mailboxes
@@ -30,7 +30,6 @@ from actorbus.actors.replies import Replies
 from actorbus.bus.client import Client
 from actorbus.bus.connection import BusConnection
 from actorbus.bus.jetstream import (
-    DurableSettings,
     dlq_stream_name,
     ensure_queue,
     ensure_streams,
@@ -45,27 +44,13 @@ from actorbus.bus.subjects import Subjects
 from actorbus.bus.tasks import backoff_delay, spawn
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError, StateError
-from actorbus.codecs.wire import Encoding, SizeLimits
 from actorbus.security.stage import SecurityStage
 from actorbus.state.kv_store import KeyValueStateStore
-from actorbus.state.store import StateSettings, StateStore
+from actorbus.state.store import StateStore
 from actorbus.telemetry import Telemetry
 
 log = logging.getLogger("actorbus.system")
 _RESTORE_EVERY = 2.0  # seconds between attempts to make lost durable streams again
-
-
-@dataclass(frozen=True)
-class StreamSettings:
-    """How streamed replies are paced (see ``actors/streaming.py``)."""
-
-    window: int = 64  # items a producer may run ahead of its consumer
-    credit_timeout: float = 300.0  # a silent consumer is given up after this long
-    start_timeout: float = 2.0  # the consumer must take the first item this soon
-
-    def __post_init__(self) -> None:
-        if self.window < 2:
-            raise ValueError("stream_window must be >= 2")
 
 
 class Runtime:
@@ -74,36 +59,29 @@ class Runtime:
     def __init__(
         self,
         conn: BusConnection,
-        *,
-        namespace: str,
-        encoding: Encoding,
-        limits: SizeLimits,
-        default_timeout: float,
-        debug: bool,
-        streams: StreamSettings,
-        durable: DurableSettings,
-        state: StateSettings,
+        config: SystemConfig,
         security: SecurityStage,
         telemetry: Telemetry,
     ) -> None:
+        self.config = config
         self.conn = conn
         self.nc: Client = conn.nc
         self.js: JetStreamContext = self.nc.jetstream()
-        self.namespace = namespace
-        self.subjects = Subjects(namespace)
-        self.encoding = encoding
-        self.limits = limits
-        self.default_timeout = default_timeout
-        self.debug = debug
-        self.stream_settings = streams
-        self.durable_settings = durable
-        self.state_settings = state
+        self.namespace = config.namespace
+        self.subjects = Subjects(config.namespace)
+        self.encoding = config.encoding
+        self.limits = config.limits
+        self.default_timeout = config.default_timeout
+        self.debug = config.debug
+        self.stream_settings = config.streams
+        self.durable_settings = config.durable
+        self.state_settings = config.state
         self._state_store: StateStore | None = None  # opened on first use
         self.system_id = new_id()
         self.security = security  # the pipeline's seal and open stages
         self.telemetry = telemetry  # what its sends and turns record
-        self.replies = Replies(conn, limits, debug)
-        self.intake = Intake(limits, security, self.replies)
+        self.replies = Replies(conn, config.limits, config.debug)
+        self.intake = Intake(config.limits, security, self.replies)
         self.mux = RequestMux(self.nc, f"{conn.options.inbox_prefix}.{self.system_id}")
         conn.on_lost.append(self.mux.fail_all)
         self.mailboxes = Mailboxes(self._refuse, self.emit_event, telemetry.metrics)

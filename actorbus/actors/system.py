@@ -9,7 +9,6 @@ subject scheme and docs/architecture.md for where a message goes.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from datetime import datetime
@@ -18,9 +17,9 @@ from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast, overload
 
 from nats.aio.subscription import Subscription
-from nats.js.kv import KeyValue
 
 from actorbus.actors.actor import Actor, ActorContext
+from actorbus.actors.config import SystemConfig
 from actorbus.actors.context import default_url
 from actorbus.actors.dead_letters import (
     DeadLetter,
@@ -37,32 +36,23 @@ from actorbus.actors.history import read_history
 from actorbus.actors.hosting import Hosting
 from actorbus.actors.listing import DiscoveryQuery, Listing
 from actorbus.actors.options import SystemOptions, secure_start
-from actorbus.actors.outbox import store
-from actorbus.actors.pipeline import (
-    Outgoing,
-)
 from actorbus.actors.ref import ActorRef
 from actorbus.actors.reminders import Reminders
-from actorbus.actors.runtime import Runtime, StreamSettings
+from actorbus.actors.runtime import Runtime
 from actorbus.actors.sending import ObservedSender, Sender, SendOptions
 from actorbus.actors.streaming import StreamProducers
 from actorbus.actors.subscriber import subscribe
-from actorbus.bus.connection import BusConnection, ConnectOptions
-from actorbus.bus.jetstream import DurableSettings
+from actorbus.bus.client import Client
+from actorbus.bus.connection import BusConnection
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, validate_topic
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
 )
-from actorbus.codecs.wire import (
-    DEFAULT_LIMITS,
-    Encoding,
-)
 from actorbus.security.guard import open_stage
 from actorbus.security.secure_broker import first_join
 from actorbus.security.stage import SecurityStage
-from actorbus.state.store import StateSettings
 from actorbus.telemetry import OFF, Telemetry, configure, flush, spans
 
 log = logging.getLogger("actorbus.system")
@@ -79,50 +69,22 @@ class ActorSystem:
     def __init__(
         self,
         conn: BusConnection,
-        options: SystemOptions,
+        config: SystemConfig,
         security: SecurityStage,
         telemetry: Telemetry,
         server: EmbeddedServer | None = None,
     ) -> None:
-        """Built by ``start()`` and ``connect()``; the defaults of ``options`` are here."""
-        o = options
-        rt = Runtime(
-            conn,
-            namespace=o.get("namespace", "ab"),
-            encoding=o.get("encoding", Encoding.MSGPACK),
-            limits=o.get("limits", DEFAULT_LIMITS),
-            default_timeout=o.get("default_timeout", 5.0),
-            debug=o.get("debug", False),
-            streams=StreamSettings(
-                o.get("stream_window", 64),
-                o.get("stream_credit_timeout", 300.0),
-                o.get("stream_start_timeout", 2.0),
-            ),
-            durable=o.get("durable") or DurableSettings(),
-            state=o.get("state") or StateSettings(),
-            security=security,
-            telemetry=telemetry,
-        )
+        """Built by ``start()`` and ``connect()`` (``actors/config.py`` has the defaults)."""
+        rt = Runtime(conn, config, security, telemetry)
         self.runtime = rt
-        # The facade's view of the kernel (the same objects, read by services and tests).
-        self.conn, self.nc, self.js, self.mux = rt.conn, rt.nc, rt.js, rt.mux
-        self.subjects, self.namespace, self.system_id = rt.subjects, rt.namespace, rt.system_id
-        self.encoding, self.limits, self.debug = rt.encoding, rt.limits, rt.debug
-        self.default_timeout, self.durable_settings = rt.default_timeout, rt.durable_settings
-        self.replies, self.mailboxes = rt.replies, rt.mailboxes
-        self.stream_window = rt.stream_settings.window
-        self.stream_credit_timeout = rt.stream_settings.credit_timeout
-        self.stream_start_timeout = rt.stream_settings.start_timeout
         self.delivery = DeliveryDefaults()
         self.server = server
-        self.directory = Directory(rt, o.get("registry", True))
+        self.directory = Directory(rt, config.registry)
         rt.restorers.append(self.directory.restore_if_lost)
         self.streams = StreamProducers(rt)
         # Actors talk to the world through this facade (ActorContext is its part they use).
         context = cast(ActorContext, self)
-        self.hosting = Hosting(
-            rt, context, self.streams, o.get("activation_ttl", 5.0), self._hosted
-        )
+        self.hosting = Hosting(rt, context, self.streams, config.activation_ttl, self._hosted)
         self.placement = self.hosting.placement
         rt.restorers.append(self.placement.restore_if_lost)
         self.virtual = self.hosting.virtual
@@ -151,15 +113,16 @@ class ActorSystem:
         the old open server, said so in the log."""
 
         async def open_() -> ActorSystem:
+            SystemConfig.of(options)  # bad options are said before a server starts
             config = server_config or ServerConfig(store_dir=Path(store_dir) if store_dir else None)
-            if secure:
+            if secure:  # the options given this system's way in
                 config = secure_start(config, options)
             else:
                 log.warning("the embedded nats-server runs without authentication or TLS")
             server = EmbeddedServer(config)
             await server.start()
             try:
-                return await cls._open([server.url], server, options)
+                return await cls._open([server.url], server, SystemConfig.of(options))
             except BaseException:
                 await server.stop()
                 raise
@@ -186,44 +149,39 @@ class ActorSystem:
         urls = [servers] if isinstance(servers, str) else list(servers)
 
         async def open_() -> ActorSystem:
-            joined = options
-            if "connect_options" not in options:
-                ns, name = options.get("namespace", "ab"), options.get("name", "actorbus")
-                joined = {**await first_join(urls, ns, name), **options}
-            return await cls._open(urls, None, joined)
+            config = SystemConfig.of(options)
+            if config.connect is None:  # as the server asks: a secured one is joined
+                joined = await first_join(urls, config.namespace, config.name)
+                config = SystemConfig.of({**joined, **options})
+            return await cls._open(urls, None, config)
 
         return _Opening(open_())
 
     @classmethod
     async def _open(
-        cls, urls: list[str], server: EmbeddedServer | None, options: SystemOptions
+        cls, urls: list[str], server: EmbeddedServer | None, config: SystemConfig
     ) -> ActorSystem:
-        unknown = set(options) - set(SystemOptions.__annotations__)
-        if unknown:  # what mypy catches for typed callers, said at run time for the rest
-            raise TypeError(f"unknown ActorSystem option(s): {', '.join(sorted(unknown))}")
-        tracing = options.get("tracing")  # OTEL_*, or tracing=True: set up once per process
-        telemetry = OFF if tracing is False else configure(tracing)
-        name = options.get("name", "actorbus")
-        connect_options = options.get("connect_options") or ConnectOptions(name=name)
-        conn = await BusConnection.connect(dataclasses.replace(connect_options, servers=urls))
+        # OTEL_*, or tracing=True: set up once per process
+        telemetry = OFF if config.tracing is False else configure(config.tracing)
+        conn = await BusConnection.connect(config.connect_to(urls))
         try:
-            ns = options.get("namespace", "ab")
-            security = await open_stage(conn.nc.jetstream(), ns, options.get("security"))
+            security = await open_stage(conn.nc.jetstream(), config.namespace, config.security)
         except BaseException:
             await conn.close(2.0)
             raise
-        system = cls(conn, options, security, telemetry, server)
+        system = cls(conn, config, security, telemetry, server)
         await system._subscribe_system()
-        if system.durable_settings.keep_topics:
+        if system.runtime.durable_settings.keep_topics:
             await system.durable_ready()  # topics are stored from the first publish on
         return system
 
     async def _subscribe_system(self) -> None:
-        await self.mux.start()
-        sub = await self.nc.subscribe(self.streams.control_subject, cb=self.streams.on_control)
+        rt = self.runtime
+        await rt.mux.start()
+        sub = await rt.nc.subscribe(self.streams.control_subject, cb=self.streams.on_control)
         self._system_subs.append(sub)
-        sub = await self.nc.subscribe(
-            self.subjects.host_all(self.system_id), cb=self.virtual.on_forwarded
+        sub = await rt.nc.subscribe(
+            rt.subjects.host_all(rt.system_id), cb=self.virtual.on_forwarded
         )
         self._system_subs.append(sub)
 
@@ -234,7 +192,23 @@ class ActorSystem:
 
     @property
     def url(self) -> str:
-        return self.conn.options.servers[0]
+        """The first server this system was given."""
+        return self.runtime.conn.options.servers[0]
+
+    @property
+    def namespace(self) -> str:
+        """The namespace its subjects, streams and credentials live in."""
+        return self.runtime.namespace
+
+    @property
+    def system_id(self) -> str:
+        """This process's system, as placement and system events name it."""
+        return self.runtime.system_id
+
+    @property
+    def nc(self) -> Client:
+        """The NATS connection, for what actorbus does not wrap (raw subjects)."""
+        return self.runtime.nc
 
     # -- hosting actors ----------------------------------------------------
     async def spawn(
@@ -282,19 +256,6 @@ class ActorSystem:
         await self.runtime.durable_ready()
         for type_ in types:
             await self.runtime.durable_queue(type_)
-
-    @property
-    def handled(self) -> KeyValue | None:
-        return self.runtime.handled
-
-    @property
-    def stats(self) -> KeyValue | None:
-        return self.runtime.stats
-
-    # -- events ------------------------------------------------------------
-    async def emit_event(self, event: str, data: dict[str, Any]) -> None:
-        """Publish a system event on ``{ns}.sys.{event}`` (best effort)."""
-        await self.runtime.emit_event(event, data)
 
     # -- sending -----------------------------------------------------------
     @overload
@@ -346,7 +307,7 @@ class ActorSystem:
         self._check_open()
         if skill is not None or address is None:
             address = await self._skill_address(address, skill)
-        wait = self.default_timeout if timeout is None else timeout
+        wait = self.runtime.default_timeout if timeout is None else timeout
         opts = SendOptions(intent, session_id, idempotency_key, ttl_ms)
         return await self.sender.ask(address, message, wait, returns, opts)
 
@@ -378,10 +339,6 @@ class ActorSystem:
             await self.sender.tell_durable(address, message, opts, timeout)
         else:
             await self.sender.tell(address, message, opts)
-
-    async def store(self, subject: str, out: Outgoing, what: str, timeout: float) -> None:
-        """Publish into JetStream and wait for the publish-ack (see ``outbox.store``)."""
-        await store(self.runtime, subject, out, what, timeout)
 
     async def publish(
         self,
@@ -415,7 +372,7 @@ class ActorSystem:
         exception, or ``aclose()``) cancels the producer.
         """
         self._check_open()
-        wait = self.default_timeout if timeout is None else timeout
+        wait = self.runtime.default_timeout if timeout is None else timeout
         options = SendOptions(intent, session_id, idempotency_key)
         return self.sender.stream(address, message, wait, returns, options)
 
@@ -517,19 +474,20 @@ class ActorSystem:
         """Watch a topic (or, with ``system=True``, system events such as
         ``actor.failed``) from outside any actor. Returns an unsubscribe function."""
         self._check_open()
+        rt = self.runtime
         if system:
-            subject = self.subjects.system(validate_topic(topic, wildcards=True))
-            return await subscribe(self.nc, subject, callback, self.limits, self.runtime.security)
-        subject = self.subjects.topic(topic, wildcards=True)
-        security = self.runtime.security
-        return await subscribe(self.nc, subject, callback, self.limits, security, topic=topic)
+            subject = rt.subjects.system(validate_topic(topic, wildcards=True))
+            return await subscribe(rt.nc, subject, callback, rt.limits, rt.security)
+        subject = rt.subjects.topic(topic, wildcards=True)
+        return await subscribe(rt.nc, subject, callback, rt.limits, rt.security, topic=topic)
 
     # -- shutdown ----------------------------------------------------------
     def _check_open(self) -> None:
         if self._closing:
             raise ActorBusError("the actor system is closed")
-        if self.conn.lost_error is not None:
-            raise self.conn.lost_error
+        lost = self.runtime.conn.lost_error
+        if lost is not None:
+            raise lost
 
     def _spawn_task(self, coro: Coroutine[Any, Any, Any], what: str = "actorbus task") -> None:
         self.runtime.spawn_task(coro, what)
@@ -549,7 +507,7 @@ class ActorSystem:
                     await self._stop_hosting(timeout)
             except TimeoutError:
                 log.error("actors did not stop within %gs; closing the connection", 3 * timeout)
-            await self.conn.close(timeout)
+            await self.runtime.conn.close(timeout)
             if self.runtime.telemetry.tracing:
                 await asyncio.to_thread(flush, timeout)  # this process may end now
         finally:

@@ -437,9 +437,9 @@ async def test_typed_options_reach_the_system(nats_server, ns: str) -> None:
         nats_server.url, namespace=ns, encoding=Encoding.JSON, durable=settings, name="typed"
     ) as system:
         assert system.namespace == ns
-        assert system.encoding is Encoding.JSON
-        assert system.durable_settings is settings
-        assert system.conn.options.name == "typed"
+        assert system.runtime.encoding is Encoding.JSON
+        assert system.runtime.durable_settings is settings
+        assert system.runtime.conn.options.name == "typed"
 
 
 async def test_a_system_closed_while_it_announces_leaves_no_task_behind(

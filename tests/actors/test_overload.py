@@ -93,10 +93,10 @@ async def test_a_full_mailbox_drops_tells_visibly_and_refuses_asks_at_once(
         gate.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + WAIT
-        while len(seen) + system.mailboxes.dropped.get("gated/a", 0) < 501:
-            assert loop.time() < deadline, (len(seen), system.mailboxes.dropped)
+        while len(seen) + system.runtime.mailboxes.dropped.get("gated/a", 0) < 501:
+            assert loop.time() < deadline, (len(seen), system.runtime.mailboxes.dropped)
             await asyncio.sleep(0.02)
-    dropped = system.mailboxes.dropped["gated/a"]
+    dropped = system.runtime.mailboxes.dropped["gated/a"]
     assert len(seen) + dropped == 501  # every tell and the ask: handled or counted
     assert seen == sorted(seen)  # what was taken keeps its order
     assert len(seen) <= Gated.mailbox_size + 2  # the one in hand, the bound, nothing more
@@ -123,7 +123,7 @@ async def test_drop_policy_lets_asks_time_out(system: Any, raw_nc: nats.NATS, ns
     await flood(raw_nc, ns, "gated-drop/a", 200)
     with pytest.raises(TimeoutError):
         await system.ask("gated-drop/a", 999, intent="take", timeout=0.5)
-    assert system.mailboxes.dropped["gated-drop/a"] >= 200 - GatedDrop.mailbox_size - 1
+    assert system.runtime.mailboxes.dropped["gated-drop/a"] >= 200 - GatedDrop.mailbox_size - 1
     gate.set()
 
 
@@ -161,12 +161,12 @@ async def test_a_lazily_hosted_keys_queue_is_bounded_by_bytes_too(
     await barrier(raw_nc)
     kept = 1024 * 1024 // 50_000 + 2  # what fits 1 MiB, one in the handler, one of slack
     await eventually(  # all but those dropped while the handler is held: the bound holds
-        lambda: system.mailboxes.dropped.get("gated-bytes/k", 0) >= 300 - kept,
+        lambda: system.runtime.mailboxes.dropped.get("gated-bytes/k", 0) >= 300 - kept,
         what="the tells past 1 MiB dropped",
     )
     gate.set()
     await eventually(
-        lambda: len(seen) + system.mailboxes.dropped.get("gated-bytes/k", 0) == 300,
+        lambda: len(seen) + system.runtime.mailboxes.dropped.get("gated-bytes/k", 0) == 300,
         what="every tell handled or counted",
     )
     assert len(seen) <= kept
@@ -252,4 +252,4 @@ async def test_a_blocked_event_loop_is_reported(system: Any, caplog: Any) -> Non
         while not any("event loop was blocked" in r.getMessage() for r in caplog.records):
             assert loop.time() < deadline
             await asyncio.sleep(0.05)
-    assert system.conn.loop_watch.longest >= 0.5
+    assert system.runtime.conn.loop_watch.longest >= 0.5

@@ -467,7 +467,7 @@ async def test_a_stream_request_nobody_reads_frees_the_actor_within_seconds(
     started = loop.time()
     # Handled in arrival order: this answer proves the stream request is over.
     assert await system.ask("streamer/pinned", {}, timeout=10) == {"plain": True}
-    assert loop.time() - started < system.stream_start_timeout + 1.5
+    assert loop.time() - started < system.runtime.stream_settings.start_timeout + 1.5
 
 
 async def test_a_consumer_that_grants_no_credit_does_not_pin_the_actor(make_system) -> None:

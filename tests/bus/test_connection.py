@@ -73,8 +73,8 @@ def link_events(system: ActorSystem) -> tuple[asyncio.Event, asyncio.Event]:
     async def on_back() -> None:
         back.set()
 
-    system.conn.on_disconnect.append(on_lost)
-    system.conn.on_reconnect.append(on_back)
+    system.runtime.conn.on_disconnect.append(on_lost)
+    system.runtime.conn.on_reconnect.append(on_back)
     return lost, back
 
 
@@ -103,7 +103,7 @@ async def test_reconnects_after_server_restart(own_server: EmbeddedServer, ns: s
         url = own_server.url
         own_server.kill()
         await asyncio.wait_for(asyncio.gather(host_lost.wait(), client_lost.wait()), WAIT)
-        assert not client.conn.connected
+        assert not client.runtime.conn.connected
         own_server.start_sync()
         assert own_server.url == url
         await asyncio.wait_for(asyncio.gather(host_back.wait(), client_back.wait()), WAIT)
@@ -166,7 +166,7 @@ async def test_calls_fail_with_connection_lost_after_deadline(
         assert own_server.url.removeprefix("nats://") in str(lost)
         assert isinstance(lost, ConnectionError)
         assert lost.code == "E_CONN"
-        assert not system.conn.connected
+        assert not system.runtime.conn.connected
     finally:
         await asyncio.wait_for(system.close(timeout=1.0), WAIT)
 

@@ -73,7 +73,7 @@ async def stream_leader(system: ActorSystem, ns: str, stream: str = "") -> str:
     deadline = time.monotonic() + 30
     while True:
         try:
-            info = await system.js.stream_info(stream or stream_name(ns, "ledger"))
+            info = await system.runtime.js.stream_info(stream or stream_name(ns, "ledger"))
             if info.cluster is not None and info.cluster.leader:
                 return info.cluster.leader
         except Exception:
@@ -123,8 +123,8 @@ async def test_a_store_that_never_answers_is_a_store_unavailable_error(
     system = await ActorSystem.connect(cluster.urls, namespace=ns, durable=R3)
     try:
         await system.tell("ledger/first", Entry(n=0), durable=True)  # the stream is made
-        await system.js.delete_stream(stream_name(ns, "ledger"))
-        await system.js.add_stream(
+        await system.runtime.js.delete_stream(stream_name(ns, "ledger"))
+        await system.runtime.js.add_stream(
             StreamConfig(name=f"{ns}-squatter", subjects=[f"{ns}.d.ledger.other"], num_replicas=3)
         )
         started = time.monotonic()

@@ -145,8 +145,8 @@ async def test_a_repeated_message_id_is_stored_once(make_system) -> None:
     await system.durable_ready("ledger")
     out = system.sender.encode("ledger/dedup", Entry(n=1), SendOptions(), durable=True)
     for _ in range(3):  # a sender retrying after a lost publish-ack
-        await system.mux.request(
-            system.subjects.durable(_addr("ledger/dedup")), out.body, out.headers, 5
+        await system.runtime.mux.request(
+            system.runtime.subjects.durable(_addr("ledger/dedup")), out.body, out.headers, 5
         )
     await system.tell("ledger/dedup", Entry(n=2), durable=True)
     progress = await spawn_ledger(system, "dedup")
@@ -203,8 +203,8 @@ def _addr(text: str) -> Any:
 
 
 async def dead_letter(system: Any, ns: str, address: str) -> dict[str, Any]:
-    msg = await system.js.get_last_msg(
-        dlq_stream_name(ns), system.subjects.dead_letter(_addr(address))
+    msg = await system.runtime.js.get_last_msg(
+        dlq_stream_name(ns), system.runtime.subjects.dead_letter(_addr(address))
     )
     record: dict[str, Any] = msgpack.unpackb(msg.data)
     return record

@@ -75,10 +75,10 @@ async def test_sends_recorded_before_a_crash_go_out_on_redelivery(make_system) -
     await system.durable_ready("ledger")
     box = Outbox()
     forward = system.sender.encode("ledger/out", Entry(n=7), SendOptions(), durable=True)
-    box.hold(system.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
+    box.hold(system.runtime.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
     record = box.record("earlier-attempt")
     assert record is not None
-    await system.handled.put(idempotency_entry(Address.parse("relay/r"), "k7"), record)
+    await system.runtime.handled.put(idempotency_entry(Address.parse("relay/r"), "k7"), record)
 
     runs: list[int] = []
     await system.tell("relay/r", Entry(n=7), idempotency_key="k7", durable=True)
@@ -106,10 +106,10 @@ async def test_sends_recorded_long_before_they_go_out_again_are_not_refused_as_s
     forward = system.sender.encode(
         "ledger/out", Entry(n=8), SendOptions(), durable=True, session=session
     )
-    box.hold(system.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
+    box.hold(system.runtime.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
     record = box.record("earlier-attempt")
     assert record is not None
-    await system.handled.put(idempotency_entry(Address.parse("relay/r"), "k8"), record)
+    await system.runtime.handled.put(idempotency_entry(Address.parse("relay/r"), "k8"), record)
     await asyncio.sleep(0.6)  # the crash's cost: the recorded send is older than the skew
 
     await system.tell("relay/r", Entry(n=8), idempotency_key="k8", durable=True)

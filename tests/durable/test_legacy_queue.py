@@ -36,8 +36,12 @@ async def legacy_namespace(raw_nc: nats.NATS, make_system: Any, ns: str) -> None
         for n in range(count):
             addr = Address("ledger", key)
             out = sender.sender.encode(str(addr), Entry(n=n), SendOptions(), durable=True)
-            await sender.mux.request(sender.subjects.durable(addr), out.body, out.headers, 5)
-    reader = consumer_config(sender.subjects, Address("ledger", "a"), sender.durable_settings, 2)
+            await sender.runtime.mux.request(
+                sender.runtime.subjects.durable(addr), out.body, out.headers, 5
+            )
+    reader = consumer_config(
+        sender.runtime.subjects, Address("ledger", "a"), sender.runtime.durable_settings, 2
+    )
     await js.add_consumer(legacy_stream_name(ns), config=reader)
     psub = await js.pull_subscribe_bind(reader.durable_name or "", legacy_stream_name(ns))
     for msg in await psub.fetch(2, timeout=5):
@@ -122,7 +126,9 @@ async def test_a_queue_made_to_take_schedules_is_refused_then_rebuilt(
     for n in range(3):
         addr = Address("ledger", "s")
         out = sender.sender.encode(str(addr), Entry(n=n), SendOptions(), durable=True)
-        await sender.mux.request(sender.subjects.durable(addr), out.body, out.headers, 5)
+        await sender.runtime.mux.request(
+            sender.runtime.subjects.durable(addr), out.body, out.headers, 5
+        )
     system = await make_system(registry=False)
     with pytest.raises(LegacyLayoutError, match=f"actorbus migrate --namespace {ns}"):
         await spawn_ledger(system, "s")

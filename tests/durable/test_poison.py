@@ -169,7 +169,7 @@ async def test_a_read_loop_that_dies_anyway_is_replaced_at_once(
     stops, the client notices and reconnects, and asks are answered again."""
     await system.runtime.durable_queue("pz-sink")
     stream = stream_name(system.namespace, "pz-sink")
-    ordered = await system.js.subscribe(
+    ordered = await system.runtime.js.subscribe(
         f"{system.namespace}.d.pz-sink.*", stream=stream, ordered_consumer=True
     )
     await raw_nc.publish(ordered.subject, b"forged", reply="not.an.ack.subject")
@@ -247,7 +247,7 @@ async def test_poison_in_a_durable_queue_is_dead_lettered_and_the_queue_goes_on(
     header block, each between good messages: all good ones handled in order,
     every bad one dead-lettered with its reason."""
     system, seen, changed = durable_sink
-    subject = system.subjects.durable(Address.parse(DQ))
+    subject = system.runtime.subjects.durable(Address.parse(DQ))
     js = raw_nc.jetstream()
     raw = await RawNats.open(nats_server.url)
     huge = envelope(DQ, {"n": 3, "pad": "x" * (system.nc.max_payload - 300)})

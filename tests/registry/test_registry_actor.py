@@ -100,7 +100,7 @@ async def test_blocking_list_over_the_bus(reg: RegistryService, system: ActorSys
 async def test_a_plain_system_registers_its_actor_types_through_the_store(
     reg: RegistryService, system: ActorSystem, ns: str
 ) -> None:
-    store = await RegistryStore.open(system.js, ns)
+    store = await RegistryStore.open(system.runtime.js, ns)
     try:
         record = ephemeral_service(
             "echo",

@@ -121,7 +121,7 @@ async def test_members_work_and_cannot_destroy_the_store(secured: Secured) -> No
                 await js.update_stream(dataclasses.replace(config, max_msgs=1))
         finally:
             await mallory.close()
-        info = await caller.js.stream_info(stream)
+        info = await caller.runtime.js.stream_info(stream)
         assert info.config.name == stream  # still there
         await caller.tell("keeper/1", Item(n=8), durable=True)
         assert await asyncio.wait_for(Keeper.got.get(), WAIT) == 8
@@ -144,7 +144,7 @@ async def test_a_member_cannot_read_anothers_replies_or_the_durable_subjects(
     victim = await system_on(secured, "victim")
     nosy = await secured.raw("nosy", error_cb=record)  # violations arrive asynchronously
     try:
-        await nosy.subscribe(f"{victim.mux.prefix}>")
+        await nosy.subscribe(f"{victim.runtime.mux.prefix}>")
         await nosy.subscribe(f"{secured.ns}.d.>")
         await nosy.flush()
 
@@ -403,8 +403,10 @@ async def test_an_insider_cannot_write_another_types_handled_keys_or_attempts(
             # its own type's entries, as its hosts write them
             await handled.put(idempotency_entry(Address("spy", "1"), "order-7"), b"x")
             # keeper's hosts write keeper's
-            assert host.handled is not None
-            await host.handled.put(idempotency_entry(Address("keeper", "1"), "order-8"), b"x")
+            assert host.runtime.handled is not None
+            await host.runtime.handled.put(
+                idempotency_entry(Address("keeper", "1"), "order-8"), b"x"
+            )
         finally:
             await spy.close()
             await host.close(timeout=2.0)

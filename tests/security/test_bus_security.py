@@ -276,7 +276,7 @@ async def test_a_forged_reply_is_dropped_and_the_real_one_taken(
     await raw_nc.flush()
     caller = await make_system(security=settings)
     assert await caller.ask("slow/1", Note(text="x"), timeout=WAIT) == "real x"
-    assert caller.mux.dropped >= 1
+    assert caller.runtime.mux.dropped >= 1
 
 
 async def test_allow_takes_the_unauthenticated_and_still_checks_the_rest(
@@ -326,7 +326,7 @@ async def test_durable_messages_stay_sealed_in_the_stream_and_open_for_the_actor
     await host.spawn(Ledger, "1")
     await sender.tell("ledger/1", Note(text=SECRET), durable=True)
     assert await asyncio.wait_for(Ledger.got.get(), WAIT) == SECRET
-    raw = await sender.js.get_last_msg(f"actorbus-{ns}-d-ledger", f"{ns}.d.ledger.1")
+    raw = await sender.runtime.js.get_last_msg(f"actorbus-{ns}-d-ledger", f"{ns}.d.ledger.1")
     assert SECRET.encode() not in raw.data
     # history opens it where the recipient's key is (held by a host, or in the
     # machine's home), and nowhere else

@@ -71,7 +71,7 @@ def settings(tmp_path: Path) -> SecuritySettings:
 
 async def records(system: ActorSystem, ns: str) -> dict[str, dict[str, Any]]:
     """The sender-key records in the namespace's bucket, by skid."""
-    kv = await system.js.key_value(topic_keys_bucket(ns))
+    kv = await system.runtime.js.key_value(topic_keys_bucket(ns))
     out = {}
     for key in await kv.keys():
         entry = await kv.get(key)

@@ -23,6 +23,8 @@ def postgres_dsn() -> Iterator[str]:
 async def kv_store(system: Any) -> AsyncIterator[Any]:
     from actorbus.state.kv_store import KeyValueStateStore
 
-    store = KeyValueStateStore.for_namespace(system.js, system.namespace, system.nc.max_payload)
+    store = KeyValueStateStore.for_namespace(
+        system.runtime.js, system.namespace, system.nc.max_payload
+    )
     yield store
     await store.close()

@@ -101,7 +101,7 @@ async def test_clear_state_really_deletes(make_system: Any) -> None:
     await system.spawn(Account, "c")
     await system.ask("st-account/c", Deposit(amount=4), timeout=WAIT)
     assert await system.ask("st-account/c", "x", intent="close", timeout=WAIT) == 0
-    kv = await system.js.key_value(state_bucket(system.namespace))
+    kv = await system.runtime.js.key_value(state_bucket(system.namespace))
     history = await kv.history(state_entry("st-account", "c"))
     assert all(not entry.value for entry in history)  # no revision keeps the old state
 

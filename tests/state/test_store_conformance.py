@@ -27,14 +27,14 @@ async def make_store(request: Any, system: Any) -> AsyncIterator[Make]:
     made: list[StateStore] = []
     ns = f"c{uuid.uuid4().hex[:10]}"
     if request.param.startswith("kv"):
-        path = system.mux.request if request.param == "kv" else None
+        path = system.runtime.mux.request if request.param == "kv" else None
 
         def make(ttl: float | None = None) -> StateStore:
             from actorbus.state.kv_store import KeyValueStateStore
 
             # A bucket of its own per ttl: the bucket's ttl is its max_age.
             store = KeyValueStateStore.for_namespace(
-                system.js,
+                system.runtime.js,
                 f"{ns}{'t' if ttl else ''}",
                 system.nc.max_payload,
                 ttl=ttl,

@@ -129,7 +129,7 @@ class RegistryService(HostedService):
             system = await self.open_system(
                 self.instance_id, hosts=[RegistryActor.type_name], js_replicas=s.replicas
             )
-            js = system.js
+            js = system.runtime.js
             self._store = await RegistryStore.open(js, self.namespace, replicas=s.replicas)
             self._registry = Registry(self._store, self._fetcher, max_wait=s.max_wait)
             self._lifecycle = Lifecycle(

@@ -1,0 +1,88 @@
+"""One system's configuration: every default in one place, frozen once it opens.
+
+``ActorSystem.start()`` and ``ActorSystem.connect()`` take keyword options
+(:class:`~actorbus.actors.options.SystemOptions`, checked by mypy for typed
+callers and at run time for the rest); :meth:`SystemConfig.of` turns them into
+this value, which the runtime is built from and nothing changes afterwards.
+Each part has its own small settings value (connection, streams, durable
+delivery, state, security), as nats.py's ``micro`` keeps one config per object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from actorbus.actors.options import SystemOptions
+from actorbus.bus.connection import ConnectOptions
+from actorbus.bus.jetstream import DurableSettings
+from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding, SizeLimits
+from actorbus.security.settings import SecuritySettings
+from actorbus.state.store import StateSettings
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """How streamed replies are paced (see ``actors/streaming.py``)."""
+
+    window: int = 64  # items a producer may run ahead of its consumer
+    credit_timeout: float = 300.0  # a silent consumer is given up after this long
+    start_timeout: float = 2.0  # the consumer must take the first item this soon
+
+    def __post_init__(self) -> None:
+        if self.window < 2:
+            raise ValueError("stream_window must be >= 2")
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """What a system is opened with (the README's Configuration table)."""
+
+    namespace: str = "ab"
+    name: str = "actorbus"  # the connection's name, as the server lists it
+    encoding: Encoding = Encoding.MSGPACK  # of what this system sends
+    limits: SizeLimits = DEFAULT_LIMITS
+    default_timeout: float = 5.0  # of an ask or stream without its own
+    debug: bool = False  # remote tracebacks in error replies
+    streams: StreamSettings = field(default_factory=StreamSettings)
+    durable: DurableSettings = field(default_factory=DurableSettings)
+    state: StateSettings = field(default_factory=StateSettings)
+    activation_ttl: float = 5.0  # a keyed activation's lease
+    registry: bool = True  # announce hosted types and answer discovery
+    connect: ConnectOptions | None = None  # None: as the server asks (connect())
+    tracing: bool | None = None  # None: as the OTEL_* variables say
+    security: SecuritySettings | None = None  # None: an open bus
+
+    @classmethod
+    def of(cls, options: SystemOptions) -> SystemConfig:
+        """The configuration the keyword options describe, defaults filled in."""
+        unknown = set(options) - set(SystemOptions.__annotations__)
+        if unknown:  # what mypy catches for typed callers, said at run time for the rest
+            raise TypeError(f"unknown ActorSystem option(s): {', '.join(sorted(unknown))}")
+        o = options
+        name = o.get("name", cls.name)
+        streams = StreamSettings(
+            o.get("stream_window", StreamSettings.window),
+            o.get("stream_credit_timeout", StreamSettings.credit_timeout),
+            o.get("stream_start_timeout", StreamSettings.start_timeout),
+        )
+        return cls(
+            namespace=o.get("namespace", cls.namespace),
+            name=name,
+            encoding=o.get("encoding", cls.encoding),
+            limits=o.get("limits", cls.limits),
+            default_timeout=o.get("default_timeout", cls.default_timeout),
+            debug=o.get("debug", cls.debug),
+            streams=streams,
+            durable=o.get("durable") or DurableSettings(),
+            state=o.get("state") or StateSettings(),
+            activation_ttl=o.get("activation_ttl", cls.activation_ttl),
+            registry=o.get("registry", cls.registry),
+            connect=o.get("connect_options"),
+            tracing=o.get("tracing"),
+            security=o.get("security"),
+        )
+
+    def connect_to(self, servers: list[str]) -> ConnectOptions:
+        """The connection's options, to ``servers``."""
+        return dataclasses.replace(self.connect or ConnectOptions(name=self.name), servers=servers)

@@ -71,3 +71,40 @@ def test_modules_imported_by_name_keep_the_layers_too() -> None:
                 wrong.append(f"{module} names {target}, a layer above it")
     assert not wrong, "\n".join(wrong)
     assert seen, "no module is imported by name: this test looks for nothing"
+
+
+def environment_reads(tree: ast.AST) -> list[int]:
+    """Lines that read one environment variable: ``os.environ.get(...)``,
+    ``os.environ[...]``, ``os.getenv(...)`` (handing the whole environment to a
+    child process is not reading it)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            target, attr = node.func.value, node.func.attr
+            if attr == "getenv" and isinstance(target, ast.Name) and target.id == "os":
+                lines.append(node.lineno)
+            if attr == "get" and ast.unparse(target) == "os.environ":
+                lines.append(node.lineno)
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_environment_module_reads_the_environment() -> None:
+    """Every variable actorbus decides by is in ``actorbus/environment.py``, where the
+    configuration page's list comes from."""
+    package = ROOT / "actorbus"
+    readers = {}
+    for path in sorted(package.rglob("*.py")):
+        found = environment_reads(ast.parse(path.read_text()))
+        if found and path != package / "environment.py":
+            readers[str(path.relative_to(ROOT))] = found
+    assert readers == {}
+
+
+def test_the_configuration_page_lists_every_variable() -> None:
+    from actorbus.environment import VARIABLES
+
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [v.name for v in VARIABLES if f"`{v.name}" not in page]
+    assert missing == []

@@ -15,18 +15,13 @@ import json
 import os
 from pathlib import Path
 
+from actorbus import environment as env
 from actorbus.security.settings import actorbus_home
-
-ENV_URLS = ("ACTORBUS_URL", "NATS_URL")
 
 
 def env_url() -> str | None:
     """The URL the environment names, if any."""
-    for name in ENV_URLS:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
+    return env.ACTORBUS_URL.get() or env.NATS_URL.get()
 
 
 def context_file() -> Path:

@@ -10,12 +10,12 @@ the output model, the way Anthropic documents JSON output.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
+from actorbus import environment as env
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolCall, ToolSpec, Usage
 from actorbus.agents.model import ModelSettings, ProviderSdk, TokenSink
 from actorbus.codecs.errors import ModelError
@@ -40,7 +40,7 @@ class AnthropicModel:
     ) -> None:
         anthropic = _SDK.get()
         self.settings = ModelSettings.of(settings)
-        api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        api_key = api_key or env.ANTHROPIC_API_KEY.get()
         if api_key is None:
             raise ModelError(
                 "AnthropicModel needs an API key: set ANTHROPIC_API_KEY or give api_key="
@@ -48,7 +48,7 @@ class AnthropicModel:
         self._errors: type[Exception] = anthropic.APIError
         self.client = anthropic.AsyncAnthropic(
             api_key=api_key,
-            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            base_url=base_url or env.ANTHROPIC_BASE_URL.get(),
             timeout=self.settings.timeout,
             max_retries=self.settings.max_retries,
         )

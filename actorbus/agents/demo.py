@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import importlib
 import json
-import os
 from collections.abc import AsyncIterator
 
 from pydantic import BaseModel
 from rich.console import Console
 from rich.text import Text
 
+from actorbus import environment as env
 from actorbus.actors.state_admin import read_state
 from actorbus.actors.system import ActorSystem
 from actorbus.agents.agent import Agent, AgentState
@@ -54,9 +54,7 @@ class AgentDemoResult(BaseModel):
 
 
 def _configured() -> bool:
-    return any(
-        os.environ.get(name) for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
-    )
+    return any(v.get() for v in (env.OPENAI_API_KEY, env.OPENAI_BASE_URL, env.ANTHROPIC_API_KEY))
 
 
 @contextlib.asynccontextmanager

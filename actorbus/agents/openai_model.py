@@ -8,12 +8,12 @@ the conversation to the API's messages and its answer (streamed or not) back.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
+from actorbus import environment as env
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolCall, ToolSpec, Usage
 from actorbus.agents.model import ModelSettings, ProviderSdk, TokenSink
 from actorbus.codecs.errors import ModelError
@@ -38,8 +38,8 @@ class OpenAIModel:
     ) -> None:
         openai = _SDK.get()
         self.settings = ModelSettings.of(settings)
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
+        base_url = base_url or env.OPENAI_BASE_URL.get()
+        api_key = api_key or env.OPENAI_API_KEY.get() or ("unused" if base_url else None)
         if api_key is None:
             raise ModelError("OpenAIModel needs an API key: set OPENAI_API_KEY or give api_key=")
         self._errors: type[Exception] = openai.APIError

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from actorbus import environment as env
 from actorbus.bus.startstop import AsyncStartStop, SyncStartStop
 from actorbus.codecs.errors import ActorBusError
 
@@ -48,7 +49,7 @@ class ServerStartError(ActorBusError):
 
 def find_nats_server() -> str:
     """Locate the nats-server binary: $ACTORBUS_NATS_SERVER, this env's scripts, PATH."""
-    explicit = os.environ.get("ACTORBUS_NATS_SERVER")
+    explicit = env.ACTORBUS_NATS_SERVER.get()
     if explicit:
         return explicit
     exe = "nats-server.exe" if sys.platform == "win32" else "nats-server"

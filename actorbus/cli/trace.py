@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from actorbus import environment as env
 from actorbus.cli.common import EXIT_OK, CliError, stdout
 from actorbus.telemetry.recorder import (
     DEFAULT_TRACE_DIR,
@@ -23,7 +23,7 @@ from actorbus.telemetry.recorder import (
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    directory = Path(args.dir or os.environ.get("ACTORBUS_TRACE_DIR") or DEFAULT_TRACE_DIR)
+    directory = Path(args.dir or env.ACTORBUS_TRACE_DIR.get() or DEFAULT_TRACE_DIR)
     if not directory.is_dir():
         raise CliError(
             f"no recorded spans in {directory} (run with ACTORBUS_TRACE_DIR={directory} set)"

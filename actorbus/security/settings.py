@@ -5,12 +5,12 @@ home, and the secure broker set-up.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
+from actorbus import environment as env
 from actorbus.security.credentials import Authority
 from actorbus.security.identity import PublicIdentity
 from actorbus.security.replay import DEFAULT_SKEW_MS
@@ -22,7 +22,7 @@ POLICIES: Final = ("require", "allow", "off")
 def actorbus_home() -> Path:
     """``$ACTORBUS_HOME``, or ``~/.actorbus``: identities, the development
     authority, the broker's keys and certificates."""
-    return Path(os.environ.get("ACTORBUS_HOME") or Path.home() / ".actorbus")
+    return Path(env.ACTORBUS_HOME.get() or Path.home() / ".actorbus")
 
 
 def default_home(namespace: str) -> Path:

@@ -21,7 +21,6 @@ only adds its spans to it.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from typing import Final
@@ -36,6 +35,7 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
 )
 
+from actorbus import environment as env
 from actorbus.extras import require
 
 log = logging.getLogger("actorbus.telemetry")
@@ -65,29 +65,30 @@ _chosen = OFF  # what this process's providers record (OpenTelemetry's are per p
 _providers: list[object] = []
 
 
-def _env(name: str) -> str:
-    return os.environ.get(name, "").strip()
+# Per kind of signal: the variable naming its exporter, and its own OTLP endpoint.
+_ASKING: Final = {
+    "traces": (env.OTEL_TRACES_EXPORTER, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
+    "metrics": (env.OTEL_METRICS_EXPORTER, env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT),
+}
 
 
 def _wanted_exporter(kind: str) -> str | None:
     """'otlp', 'console' or None for traces/metrics, by the standard variables."""
-    explicit = _env(f"OTEL_{kind.upper()}_EXPORTER").lower()
+    exporter, endpoint = _ASKING[kind]
+    explicit = (exporter.get() or "").lower()
     if explicit:
         return None if explicit == "none" else explicit.split(",")[0]
-    if _env("OTEL_EXPORTER_OTLP_ENDPOINT") or _env(f"OTEL_EXPORTER_OTLP_{kind.upper()}_ENDPOINT"):
+    if env.OTEL_EXPORTER_OTLP_ENDPOINT.get() or endpoint.get():
         return "otlp"
     return None
 
 
 def _asked_by(kind: str) -> str:
     """The variable that turned the OTLP exporter on, as the user set it."""
-    for name in (
-        f"OTEL_{kind.upper()}_EXPORTER",
-        f"OTEL_EXPORTER_OTLP_{kind.upper()}_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-    ):
-        if _env(name):
-            return f"{name}={_env(name)}"
+    for variable in (*_ASKING[kind], env.OTEL_EXPORTER_OTLP_ENDPOINT):
+        value = variable.get()
+        if value:
+            return f"{variable.name}={value}"
     return "asked for in code"
 
 
@@ -116,11 +117,11 @@ def configure(force: bool | None = None) -> Telemetry:
 
 def _choose(force: bool | None) -> Telemetry:
     """Providers and exporters as the variables (or ``force``) ask."""
-    if _env("OTEL_SDK_DISABLED").lower() == "true":
+    if (env.OTEL_SDK_DISABLED.get() or "").lower() == "true":
         return OFF
-    preview = int(_env("ACTORBUS_TRACE_PREVIEW") or 0)
+    preview = int(env.ACTORBUS_TRACE_PREVIEW.get() or 0)
     exporter = _wanted_exporter("traces")
-    record_dir = _env("ACTORBUS_TRACE_DIR")
+    record_dir = env.ACTORBUS_TRACE_DIR.get() or ""
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):  # the application set one up
         provider = current
@@ -137,7 +138,7 @@ def _choose(force: bool | None) -> Telemetry:
 
 def _resource() -> Resource:
     # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
-    attrs = {} if _env("OTEL_SERVICE_NAME") else {"service.name": "actorbus"}
+    attrs = {} if env.OTEL_SERVICE_NAME.get() else {"service.name": "actorbus"}
     return Resource.create(attrs)
 
 
@@ -156,7 +157,7 @@ class ServiceNameSpanProcessor(SpanProcessor):
 
 
 def _add_exporters(provider: TracerProvider, exporter: str | None, record_dir: str) -> None:
-    if _env("ACTORBUS_SPAN_SERVICE_NAME") in ("1", "true"):
+    if env.ACTORBUS_SPAN_SERVICE_NAME.flag():
         provider.add_span_processor(ServiceNameSpanProcessor())
     if exporter == "otlp":
         exporters = require(

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from actorbus import environment as env
+
 
 def default_db_path(namespace: str) -> Path:
     """``$ACTORBUS_STATE_DIR`` (else the temp dir) ``/actorbus-gateway-{ns}.sqlite3``."""
-    base = os.environ.get("ACTORBUS_STATE_DIR") or tempfile.gettempdir()
+    base = env.ACTORBUS_STATE_DIR.get() or tempfile.gettempdir()
     return Path(base) / f"actorbus-gateway-{namespace}.sqlite3"
 
 

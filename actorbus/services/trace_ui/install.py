@@ -11,6 +11,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from actorbus import environment as env
+
 PHOENIX_REQUIREMENT = "arize-phoenix>=20.26,<21"
 """What :func:`ensure_phoenix_venv` installs (tested with 20.26.1)."""
 
@@ -20,8 +22,8 @@ DEFAULT_PROJECT = "actorbus"
 DEFAULT_TRACE_VENV = ".venv-trace"
 """Where :func:`ensure_phoenix_venv` puts Phoenix, relative to the working directory."""
 
-ENV_PHOENIX_PYTHON = "ACTORBUS_PHOENIX_PYTHON"
-ENV_TRACE_VENV = "ACTORBUS_TRACE_VENV"
+ENV_PHOENIX_PYTHON = env.ACTORBUS_PHOENIX_PYTHON.name
+ENV_TRACE_VENV = env.ACTORBUS_TRACE_VENV.name
 ENV_CHROMIUM = "ACTORBUS_CHROMIUM"
 
 LOOPBACK = "127.0.0.1"
@@ -112,7 +114,7 @@ def absolute_of(python: str | os.PathLike[str]) -> Path:
 
 
 def default_venv() -> Path:
-    return Path(os.environ.get(ENV_TRACE_VENV) or DEFAULT_TRACE_VENV)
+    return Path(env.ACTORBUS_TRACE_VENV.get() or DEFAULT_TRACE_VENV)
 
 
 def find_phoenix(extra: Iterable[str | os.PathLike[str]] = ()) -> Path | None:
@@ -123,7 +125,7 @@ def find_phoenix(extra: Iterable[str | os.PathLike[str]] = ()) -> Path | None:
     (interpreters or venv directories), in that order.
     """
     candidates: list[Path] = []
-    if configured := os.environ.get(ENV_PHOENIX_PYTHON):
+    if configured := env.ACTORBUS_PHOENIX_PYTHON.get():
         candidates.append(Path(configured))
     candidates.append(Path(sys.executable))
     candidates.append(_venv_python(default_venv()))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import json
 import os
 import shutil
@@ -227,6 +228,36 @@ class EmbeddedServer(SyncStartStop, AsyncStartStop):
         raise ServerStartError(
             f"{what}: {tail}" if tail else what, port_taken="address already in use" in tail
         )
+
+    def reload_sync(self, extra: str, timeout: float = 10.0) -> None:
+        """Run on with ``extra`` as its raw config (accounts, users, TLS: what
+        nats-server reloads; ports stay), through its config reload, and return
+        once it has loaded it. Needs the monitoring endpoint, which says when."""
+        if self._proc is None or self._workdir is None or not self.monitor_url:
+            raise ServerStartError("reload needs a running server with monitoring on")
+        before = self._loaded_at()
+        self.config = dataclasses.replace(self.config, extra=extra)
+        conf = self._workdir / "nats-server.conf"
+        conf.write_text(self.config.render(self._workdir / "ports", self.store_dir))
+        self._proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while self._loaded_at() == before:
+            if self._proc.poll() is not None:
+                self._fail("nats-server ended while reloading its config")
+            if time.monotonic() > deadline:
+                raise ServerStartError(
+                    f"nats-server did not reload its config within {timeout:g}s: "
+                    + self.log_tail(5)
+                )
+            time.sleep(0.02)
+
+    def _loaded_at(self) -> str:
+        """When the server last loaded its config (``/varz``)."""
+        try:
+            with urllib.request.urlopen(f"{self.monitor_url}/varz", timeout=1) as resp:
+                return str(json.loads(resp.read()).get("config_load_time", ""))
+        except (OSError, ValueError):
+            return ""
 
     def _healthy(self, ports: dict[str, list[str]]) -> bool:
         monitoring = ports.get("monitoring")

@@ -196,6 +196,7 @@ class BrokerAuth:
         self.operator = _key_pair(self.dir / "operator.nk", kind="operator")
         self.system = _key_pair(self.dir / "system-account.nk", kind="account")
         self._accounts: dict[str, nkeys.KeyPair] = {}
+        self._operator_jwt: str | None = None
 
     def account(self, namespace: str) -> nkeys.KeyPair:
         pair = self._accounts.get(namespace)
@@ -215,16 +216,20 @@ class BrokerAuth:
 
     def server_config(self, namespaces: list[str]) -> str:
         """What ``nats-server`` needs to trust this operator and know these
-        namespaces' accounts (config text)."""
-        operator = OperatorClaims(self.operator.public_key.decode(), "actorbus")
-        operator.nats.system_account = self.system.public_key.decode()
+        namespaces' accounts (config text). The same operator's JWT every time:
+        a server reloading its config refuses a changed one (adding a namespace
+        to a running server is a reload)."""
+        if self._operator_jwt is None:
+            operator = OperatorClaims(self.operator.public_key.decode(), "actorbus")
+            operator.nats.system_account = self.system.public_key.decode()
+            self._operator_jwt = str(operator.encode(self.operator))
         system = AccountClaims(self.system.public_key.decode(), SYSTEM_ACCOUNT)
         preload = {self.system.public_key.decode(): system.encode(self.operator)}
         for ns in namespaces:
             preload[self.account(ns).public_key.decode()] = self._account_jwt(ns)
         entries = "\n".join(f"  {k}: {v}" for k, v in preload.items())
         return (
-            f"operator: {operator.encode(self.operator)}\n"
+            f"operator: {self._operator_jwt}\n"
             f"system_account: {self.system.public_key.decode()}\n"
             "resolver: MEMORY\n"
             # A member limited to some types carries an allow-list in its JWT, which

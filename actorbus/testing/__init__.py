@@ -4,10 +4,12 @@
 
 Where FastStream gives its users ``TestNatsBroker`` (an in-memory stand-in),
 actorbus gives a real ``nats-server`` (JetStream on, temp store) started once per
-test session on a free loopback port, and a fresh :class:`~actorbus.ActorSystem`
-per test in a namespace of its own, so tests on one server never see each
-other's actors, queues or registry entries. What a test proves there holds on
-a real deployment: delivery, durability, timeouts, the wire format.
+test session on a free loopback port, secured as production is
+(:class:`TestBroker`; pytest's ``--actorbus-open`` for an open one), and a fresh
+:class:`~actorbus.ActorSystem` per test in a namespace of its own, so tests on
+one server never see each other's actors, queues or registry entries. What a
+test proves there holds on a real deployment: delivery, durability, timeouts,
+the wire format, authentication and sealing.
 
 With pytest and pytest-asyncio (``pip install 'actorbus[testing]'``), the
 fixtures are there as soon as actorbus is installed (a ``pytest11`` entry
@@ -29,7 +31,8 @@ modes alike::
 - ``actorbus_systems``: a factory, ``await actorbus_systems()``, for more systems
   in the same namespace (an agent in one, its caller in another: two processes'
   worth of wiring in one test).
-- ``actorbus_server``: the session's server (``.url``), for a client of your own.
+- ``actorbus_server``: the session's :class:`TestBroker` (``.url``;
+  ``await actorbus_server.client(namespace)`` for a member's own nats-py client).
 - ``scripted_model``: a model server speaking OpenAI's and Anthropic's wire
   formats, scripted by the test (:mod:`actorbus.testing.scripted_model`; needs
   ``actorbus[agents]``): point an agent's model at ``scripted_model.openai_url``.
@@ -52,7 +55,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from actorbus.actors.system import ActorSystem
-from actorbus.bus.server import EmbeddedServer
+from actorbus.testing.broker import TestBroker
 
 SystemFactory = Callable[..., Awaitable[ActorSystem]]
 
@@ -63,25 +66,39 @@ def fresh_namespace() -> str:
 
 
 @contextlib.asynccontextmanager
-async def running_system(**connect: Any) -> AsyncIterator[ActorSystem]:
-    """An embedded server and a system connected to it, both stopped on exit
-    (``connect`` goes to :meth:`ActorSystem.connect`)."""
-    async with EmbeddedServer() as server:
-        system = await ActorSystem.connect(server.url, **connect)
+async def running_system(*, secure: bool = True, **connect: Any) -> AsyncIterator[ActorSystem]:
+    """A broker of its own (a :class:`TestBroker`: secured unless ``secure=False``)
+    and a system connected to it, both stopped on exit (``connect`` goes to
+    :meth:`ActorSystem.connect`)."""
+    broker = TestBroker(secure=secure)
+    await asyncio.to_thread(broker.start_sync)
+    try:
+        namespace = connect.setdefault("namespace", "ab")
+        joined = await broker.join(namespace, connect.get("name", "actorbus"))
+        system = await ActorSystem.connect(broker.url, **{**joined, **connect})
         try:
             yield system
         finally:
             await asyncio.wait_for(system.close(timeout=2.0), 10.0)
+    finally:
+        await asyncio.to_thread(broker.stop_sync)
 
 
 @contextlib.asynccontextmanager
-async def systems_on(server_url: str, namespace: str) -> AsyncIterator[SystemFactory]:
-    """A factory of systems connected to ``server_url`` in ``namespace`` (unless a
-    call gives ``url``/``namespace`` of its own); every one is closed on exit, bounded."""
+async def systems_on(server: str | TestBroker, namespace: str) -> AsyncIterator[SystemFactory]:
+    """A factory of systems connected to ``server`` (a URL, or a
+    :class:`TestBroker`, whose namespaces it joins as members) in ``namespace``
+    (unless a call gives ``url``/``namespace`` of its own); every one is closed on
+    exit, bounded."""
     made: list[ActorSystem] = []
+    broker = server if isinstance(server, TestBroker) else None
+    server_url = server.url if isinstance(server, TestBroker) else server
 
     async def make(url: str | None = None, **connect: Any) -> ActorSystem:
         connect.setdefault("namespace", namespace)
+        if broker is not None and url is None:  # what it gives, unless the test says
+            joined = await broker.join(connect["namespace"], connect.get("name", "actorbus"))
+            connect = {**joined, **connect}
         system = await ActorSystem.connect(url or server_url, **connect)
         made.append(system)
         return system
@@ -128,6 +145,7 @@ async def queue_drained(system: ActorSystem, address: str, timeout: float = 30.0
 
 __all__ = [
     "SystemFactory",
+    "TestBroker",
     "eventually",
     "fresh_namespace",
     "queue_drained",

@@ -11,22 +11,32 @@ import pytest
 import pytest_asyncio
 
 from actorbus.actors.system import ActorSystem
-from actorbus.bus.server import EmbeddedServer
-from actorbus.testing import SystemFactory, fresh_namespace, systems_on
+from actorbus.testing import SystemFactory, TestBroker, fresh_namespace, systems_on
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--actorbus-open",
+        action="store_true",
+        help="run actorbus's fixtures on an open broker (no authentication, TLS or "
+        "end-to-end security) instead of one secured as production is",
+    )
 
 
 @pytest.fixture(scope="session")
-def actorbus_server() -> Iterator[EmbeddedServer]:
-    """A real nats-server for the whole test session (JetStream, temp store)."""
-    with EmbeddedServer() as server:
-        yield server
+def actorbus_server(request: pytest.FixtureRequest) -> Iterator[TestBroker]:
+    """A real nats-server for the whole test session (JetStream, temp store),
+    secured as production is unless pytest runs with ``--actorbus-open``."""
+    with TestBroker(secure=not request.config.getoption("--actorbus-open")) as broker:
+        yield broker
 
 
 @pytest_asyncio.fixture
-async def actorbus_systems(actorbus_server: EmbeddedServer) -> AsyncIterator[SystemFactory]:
+async def actorbus_systems(actorbus_server: TestBroker) -> AsyncIterator[SystemFactory]:
     """Make systems on the session's server, all in this test's own namespace
-    (unless ``namespace=`` says otherwise); every one is closed after the test."""
-    async with systems_on(actorbus_server.url, fresh_namespace()) as make:
+    (unless ``namespace=`` says otherwise), joined as members of it; every one
+    is closed after the test."""
+    async with systems_on(actorbus_server, fresh_namespace()) as make:
         yield make
 
 

@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import nats
 import pytest
 from _util import run_to_end
 
 from actorbus import ActorSystem
-from actorbus.testing import SystemFactory, running_system
+from actorbus.testing import SystemFactory, TestBroker, running_system
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -52,6 +53,23 @@ async def test_the_typist_streams_in_order_and_stops_when_asked(
     assert words == ["a", "b", "c"]
 
 
+async def test_the_fixtures_run_secured_as_production(
+    actorbus_system: ActorSystem, actorbus_server: TestBroker
+) -> None:
+    """Authentication and TLS on the broker, every message sealed end to end: a
+    test exercises what its deployment runs. A client without credentials is
+    refused; a member's own client (``actorbus_server.client``) gets in."""
+    assert actorbus_server.secure
+    assert actorbus_system.runtime.security.secured
+    with pytest.raises((nats.errors.Error, OSError, TimeoutError)):
+        await nats.connect(actorbus_server.url, allow_reconnect=False, connect_timeout=2)
+    member = await actorbus_server.client(actorbus_system.namespace)
+    try:
+        assert member.is_connected
+    finally:
+        await member.close()
+
+
 async def test_each_test_has_a_namespace_of_its_own(
     actorbus_system: ActorSystem, actorbus_systems: SystemFactory
 ) -> None:
@@ -63,6 +81,7 @@ async def test_each_test_has_a_namespace_of_its_own(
 async def test_running_system_starts_and_stops_its_own_server() -> None:
     echo = example("echo")
     async with running_system(namespace="solo") as system:
+        assert system.runtime.security.secured  # as production runs
         await system.spawn(echo.Echo, "1")
         pong = await system.ask("echo/1", echo.Ping(text="x"), returns=echo.Pong)
         assert pong.text == "x"
@@ -83,20 +102,29 @@ async def test_greeter(actorbus_system):
 
 async def test_isolated(actorbus_system):
     assert actorbus_system.local_actors() == {}
+
+async def test_secured_unless_asked_open(actorbus_system, request):
+    secured = not request.config.getoption("--actorbus-open")
+    assert actorbus_system.runtime.security.secured is secured
 """
 
 
-@pytest.mark.parametrize("mode", ["auto", "strict"])
-async def test_a_users_own_tests_get_the_fixtures(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "flags"), [("auto", ()), ("strict", ()), ("auto", ("--actorbus-open",))]
+)
+async def test_a_users_own_tests_get_the_fixtures(
+    tmp_path: Path, mode: str, flags: tuple[str, ...]
+) -> None:
     """A project that installed actorbus writes tests with the fixtures and nothing
-    else: no conftest, the plugin comes with the package (pytest11)."""
+    else: no conftest, the plugin comes with the package (pytest11). Secured as
+    production is, or open with one flag."""
     (tmp_path / "test_user.py").write_text(
         USER_TESTS
         if mode == "auto"
         else "import pytest\npytestmark = pytest.mark.asyncio\n" + USER_TESTS
     )
     (tmp_path / "pytest.ini").write_text(f"[pytest]\nasyncio_mode = {mode}\n")
-    pytest_argv = ("-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path))
+    pytest_argv = ("-m", "pytest", "-q", "-p", "no:cacheprovider", *flags, str(tmp_path))
     code, text, _ = await run_to_end(sys.executable, *pytest_argv, cwd=tmp_path, merge=True)
     assert code == 0, text
-    assert "2 passed" in text, text
+    assert "3 passed" in text, text

@@ -490,3 +490,45 @@ async def test_an_insider_cannot_delete_or_read_another_types_durable_consumer(
             await spy.close()
             await caller.close(timeout=2.0)
             await host.close(timeout=2.0)
+
+
+def test_the_operator_stays_the_same_across_renders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A running server refuses a reload whose operator JWT changed (its issue
+    time would, a second later): adding a namespace is a reload, so the operator
+    is rendered once."""
+    import time
+
+    auth = BrokerAuth(tmp_path)
+    first = auth.server_config(["a"])
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 5)
+    later = auth.server_config(["a", "b"])
+
+    def operator(config: str) -> str:
+        return next(line for line in config.splitlines() if line.startswith("operator:"))
+
+    assert operator(first) == operator(later)
+    assert later.count("\n  A") == first.count("\n  A") + 1  # one more account
+
+
+async def test_a_running_secured_server_takes_new_namespaces() -> None:
+    """The test broker adds a namespace's account with a config reload, while the
+    members of the others stay connected and keep working."""
+    from actorbus.testing import TestBroker
+
+    with TestBroker() as broker:
+        first = await ActorSystem.connect(broker.url, namespace="one", **await broker.join("one"))
+        try:
+            await first.spawn(Oracle, "1")
+            for ns in ("two", "three", "four"):
+                other = await ActorSystem.connect(broker.url, namespace=ns, **await broker.join(ns))
+                try:
+                    await other.spawn(Oracle, "1")
+                    assert await other.ask("oracle/1", ns) == f"yes, {ns}"
+                finally:
+                    await other.close()
+                assert await first.ask("oracle/1", "still") == "yes, still"
+        finally:
+            await first.close()

@@ -31,21 +31,7 @@ from _codec_support import (
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from actorbus.codecs import a2a
-from actorbus.codecs.a2a import (
-    CARRIES,
-    V03,
-    V10,
-    A2AError,
-    ArtifactUpdate,
-    Message,
-    Method,
-    Part,
-    StatusUpdate,
-    Task,
-    TaskList,
-    TaskState,
-    TaskStatus,
-)
+from actorbus.codecs.a2a import CARRIES, V03, V10, A2AError, Method, TaskList
 from actorbus.codecs.edge import bridge, codec
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
 from actorbus.codecs.errors import (
@@ -69,6 +55,17 @@ from actorbus.codecs.errors import (
     UnknownIntentError,
     UnsupportedError,
     ValidationFailedError,
+)
+from actorbus.codecs.tasks import (
+    Artifact,
+    ArtifactUpdate,
+    Message,
+    Part,
+    StatusUpdate,
+    Task,
+    TaskState,
+    TaskStatus,
+    parts_from_content,
 )
 
 FIXTURES = FIXTURES_ROOT / "a2a"
@@ -598,7 +595,7 @@ def test_status_update_events(state: TaskState, final: bool) -> None:
 
 
 def test_artifact_update_and_send_results() -> None:
-    artifact = a2a.Artifact(artifact_id="a-1", parts=a2a.parts_from_content({"n": 1}))
+    artifact = Artifact(artifact_id="a-1", parts=parts_from_content({"n": 1}))
     update = ArtifactUpdate(task_id="t-1", context_id="c-1", artifact=artifact, last_chunk=True)
     assert a2a.stream_event(1, update, "1.0")["result"] == {
         "artifactUpdate": {

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from actorbus.codecs.a2a.types import Artifact, Message, Part, Task, TaskState, TaskStatus
+from actorbus.codecs.tasks import Artifact, Message, Part, Task, TaskState, TaskStatus
 from actorbus.services.gateway.store import Run, TaskQuery, TaskStore
 from actorbus.services.gateway.tasks import (
     TRANSITIONS,
@@ -97,5 +97,49 @@ async def test_store_round_trips_tasks_runs_and_conversations(tmp_path: Path) ->
         assert [t.task.id for t in found] == ["t1"]
         assert (await again.list_tasks(TaskQuery(agent="other")))[1] == 0
         assert await again.stats() == {"tasks": 1, "runs": 1, "conversations": 1}
+    finally:
+        await again.close()
+
+
+async def test_a_store_of_schema_1_is_converted_when_opened(tmp_path: Path) -> None:
+    """A gateway before the neutral task model kept tasks as A2A 1.0 JSON: its
+    store opens, the tasks read back exactly, and saving one works as before."""
+    import json
+
+    import aiosqlite
+
+    from actorbus.codecs.a2a.errors import V10
+    from actorbus.codecs.a2a.wire import task_to_wire
+
+    db = tmp_path / "old.db"
+    store = await TaskStore.open(db)
+    await store.close()
+    task = Task(
+        id="t1",
+        context_id="c1",
+        status=TaskStatus(state=S.INPUT_REQUIRED, timestamp="2026-11-23T08:00:00.000Z"),
+        artifacts=[Artifact(artifact_id="a1", parts=[Part(kind="raw", value=b"\x00\x01")])],
+    )
+    body = json.dumps(task_to_wire(task, V10))
+    async with aiosqlite.connect(db) as old:  # as schema 1 wrote it
+        await old.execute(
+            "INSERT INTO tasks (id, agent, protocol, context_id, state, created_ms,"
+            " updated_ms, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            ("t1", "echo", "acp", "c1", "input-required", 1, 2, body),
+        )
+        await old.execute("PRAGMA user_version=1")
+        await old.commit()
+
+    again = await TaskStore.open(db)
+    try:
+        stored = await again.get_task("t1")
+        assert stored is not None
+        assert stored.task == task
+        assert stored.protocol == "acp"
+        done = Task(id="t2", status=TaskStatus(state=S.COMPLETED))
+        await again.save_task(done, agent="echo", protocol="mcp")
+        found = await again.get_task("t2")
+        assert found is not None
+        assert found.task == done
     finally:
         await again.close()

@@ -6,7 +6,8 @@ writes the 1.0 shape, ``decode`` reads either (0.3 is recognised by ``kind``).
 The gateway uses the version-aware functions re-exported here: the request
 decoder, the response/stream builders and the error mapping (see
 :mod:`.wire`, :mod:`.errors`, :mod:`.types`; :mod:`.shapes` and
-:mod:`.requests` hold the JSON shapes and the JSON-RPC requests).
+:mod:`.requests` hold the JSON shapes and the JSON-RPC requests). Tasks,
+messages and parts are the neutral model of :mod:`actorbus.codecs.tasks`.
 
 Envelope -> A2A Message:
 
@@ -34,7 +35,7 @@ the envelope's ``ts`` is 0 (a codec reads no clock); the gateway passes ``ts=``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from pydantic import ValidationError as PydanticValidationError
 
@@ -71,22 +72,12 @@ from actorbus.codecs.a2a.requests import decode_request, encode_request
 from actorbus.codecs.a2a.types import (
     A2ARequest,
     A2AResponse,
-    Artifact,
-    ArtifactUpdate,
     ListTasksParams,
-    Message,
     Method,
-    Part,
-    PartKind,
-    Role,
     SendConfig,
     SendParams,
-    StatusUpdate,
-    Task,
     TaskList,
     TaskRef,
-    TaskState,
-    TaskStatus,
     state_from_wire,
     state_to_wire,
 )
@@ -108,7 +99,14 @@ from actorbus.codecs.a2a.wire import (
 from actorbus.codecs.common import ENVELOPE_FIELDS
 from actorbus.codecs.edge import Codec, register
 from actorbus.codecs.envelope import Envelope, EnvelopeContext, EnvelopeMeta
-from actorbus.codecs.errors import ActorBusError, EncodeError
+from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.tasks import (
+    Message,
+    Role,
+    content_from_parts,
+    kind_of,
+    parts_from_content,
+)
 
 __all__ = [
     "A2A_ERRORS",
@@ -122,8 +120,6 @@ __all__ = [
     "A2ARequest",
     "A2AResponse",
     "A2AVersion",
-    "Artifact",
-    "ArtifactUpdate",
     "ContentTypeNotSupportedError",
     "ExtendedAgentCardNotConfiguredError",
     "ExtensionSupportRequiredError",
@@ -131,24 +127,17 @@ __all__ = [
     "InvalidParamsError",
     "InvalidRequestError",
     "ListTasksParams",
-    "Message",
     "Method",
     "MethodNotFoundError",
-    "Part",
     "PushNotificationNotSupportedError",
     "SendConfig",
     "SendParams",
-    "StatusUpdate",
-    "Task",
     "TaskList",
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "TaskRef",
-    "TaskState",
-    "TaskStatus",
     "UnsupportedOperationError",
     "VersionNotSupportedError",
-    "content_from_parts",
     "decode",
     "decode_request",
     "decode_response",
@@ -170,7 +159,6 @@ __all__ = [
     "message_to_wire",
     "negotiate_version",
     "parse_version",
-    "parts_from_content",
     "rest_error",
     "result_from_wire",
     "result_to_wire",
@@ -191,125 +179,16 @@ HINTS: Final = "a2a"  # key of A2A-only facts in envelope.meta
 # Intents an untyped payload gets (as actorbus.actors.messages names them; the
 # codecs sit below the actors and do not import them).
 _INTENT_BY_KIND: Final = {"text": "text", "raw": "bytes"}
-_PART_KINDS: Final[frozenset[str]] = frozenset({"text", "raw", "url", "data"})
-_BYTES = bytes | bytearray | memoryview
 
 # -- content <-> parts --------------------------------------------------------------
 
 
-def _kind_of(content: Any) -> PartKind:
-    if isinstance(content, str):
-        return "text"
-    if isinstance(content, _BYTES):
-        return "raw"
-    return "data"
-
-
 def _default_intent(content: Any) -> str:
     """The intent an envelope gets when nobody names one: by the content's type."""
-    kind = _kind_of(content)
+    kind = kind_of(content)
     if kind == "data":
         return "dict" if isinstance(content, dict) else "data"
     return _INTENT_BY_KIND[kind]
-
-
-def _check_json(value: Any) -> None:
-    """EncodeError unless ``value`` is JSON (a data part can hold nothing else)."""
-    stack, seen = [value], set()
-    while stack:
-        v = stack.pop()
-        if v is None or isinstance(v, str | int | float):
-            continue
-        if isinstance(v, dict | list | tuple):
-            if id(v) in seen:
-                raise EncodeError("content refers to itself; it cannot become JSON")
-            seen.add(id(v))
-            if isinstance(v, dict):
-                if not all(isinstance(k, str) for k in v):
-                    raise EncodeError("A2A data parts are JSON: content has a non-string key")
-                stack.extend(v.values())
-            else:
-                stack.extend(v)
-            continue
-        raise EncodeError(
-            f"A2A data parts are JSON: content holds a {type(v).__name__} "
-            "(binary content goes in as the whole content, i.e. a raw part)"
-        )
-
-
-def _fits(kind: str, content: Any) -> bool:
-    if kind in ("text", "url"):
-        return isinstance(content, str)
-    if kind == "raw":
-        return isinstance(content, _BYTES)
-    return kind == "data" and not isinstance(content, _BYTES)
-
-
-def _part(kind: PartKind, value: Any, desc: Mapping[str, Any] | None = None) -> Part:
-    if kind == "raw":
-        value = bytes(value)
-    elif kind == "data":
-        _check_json(value)
-    if not desc:
-        return Part(kind=kind, value=value)
-    media_type, filename, metadata = (
-        desc.get("mediaType"),
-        desc.get("filename"),
-        desc.get("metadata"),
-    )
-    return Part(
-        kind=kind,
-        value=value,
-        media_type=media_type if isinstance(media_type, str) else None,
-        filename=filename if isinstance(filename, str) else None,
-        metadata=metadata if isinstance(metadata, dict) else None,
-    )
-
-
-def _part_from_plain(item: Any) -> Part | None:
-    """``{"text": ...}`` (or raw/url/data, + mediaType/filename/metadata) as a Part."""
-    if not isinstance(item, dict):
-        return None
-    kinds = [k for k in item if k in _PART_KINDS]
-    if len(kinds) != 1 or not _fits(kinds[0], item[kinds[0]]):
-        return None
-    return _part(cast(PartKind, kinds[0]), item[kinds[0]], item)
-
-
-def _plain_part(p: Part) -> dict[str, Any]:
-    return {p.kind: p.value, **p.extras()}
-
-
-def parts_from_content(content: Any, hints: Mapping[str, Any] | None = None) -> list[Part]:
-    """The parts for an envelope's content; ``hints`` (``meta["a2a"]``) restore
-    how a decoded message's parts looked, if the content still fits them."""
-    if hints:
-        if hints.get("parts") is True and isinstance(content, list):
-            parts = [_part_from_plain(item) for item in content]
-            if all(p is not None for p in parts):
-                return cast(list[Part], parts)
-        desc = hints.get("part")
-        if isinstance(desc, dict):
-            kind = desc.get("kind", _kind_of(content))
-            if kind in _PART_KINDS and _fits(kind, content):
-                return [_part(kind, content, desc)]
-    return [_part(_kind_of(content), content)]
-
-
-def content_from_parts(parts: list[Part]) -> tuple[Any, dict[str, Any] | None]:
-    """An envelope's content for ``parts``, and the hints needed to rebuild them.
-
-    One part becomes its value (str, bytes, or the JSON value); its kind is noted
-    only when the value's type does not say it (a url, a data part holding a
-    string), and media type, filename and metadata only when present. Any other
-    number of parts becomes a list of plain part objects.
-    """
-    if len(parts) != 1:
-        return [_plain_part(p) for p in parts], {"parts": True}
-    p = parts[0]
-    desc: dict[str, Any] = {"kind": p.kind} if p.kind != _kind_of(p.value) else {}
-    desc.update(p.extras())
-    return p.value, ({"part": desc} if desc else None)
 
 
 # -- envelope -> A2A ---------------------------------------------------------------
@@ -395,7 +274,7 @@ def message_from_envelope(
     task_id: str | None = None,
     context_id: str | None = None,
 ) -> Message:
-    """The neutral A2A Message for ``env``; the keywords override what ``env`` says
+    """The neutral Message (A2A's shape) for ``env``; the keywords override what ``env`` says
     (the gateway answers with ``role="agent"`` and the task's ids)."""
     hints = _hints_of(env)
     context_id = env.context.session_id if context_id is None else context_id

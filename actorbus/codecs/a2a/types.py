@@ -1,60 +1,23 @@
-"""A2A's data model, once, independent of the wire version.
+"""A2A's requests and results, once, independent of the wire version.
 
 A2A 1.0 and 0.3 carry the same things in different spellings (``TASK_STATE_WORKING``
 vs ``working``, ``{"raw": ...}`` vs ``{"kind": "file", "file": {"bytes": ...}}``,
-``SendMessage`` vs ``message/send``). The gateway and the envelope mapping work
-on these neutral structs; :mod:`actorbus.codecs.a2a.wire` converts them to and
-from either version's JSON. Fields follow 1.0's names in snake_case.
-
-``TaskState`` lives here for now; it is meant to move to a module shared by every
-protocol that has tasks (ACP runs map onto it as well).
+``SendMessage`` vs ``message/send``). Tasks, messages and artifacts are the
+protocol-neutral model of :mod:`actorbus.codecs.tasks`; here are what only A2A
+has (its methods, request parameters, a task list, the state's 1.0 spelling),
+and :mod:`actorbus.codecs.a2a.wire` converts both to and from either version's
+JSON. Fields follow 1.0's names in snake_case.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
 from actorbus.codecs.a2a.errors import A2AVersion
-
-Role = Literal["user", "agent"]
-PartKind = Literal["text", "raw", "url", "data"]
-
-
-class TaskState(StrEnum):
-    """A task's lifecycle state; the value is the 0.3 (kebab-case) spelling."""
-
-    SUBMITTED = "submitted"
-    WORKING = "working"
-    INPUT_REQUIRED = "input-required"
-    AUTH_REQUIRED = "auth-required"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELED = "canceled"
-    REJECTED = "rejected"
-    UNKNOWN = "unknown"  # 0.3 "unknown" / 1.0 TASK_STATE_UNSPECIFIED
-
-    @property
-    def terminal(self) -> bool:
-        """No further updates will come: the task is done for good."""
-        return self in _TERMINAL
-
-    @property
-    def interrupted(self) -> bool:
-        """The task waits for the client (more input, or credentials)."""
-        return self in (TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED)
-
-    @property
-    def ends_stream(self) -> bool:
-        """A status update in this state is the last event of a stream."""
-        return self.terminal or self.interrupted
-
-
-_TERMINAL: Final = frozenset(
-    {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
-)
+from actorbus.codecs.tasks import ArtifactUpdate, Message, StatusUpdate, Task, TaskState
 
 _STATE_V10: Final[dict[TaskState, str]] = {
     s: ("TASK_STATE_UNSPECIFIED" if s is TaskState.UNKNOWN else "TASK_STATE_" + s.name)
@@ -80,88 +43,7 @@ def state_from_wire(value: str) -> TaskState:
 
 
 class _Model(msgspec.Struct, frozen=True, kw_only=True):
-    """Neutral A2A objects: immutable, cheap to build, typed."""
-
-
-class Part(_Model, frozen=True, kw_only=True):
-    """One piece of content. ``value``: str for text and url, bytes for raw, any
-    JSON value for data."""
-
-    kind: PartKind
-    value: Any
-    media_type: str | None = None
-    filename: str | None = None
-    metadata: dict[str, Any] | None = None
-
-    def extras(self) -> dict[str, Any]:
-        """``mediaType``, ``filename`` and ``metadata`` as A2A 1.0 spells them, when set."""
-        out: dict[str, Any] = {}
-        if self.media_type is not None:
-            out["mediaType"] = self.media_type
-        if self.filename is not None:
-            out["filename"] = self.filename
-        if self.metadata is not None:
-            out["metadata"] = self.metadata
-        return out
-
-
-class Message(_Model, frozen=True, kw_only=True):
-    message_id: str
-    role: Role = "user"
-    parts: list[Part]
-    context_id: str | None = None
-    task_id: str | None = None
-    metadata: dict[str, Any] | None = None
-    extensions: list[str] | None = None
-    reference_task_ids: list[str] | None = None
-
-
-class TaskStatus(_Model, frozen=True, kw_only=True):
-    state: TaskState
-    message: Message | None = None
-    timestamp: str | None = None  # ISO 8601, UTC, as the sender wrote it
-
-
-class Artifact(_Model, frozen=True, kw_only=True):
-    artifact_id: str
-    parts: list[Part]
-    name: str | None = None
-    description: str | None = None
-    metadata: dict[str, Any] | None = None
-    extensions: list[str] | None = None
-
-
-class Task(_Model, frozen=True, kw_only=True):
-    id: str
-    status: TaskStatus
-    context_id: str | None = None
-    artifacts: list[Artifact] | None = None
-    history: list[Message] | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class StatusUpdate(_Model, frozen=True, kw_only=True):
-    """A task's status changed. ``final`` is 0.3's end-of-stream flag; None means
-    "derive it from the state" (1.0 has no such flag)."""
-
-    task_id: str
-    context_id: str | None = None
-    status: TaskStatus
-    final: bool | None = None
-    metadata: dict[str, Any] | None = None
-
-    @property
-    def ends_stream(self) -> bool:
-        return self.final if self.final is not None else self.status.state.ends_stream
-
-
-class ArtifactUpdate(_Model, frozen=True, kw_only=True):
-    task_id: str
-    context_id: str | None = None
-    artifact: Artifact
-    append: bool | None = None
-    last_chunk: bool | None = None
-    metadata: dict[str, Any] | None = None
+    """A2A's own objects (results, requests): immutable, cheap to build, typed."""
 
 
 class TaskList(_Model, frozen=True, kw_only=True):

@@ -1,4 +1,5 @@
-"""A2A 1.0 and 0.3 JSON, to and from the neutral model in :mod:`actorbus.codecs.a2a.types`.
+"""A2A 1.0 and 0.3 JSON, to and from the neutral task model (:mod:`actorbus.codecs.tasks`)
+and A2A's own requests and results (:mod:`actorbus.codecs.a2a.types`).
 
 Decoding validates with msgspec Structs shaped like each version's JSON (one set
 per version, so an error names the field as the sender wrote it: ``params.message
@@ -59,18 +60,20 @@ from actorbus.codecs.a2a.shapes import (
 )
 from actorbus.codecs.a2a.types import (
     A2AResponse,
+    Result,
+    StreamEvent,
+    TaskList,
+    state_from_wire,
+    state_to_wire,
+)
+from actorbus.codecs.tasks import (
     Artifact,
     ArtifactUpdate,
     Message,
     Part,
-    Result,
     StatusUpdate,
-    StreamEvent,
     Task,
-    TaskList,
     TaskStatus,
-    state_from_wire,
-    state_to_wire,
 )
 
 # -- parts --------------------------------------------------------------------------

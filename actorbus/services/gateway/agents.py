@@ -12,12 +12,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from actorbus.actors.listing import Listing
-from actorbus.codecs.a2a.types import ArtifactUpdate, Message, Part, StatusUpdate, Task, TaskState
 from actorbus.codecs.common import fit_to_intent
 from actorbus.codecs.errors import (
     ActorNotFoundError,
     UnsupportedError,
 )
+from actorbus.codecs.tasks import ArtifactUpdate, Message, Part, StatusUpdate, Task, TaskState
 
 Event = Task | StatusUpdate | ArtifactUpdate
 

@@ -1,9 +1,10 @@
 """The protocol-neutral heart of the gateway: agents, tasks, runs, events.
 
 Edges (one module per outside protocol, see :mod:`.edges`) turn requests into
-calls on :class:`GatewayCore` and its events back into their protocol. A task's
-content is held in the codec's neutral A2A structs (``Task``, ``Message``,
-``Artifact``), the richest task model of the protocols actorbus speaks.
+calls on :class:`GatewayCore` and its events back into their protocol. A task is
+the protocol-neutral task model of :mod:`actorbus.codecs.tasks` (``Task``,
+``Message``, ``Artifact``); each edge maps it to its protocol's own, and nothing
+here names a protocol.
 
 How a task runs:
 
@@ -49,7 +50,11 @@ from typing import Any, Final
 import msgspec
 
 from actorbus.actors.system import ActorSystem
-from actorbus.codecs.a2a.types import (
+from actorbus.codecs.errors import (
+    ActorStoppedError,
+    UnsupportedError,
+)
+from actorbus.codecs.tasks import (
     Artifact,
     ArtifactUpdate,
     Message,
@@ -58,10 +63,6 @@ from actorbus.codecs.a2a.types import (
     Task,
     TaskState,
     TaskStatus,
-)
-from actorbus.codecs.errors import (
-    ActorStoppedError,
-    UnsupportedError,
 )
 from actorbus.services.gateway.agents import (
     Agent,
@@ -202,7 +203,7 @@ class GatewayCore:
         With ``watch``, also the task's events (the task, then every change),
         subscribed before the run starts so none is missed. ``request_id`` (and
         ``stamped``, its time) is the id the caller's protocol gives the request,
-        which it may use once (see ``auth``): A2A's is the client's message id. ``configure``
+        which it may use once (see ``auth``; a message id, say). ``configure``
         is awaited with the stored task before its run starts (a push config the
         request carried: it hears the first change)."""
         if self._closing:

@@ -51,26 +51,12 @@ from actorbus.codecs.a2a import (
     V10,
     A2AVersion,
     InvalidAgentResponseError,
-    content_from_parts,
     decode_response,
     error_from_response,
     parse_version,
-    parts_from_content,
 )
 from actorbus.codecs.a2a.requests import encode_request
-from actorbus.codecs.a2a.types import (
-    A2ARequest,
-    ArtifactUpdate,
-    Message,
-    Method,
-    Part,
-    SendConfig,
-    SendParams,
-    StatusUpdate,
-    Task,
-    TaskRef,
-    TaskState,
-)
+from actorbus.codecs.a2a.types import A2ARequest, Method, SendConfig, SendParams, TaskRef
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
@@ -79,6 +65,16 @@ from actorbus.codecs.errors import (
     RemoteError,
     StreamCancelledError,
     UnsupportedError,
+)
+from actorbus.codecs.tasks import (
+    ArtifactUpdate,
+    Message,
+    Part,
+    StatusUpdate,
+    Task,
+    TaskState,
+    content_from_parts,
+    parts_from_content,
 )
 from actorbus.services.gateway.egress_common import EgressProxy, HttpAdapter, sse_data
 

@@ -45,9 +45,9 @@ from actorbus.actors.actor import Actor
 from actorbus.actors.handlers import handler
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.a2a import V03, V10, stream_event
-from actorbus.codecs.a2a.types import Task
 from actorbus.codecs.a2a.wire import task_to_wire
 from actorbus.codecs.errors import ActorBusError, ValidationFailedError
+from actorbus.codecs.tasks import Task
 from actorbus.services.gateway.agents import Event
 
 log = logging.getLogger("actorbus.gateway.push")

@@ -28,8 +28,6 @@ from actorbus.actors.actor import Actor
 from actorbus.actors.handlers import handler
 from actorbus.actors.interim import AuthRequired, InputRequired, Working
 from actorbus.actors.system import ActorSystem
-from actorbus.codecs.a2a import parts_from_content
-from actorbus.codecs.a2a.types import Message, Part, Task, TaskState
 from actorbus.codecs.errors import (
     ActorBusError,
     InvalidAddressError,
@@ -38,6 +36,7 @@ from actorbus.codecs.errors import (
     ValidationFailedError,
     WrongCallError,
 )
+from actorbus.codecs.tasks import Message, Part, Task, TaskState, parts_from_content
 from actorbus.services.gateway.agents import LiveTask, plain, text_message
 from actorbus.services.gateway.settings import CoreSettings
 from actorbus.services.gateway.store import Run, TaskStore, now_ms
@@ -363,8 +362,8 @@ def _ended(run: Run, state: str, err: ActorBusError | None = None) -> Run:
 def request_key(live: LiveTask) -> str:
     """What an actor correlates and deduplicates a protocol request by (its
     envelope's ``context.idempotency_key``): ``<protocol>:<task id>:<message id>``,
-    the message being the client's latest (A2A's own ``messageId``); the
-    conversation (A2A's ``contextId``) is the envelope's ``session_id``."""
+    the message being the client's latest (its own message id); the
+    conversation (the task's context id) is the envelope's ``session_id``."""
     users = [m for m in live.task.history or () if m.role == "user"]
     message_id = users[-1].message_id if users else ""
     return f"{live.protocol}:{live.task.id}:{message_id}"

@@ -4,8 +4,10 @@ Tables (created on first open; ``PRAGMA user_version`` numbers the schema):
 
 - ``tasks``: one row per task, the columns the gateway searches by (agent,
   protocol, context, state, times) and the whole task (status, history,
-  artifacts, metadata) as A2A 1.0 JSON in ``body``, so nothing is lost when an
-  edge of another protocol reads it back.
+  artifacts, metadata) in ``body``: the protocol-neutral task
+  (:mod:`actorbus.codecs.tasks`) as msgpack, so nothing is lost when an edge of
+  another protocol reads it back. (Schema 1 kept it as A2A 1.0 JSON; a store
+  of that schema is converted when it is opened.)
 - ``runs``: one row per actor call made for a task (ask or stream): address,
   intent, state (running, completed, failed, canceled), error, times.
 - ``conversations``: one row per (context id, agent): the multi-turn session
@@ -18,18 +20,20 @@ after each write: what a client was told survives a gateway restart.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiosqlite
+import msgspec
 
-from actorbus.codecs.a2a.errors import V10
-from actorbus.codecs.a2a.types import Task, TaskState
-from actorbus.codecs.a2a.wire import result_from_wire, task_to_wire
+from actorbus.codecs.tasks import Task, TaskState
 
-SCHEMA_VERSION = 1
+log = logging.getLogger("actorbus.gateway")
+
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -121,14 +125,31 @@ class Conversation:
     turns: int
 
 
-def _task_json(task: Task) -> str:
-    return json.dumps(task_to_wire(task, V10), separators=(",", ":"))
+_TASK_ENCODER: Final = msgspec.msgpack.Encoder()
+_TASK_DECODER: Final = msgspec.msgpack.Decoder(Task)
 
 
-def _task_of(body: str) -> Task:
-    result, _ = result_from_wire(json.loads(body), V10, where="stored task")
-    assert isinstance(result, Task)
-    return result
+def _task_body(task: Task) -> bytes:
+    return _TASK_ENCODER.encode(task)
+
+
+def _task_of(body: bytes) -> Task:
+    return _TASK_DECODER.decode(body)
+
+
+async def _from_schema_1(db: aiosqlite.Connection) -> int:
+    """Schema 1 kept each task as A2A 1.0 JSON: each becomes the neutral task, in
+    the transaction that opens the store; how many."""
+    from actorbus.codecs.a2a.errors import V10
+    from actorbus.codecs.a2a.wire import result_from_wire
+
+    async with db.execute("SELECT id, body FROM tasks") as cursor:
+        rows = list(await cursor.fetchall())
+    for task_id, body in rows:
+        result, _ = result_from_wire(json.loads(body), V10, where="stored task")
+        assert isinstance(result, Task)
+        await db.execute("UPDATE tasks SET body = ? WHERE id = ?", (_task_body(result), task_id))
+    return len(rows)
 
 
 class TaskStore:
@@ -146,7 +167,13 @@ class TaskStore:
         try:
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=NORMAL")
+            async with db.execute("PRAGMA user_version") as cursor:
+                row = await cursor.fetchone()
+            found = int(row[0]) if row else 0
             await db.executescript(_SCHEMA)
+            if found == 1:
+                converted = await _from_schema_1(db)
+                log.info("gateway store %s: %d task(s) moved to schema 2", p, converted)
             await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             await db.commit()
         except BaseException:
@@ -196,7 +223,7 @@ class TaskStore:
                 task.status.state.value,
                 now,
                 now,
-                _task_json(task),
+                _task_body(task),
             ),
         )
 

@@ -1,9 +1,9 @@
 """The gateway's task state machine, shared by every protocol edge.
 
 A task is one unit of work an outside client asked an agent (an actor type)
-for. Its states are the codec's :class:`~actorbus.codecs.a2a.types.TaskState`
-(A2A's, which ACP runs map onto as well); :func:`check_transition` enforces
-the legal moves:
+for. Its states are the neutral :class:`~actorbus.codecs.tasks.TaskState` (each
+edge maps its protocol's onto them: A2A's task states, ACP's run statuses);
+:func:`check_transition` enforces the legal moves:
 
 - ``submitted`` -> working, input-required, auth-required, completed, failed,
   canceled, rejected
@@ -16,7 +16,7 @@ the legal moves:
 An actor asks the client for more (multi-turn within one task) by replying
 :class:`InputRequired` (or yielding it as a stream item): the task goes
 ``input-required`` with ``message`` as its status message; the client's next
-message naming the task (A2A ``taskId``) runs the actor again in the same
+message naming the task (its task id) runs the actor again in the same
 session (context id).
 
 An actor keeps a task open by replying :class:`Working`: the task stays
@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 from pydantic import BaseModel
 
 from actorbus.actors.messages import remember
-from actorbus.codecs.a2a.types import TaskState
 from actorbus.codecs.errors import NoRespondersError, UnsupportedError
+from actorbus.codecs.tasks import TaskState
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
@@ -68,9 +68,9 @@ TRANSITIONS: Final[dict[TaskState, frozenset[TaskState]]] = {
             S.REJECTED,
         }
     ),
-    # An agent may reject a task it is working on once it finds it cannot proceed
-    # (the A2A spec's "rejected"): an actor refusing the input says so after the
-    # gateway has reported the task working.
+    # An agent may reject a task it is working on once it finds it cannot proceed:
+    # an actor refusing the input says so after the gateway has reported the task
+    # working.
     S.WORKING: frozenset(
         {
             S.WORKING,

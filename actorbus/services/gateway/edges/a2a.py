@@ -39,10 +39,8 @@ from actorbus.codecs.a2a import (
     InvalidParamsError,
     InvalidRequestError,
     ListTasksParams,
-    Message,
     Method,
     SendParams,
-    Task,
     TaskList,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -66,6 +64,7 @@ from actorbus.codecs.errors import (
     RemoteError,
     UnsupportedError,
 )
+from actorbus.codecs.tasks import Message, Task
 from actorbus.services.gateway import oauth
 from actorbus.services.gateway.agents import (
     Agent,

@@ -50,8 +50,6 @@ from typing import Any, ClassVar, Final
 import msgspec
 from aiohttp import web
 
-from actorbus.codecs.a2a import parts_from_content
-from actorbus.codecs.a2a.types import ArtifactUpdate, Message, Part, StatusUpdate, Task
 from actorbus.codecs.acp import (
     ACP_CODE_OF,
     TERMINAL_STATUSES,
@@ -71,6 +69,14 @@ from actorbus.codecs.errors import (
     ActorNotFoundError,
     MessageTooLargeError,
     ValidationFailedError,
+)
+from actorbus.codecs.tasks import (
+    ArtifactUpdate,
+    Message,
+    Part,
+    StatusUpdate,
+    Task,
+    parts_from_content,
 )
 from actorbus.services.gateway.agents import (
     Agent,

@@ -54,6 +54,7 @@ from actorbus.codecs.agora import (
     parse_protocol_document,
     read_data_uri,
 )
+from actorbus.codecs.common import read_json
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorNotFoundError,
@@ -67,9 +68,9 @@ from actorbus.codecs.errors import (
 from actorbus.services.gateway.agents import Agent, AgentNotFoundError
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
-from actorbus.services.gateway.edges.anp import ask_agent, read_json, task_outcome
 from actorbus.services.gateway.edges.http import base_url, json_response, read_body, refusal
 from actorbus.services.gateway.settings import GatewaySettings
+from actorbus.services.gateway.settled import ask_agent, task_outcome
 
 log = logging.getLogger("actorbus.gateway.agora")
 

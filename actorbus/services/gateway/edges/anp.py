@@ -49,11 +49,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 from urllib.parse import quote, urlsplit
 
-import msgspec
 from aiohttp import web
 
-from actorbus.codecs.a2a import content_from_parts, parts_from_content
-from actorbus.codecs.a2a.types import Message, Task, TaskState
 from actorbus.codecs.anp import (
     agent_description,
     decode_request,
@@ -61,7 +58,7 @@ from actorbus.codecs.anp import (
     error_response,
     rpc_error,
 )
-from actorbus.codecs.common import content_intent, read_json as bounded_json, rebuild_error
+from actorbus.codecs.common import content_intent, read_json
 from actorbus.codecs.envelope import Envelope, EnvelopeContext
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -87,13 +84,13 @@ from actorbus.security.http_signatures import (
 from actorbus.security.keys import load_key
 from actorbus.security.multibase import b58encode, b64url, b64url_decode
 from actorbus.security.resolver import DidResolutionError, DidResolver
-from actorbus.services.gateway.agents import Agent, AgentNotFoundError, TaskNotContinuableError
+from actorbus.services.gateway.agents import Agent, AgentNotFoundError
 from actorbus.services.gateway.auth import Caller, current_caller
-from actorbus.services.gateway.core import META_KEY, GatewayCore
+from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges import Edge
 from actorbus.services.gateway.edges.http import base_url, json_response, read_body
 from actorbus.services.gateway.settings import GatewaySettings
-from actorbus.services.gateway.store import TaskQuery
+from actorbus.services.gateway.settled import ask_agent, task_outcome
 
 log = logging.getLogger("actorbus.gateway.anp")
 
@@ -122,77 +119,6 @@ def add_key_agreement(doc: dict[str, Any], did: str, keys: Any) -> None:
 
 
 # -- shared with the Agora edge: one call of an agent as a gateway task -------------
-
-
-async def ask_agent(
-    core: GatewayCore,
-    agent: Agent,
-    content: Any,
-    *,
-    intent: str,
-    protocol: str,
-    context_id: str,
-    new_session: bool,
-    metadata: dict[str, Any] | None = None,
-) -> Task:
-    """Ask ``agent`` through a gateway task and wait until it settles.
-
-    In a session that is not new, its task waiting for input (if any) is continued."""
-    waiting = None if new_session else await _waiting_task(core, agent, context_id)
-    message = Message(
-        message_id=uuid.uuid4().hex,
-        role="user",
-        parts=parts_from_content(content),
-        context_id=context_id,
-        task_id=waiting,
-        metadata=metadata,
-    )
-    try:
-        live, _ = await core.submit(
-            agent, message, protocol=protocol, intent=intent, content=content, stream=False
-        )
-    except TaskNotContinuableError:  # answered meanwhile by a concurrent call: a new task
-        message = msgspec.structs.replace(message, task_id=None)
-        live, _ = await core.submit(
-            agent, message, protocol=protocol, intent=intent, content=content, stream=False
-        )
-    return await core.wait_settled(live)
-
-
-async def _waiting_task(core: GatewayCore, agent: Agent, context_id: str) -> str | None:
-    for state in (TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED):
-        found, _ = await core.find(
-            TaskQuery(agent=agent.name, context_id=context_id, state=state, limit=1)
-        )
-        if found:
-            return found[0].task.id
-    return None
-
-
-def task_outcome(task: Task) -> Any:
-    """What a settled task answers: the reply's content, or the actor's question
-    (input-required); raises the task's error for a failed, rejected or canceled one."""
-    state = task.status.state
-    if state is TaskState.COMPLETED:
-        if not task.artifacts:
-            return None
-        parts = task.artifacts[-1].parts
-        if len(parts) > 1 and all(p.kind == "text" for p in parts):  # a stream's chunks
-            return "".join(str(p.value) for p in parts)
-        return content_from_parts(parts)[0]
-    if state.interrupted:
-        message = task.status.message
-        return content_from_parts(message.parts)[0] if message is not None else None
-    facts = ((task.metadata or {}).get(META_KEY) or {}).get("error")
-    if isinstance(facts, dict) and isinstance(facts.get("code"), str):
-        raise rebuild_error(facts["code"], str(facts.get("message", "")), facts.get("type"))
-    raise RemoteError(f"the task ended {state.value}", remote_type="TaskError")
-
-
-def read_json(body: bytes) -> Any:
-    """A request body as JSON (whatever its Content-Type); DecodeError if it is not
-    (or nests too deeply)."""
-    return bounded_json(body)
 
 
 # -- identity -------------------------------------------------------------------------

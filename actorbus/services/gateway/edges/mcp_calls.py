@@ -13,8 +13,7 @@ from typing import Any
 from aiohttp import web
 from opentelemetry import trace
 
-from actorbus.codecs.a2a import parts_from_content
-from actorbus.codecs.a2a.types import ArtifactUpdate, Message, Task, TaskState
+from actorbus.codecs.tasks import ArtifactUpdate, Message, Task, TaskState, parts_from_content
 from actorbus.services.gateway.agents import (
     Event,
     LiveTask,

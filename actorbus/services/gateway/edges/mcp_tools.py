@@ -39,7 +39,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 
 from actorbus.actors.messages import INTENT_BYTES, INTENT_DICT, INTENT_TEXT
-from actorbus.codecs.a2a.types import Part, Task, TaskState
+from actorbus.codecs.tasks import Part, Task, TaskState
 from actorbus.services.gateway.agents import Agent
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")

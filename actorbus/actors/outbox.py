@@ -127,16 +127,22 @@ async def release(rt: Runtime, held: list[Held]) -> None:
         await store(rt, h.subject, h.out, h.what, rt.durable_settings.store_timeout)
 
 
-async def store(rt: Runtime, subject: str, out: Outgoing, what: str, timeout: float) -> None:
-    """Publish into JetStream and wait for the publish-ack: stored, or an error
-    (``StoreUnavailableError`` when no stream leader confirmed it in time).
-
-    Inside an idempotent durable handler the message is held instead, and sent
-    once the handler succeeded."""
+async def store_or_hold(
+    rt: Runtime, subject: str, out: Outgoing, what: str, timeout: float
+) -> None:
+    """A durable send: held in the running turn's outbox when a durable turn is
+    running (``current_outbox``: sent once the turn has committed), else stored
+    now (:func:`store`)."""
     box = current_outbox.get()
     if box is not None and box.open:
         box.hold(subject, out, what)
         return
+    await store(rt, subject, out, what, timeout)
+
+
+async def store(rt: Runtime, subject: str, out: Outgoing, what: str, timeout: float) -> None:
+    """Publish into JetStream and wait for the publish-ack: stored, or an error
+    (``StoreUnavailableError`` when no stream leader confirmed it in time)."""
     try:
         await store_message(
             rt.mux,
@@ -152,4 +158,6 @@ async def store(rt: Runtime, subject: str, out: Outgoing, what: str, timeout: fl
         raise rt.conn.translate(exc) from exc
 
 
+# The outbox of the durable turn running in this task (set by the durable reader
+# and the virtual actor around a turn; read by store_or_hold and the state keeper).
 current_outbox: ContextVar[Outbox | None] = ContextVar("actorbus_outbox", default=None)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import nats.js.errors
 
-from actorbus.actors.outbox import store
+from actorbus.actors.outbox import store_or_hold
 from actorbus.actors.pipeline import Outgoing
 from actorbus.actors.sending import SendOptions
 from actorbus.bus.client import LazyHeaders, encode_headers
@@ -101,7 +101,9 @@ class Reminders:
         subject = rt.subjects.reminder(addr, name)
         what = f"reminder {name!r} of {address}"
         timeout = rt.durable_settings.store_timeout
-        await store(rt, subject, out._replace(headers=encode_headers(headers)), what, timeout)
+        await store_or_hold(
+            rt, subject, out._replace(headers=encode_headers(headers)), what, timeout
+        )
         return Reminder(address, name, schedule)
 
     async def cancel(self, address: str, name: str) -> bool:
@@ -124,7 +126,8 @@ class Reminders:
         }
         what = f"cancelling reminder {name!r} of {address}"
         timeout = rt.durable_settings.store_timeout
-        await store(rt, subject, Outgoing(b"", encode_headers(headers), "", ""), what, timeout)
+        cancelling = Outgoing(b"", encode_headers(headers), "", "")
+        await store_or_hold(rt, subject, cancelling, what, timeout)
         return True
 
     async def list(self, target: str) -> list[Reminder]:

@@ -21,7 +21,7 @@ from opentelemetry.trace import Span
 
 from actorbus.actors.actor import current_incoming
 from actorbus.actors.messages import INTENT_ERROR, from_content
-from actorbus.actors.outbox import store
+from actorbus.actors.outbox import store_or_hold
 from actorbus.actors.pipeline import Outgoing, decode_answer, encode_request
 from actorbus.actors.runtime import Runtime
 from actorbus.actors.streaming import consume_stream
@@ -158,7 +158,7 @@ class Sender:
         subject, wait = await self._durable_target(address, timeout)
         session = await self.session(address, queued=True)
         out = self.encode(address, message, opts, durable=True, session=session)
-        await store(self.rt, subject, out, address, wait)
+        await store_or_hold(self.rt, subject, out, address, wait)
 
     async def publish(self, topic: str, message: Any, opts: SendOptions) -> None:
         rt = self.rt
@@ -255,7 +255,7 @@ class Sender:
         subject = rt.subjects.topic(topic)
         if rt.durable_settings.keep_topics:
             timeout = rt.durable_settings.store_timeout
-            await store(rt, subject, out, f"topic {topic!r}", timeout)
+            await store_or_hold(rt, subject, out, f"topic {topic!r}", timeout)
         else:
             await rt.conn.publish(subject, out.body, out.headers)
 
@@ -347,7 +347,7 @@ class ObservedSender(Sender):
 
         async def send(span: Span | None) -> None:
             out = self.encode(address, message, opts, durable=True, span=span, session=session)
-            await store(self.rt, subject, out, address, wait)
+            await store_or_hold(self.rt, subject, out, address, wait)
 
         await self._spanned("tell", address, subject, False, send)
 

@@ -268,8 +268,9 @@ class ActorCell:
         spawn(run(), self.address, self._tasks)
         await turn.given_back.wait()
 
-    async def deliver_durable(self, msg: Msg, env: Inbound) -> Exception | None:
-        """Handle one durable message to the end and say how it went.
+    async def deliver_durable(self, msg: Msg, env: Inbound, attempt: int = 0) -> Exception | None:
+        """Handle one durable message to the end and say how it went (``attempt``:
+        its delivery count, for the spans; 0 when not known).
 
         ``msg`` must carry no reply subject (a JetStream message's reply is its
         ack subject, which a reply would ack by accident).
@@ -281,7 +282,7 @@ class ActorCell:
         position = Position.parse(stored) if stored else None
         try:
             async with gate:
-                return await self._handle(msg, env, arrived, position=position)
+                return await self._handle(msg, env, arrived, position=position, attempt=attempt)
         finally:
             self._done()
 
@@ -361,12 +362,14 @@ class ActorCell:
         arrived: int = 0,
         turn: Turn | None = None,
         position: Position | None = None,
+        attempt: int = 0,
     ) -> Exception | None:
         """Handle one message and answer it; returns what went wrong, if anything
         (the durable path acks, retries or dead-letters by it). ``turn``: the
         turn held for it, when a stream may give it back (else the cell's gate).
         ``position``: where a durable message is stored, for a declared state to
-        commit with (and to tell one it reflects already)."""
+        commit with (and to tell one it reflects already). ``attempt``: a
+        durable message's delivery count (the observed cell's spans say it)."""
         inst = self.instance
         if inst is None and not self._ready.is_set():
             await self._ready.wait()  # starting or restarting: hold the message
@@ -504,6 +507,7 @@ class ObservedCell(ActorCell):
         arrived: int = 0,
         turn: Turn | None = None,
         position: Position | None = None,
+        attempt: int = 0,
     ) -> Exception | None:
         telemetry = self.rt.telemetry
         if not telemetry.tracing:
@@ -517,6 +521,7 @@ class ObservedCell(ActorCell):
             arrived,
             bool(msg.reply),
             telemetry.preview,
+            attempt,
         ) as span:
             failed = await super()._handle(msg, env, arrived, turn, position)
             if failed is not None:

@@ -71,7 +71,7 @@ from actorbus.codecs.errors import (
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_FIRED, H_STORED, pack
 from actorbus.state.record import Position
-from actorbus.telemetry import metrics as meters, spans
+from actorbus.telemetry import metrics as meters
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
@@ -373,13 +373,10 @@ class DurableReader:
         ``attempt`` (the delivery count) goes on the spans."""
         box = Outbox()
         token = current_outbox.set(box)
-        delivered = spans.current_delivery.set(("durable", attempt)) if attempt else None
         try:
-            failed = await cell.deliver_durable(msg, env)
+            failed = await cell.deliver_durable(msg, env, attempt)
         finally:
             current_outbox.reset(token)
-            if delivered is not None:
-                spans.current_delivery.reset(delivered)
             box.open = False
         return box if failed is None else failed
 

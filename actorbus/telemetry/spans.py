@@ -31,11 +31,6 @@ TRACEPARENT = "traceparent"
 _propagator = TraceContextTextMapPropagator()
 _tracer = trace.get_tracer("actorbus")
 
-# How the message being handled was delivered: ("durable", attempt) from a
-# durable reader, unset for core NATS.
-current_delivery: ContextVar[tuple[str, int] | None] = ContextVar("actorbus_delivery", default=None)
-
-
 # The span kind LLM-tracing UIs (Arize Phoenix, OpenInference) show beside each
 # span; without it every span reads "unknown" there. A handler's run is the
 # agent at work; a message on its way is a step of the chain.
@@ -125,13 +120,14 @@ def processing(
     arrived_ns: int,
     expects_reply: bool,
     preview: int = 0,
+    attempt: int = 0,
 ) -> Iterator[Span]:
     """receive (arrival to the handler's start: the wait in the actor's mailbox)
     and process (the handler) spans, the second current while the handler runs,
-    so what the handler sends is its child."""
+    so what the handler sends is its child. ``attempt``: a durable reader's
+    delivery count (0: delivered over core NATS)."""
     parent = _propagator.extract(dict(headers)) if headers and TRACEPARENT in headers else None
-    delivery = current_delivery.get()
-    mode, attempt = delivery if delivery is not None else ("core", 1)
+    mode, attempt = ("durable", attempt) if attempt else ("core", 1)
     links = []
     if parent is not None and attempt > 1:  # a redelivery: linked to the original send
         sender = trace.get_current_span(parent).get_span_context()

@@ -623,7 +623,8 @@ def plot(path: Path, cfg: Config, run: Run, timeline: list[dict[str, Any]], titl
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     console = report_console(160)
-    server_config = ServerConfig(host="127.0.0.1", jetstream=False)  # loopback, core NATS only
+    # loopback; JetStream on, as a deployment has it: each shard registers its type
+    server_config = ServerConfig(host="127.0.0.1")
     agents: Agents | None = None
     try:
         with EmbeddedServer(server_config) as nats_server:

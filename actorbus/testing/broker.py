@@ -43,7 +43,6 @@ class TestBroker:
         self.secure = secure
         self._home = Path(tempfile.mkdtemp(prefix="actorbus-test-home-"))
         self._broker = SecureBroker(self._home) if secure else None
-        self._namespaces: list[str] = []
         self._authorities: dict[str, Authority] = {}
         self._lock = threading.Lock()
         extra = self._broker.server_config([]) if self._broker is not None else ""
@@ -114,6 +113,6 @@ class TestBroker:
             if namespace in self._authorities:
                 return
             assert self._broker is not None
-            self._namespaces.append(namespace)
-            self.server.reload_sync(self._broker.server_config(self._namespaces))
+            known = [*self._authorities, namespace]  # kept only once the server has it
+            self.server.reload_sync(self._broker.server_config(known))
             self._authorities[namespace] = Authority(Identity.generate(), namespace)

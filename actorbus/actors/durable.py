@@ -288,7 +288,7 @@ class DurableReader:
             where = Position(str(self._stream_born), held.seq)
             headers = {**(msg.headers or {}), H_STORED: where.header()}
         plain = Msg(
-            _client=rt.nc,
+            _client=msg._client,
             subject=msg.subject,
             data=msg.data,
             headers=cast(dict[str, str] | None, headers),

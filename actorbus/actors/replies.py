@@ -16,7 +16,7 @@ from nats.aio.msg import Msg
 
 from actorbus.actors.messages import INTENT_ERROR, to_content
 from actorbus.actors.pipeline import encode_answer, request_encoding
-from actorbus.bus.connection import BusConnection
+from actorbus.bus.transport import Transport
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import Encoding, SizeLimits
@@ -25,7 +25,7 @@ log = logging.getLogger("actorbus.replies")
 
 
 class Replies:
-    def __init__(self, conn: BusConnection, limits: SizeLimits, debug: bool) -> None:
+    def __init__(self, conn: Transport, limits: SizeLimits, debug: bool) -> None:
         self.conn = conn
         self.limits = limits
         self.debug = debug

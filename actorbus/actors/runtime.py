@@ -27,8 +27,6 @@ from actorbus.actors.intake import Intake
 from actorbus.actors.mailbox import Mailboxes
 from actorbus.actors.pipeline import encode_event
 from actorbus.actors.replies import Replies
-from actorbus.bus.client import Client
-from actorbus.bus.connection import BusConnection
 from actorbus.bus.jetstream import (
     dlq_stream_name,
     ensure_queue,
@@ -42,6 +40,7 @@ from actorbus.bus.requests import RequestMux
 from actorbus.bus.schedules import ensure_reminders, reminder_stream_name
 from actorbus.bus.subjects import Subjects
 from actorbus.bus.tasks import backoff_delay, spawn
+from actorbus.bus.transport import Messaging, Transport
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError, StateError
 from actorbus.security.stage import SecurityStage
@@ -58,14 +57,14 @@ class Runtime:
 
     def __init__(
         self,
-        conn: BusConnection,
+        conn: Transport,
         config: SystemConfig,
         security: SecurityStage,
         telemetry: Telemetry,
     ) -> None:
         self.config = config
         self.conn = conn
-        self.nc: Client = conn.nc
+        self.nc: Messaging = conn.nc
         self.js: JetStreamContext = self.nc.jetstream()
         self.namespace = config.namespace
         self.subjects = Subjects(config.namespace)
@@ -125,8 +124,9 @@ class Runtime:
                     self.attempts = stores.attempts
                 except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
                     raise ActorBusError(
-                        "durable delivery needs JetStream, which this NATS server does not "
-                        "offer (start it with -js, or use ActorSystem.start())"
+                        "durable delivery needs JetStream, which this bus does not offer (a "
+                        "nats-server started with -js, as ActorSystem.start() does; the "
+                        "in-process bus has none)"
                     ) from None
                 self._durable_ok = True
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from actorbus.actors.pipeline import decode_request
+from actorbus.bus.transport import Messaging
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.wire import SizeLimits
@@ -26,7 +26,7 @@ log = logging.getLogger("actorbus.system")
 
 
 async def subscribe(
-    nc: NATS,
+    nc: Messaging,
     subject: str,
     callback: Callable[[Envelope], Awaitable[None]],
     limits: SizeLimits,

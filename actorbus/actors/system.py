@@ -44,8 +44,10 @@ from actorbus.actors.streaming import StreamProducers
 from actorbus.actors.subscriber import subscribe
 from actorbus.bus.client import Client
 from actorbus.bus.connection import BusConnection
+from actorbus.bus.local import LocalBus, LocalConnection
 from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.subjects import Address, validate_topic
+from actorbus.bus.transport import Transport
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -68,7 +70,7 @@ class ActorSystem:
 
     def __init__(
         self,
-        conn: BusConnection,
+        conn: Transport,
         config: SystemConfig,
         security: SecurityStage,
         telemetry: Telemetry,
@@ -158,12 +160,45 @@ class ActorSystem:
         return _Opening(open_())
 
     @classmethod
+    def in_process(cls, bus: LocalBus | None = None, **options: Unpack[SystemOptions]) -> _Opening:
+        """A system on a bus in this process, with no server: for fast tests of
+        actor behaviour (``docs/testing.md``). Systems opened on one ``bus`` see
+        each other, as processes on one server do; without one, a new bus.
+
+        Messaging, mailboxes, supervision, streams, keyed-actor placement,
+        declared state and discovery behave as on NATS (key-value buckets are
+        kept in memory). What a server keeps in streams is not there: durable
+        delivery, reminders, history and dead letters raise the typed error a
+        server without JetStream gives. No security stage: nothing leaves the
+        process."""
+
+        async def open_() -> ActorSystem:
+            config = SystemConfig.of(options)
+            if config.security is not None:
+                raise ValueError(
+                    "the in-process bus has no security stage: test security on a server "
+                    "(ActorSystem.start(), or the actorbus_server fixture)"
+                )
+            where = LocalBus() if bus is None else bus
+            conn = await LocalConnection.open(where, config.connect_to(["local://"]))
+            return await cls._open_on(conn, None, config)
+
+        return _Opening(open_())
+
+    @classmethod
     async def _open(
         cls, urls: list[str], server: EmbeddedServer | None, config: SystemConfig
     ) -> ActorSystem:
+        return await cls._open_on(
+            await BusConnection.connect(config.connect_to(urls)), server, config
+        )
+
+    @classmethod
+    async def _open_on(
+        cls, conn: Transport, server: EmbeddedServer | None, config: SystemConfig
+    ) -> ActorSystem:
         # OTEL_*, or tracing=True: set up once per process
         telemetry = OFF if config.tracing is False else configure(config.tracing)
-        conn = await BusConnection.connect(config.connect_to(urls))
         try:
             security = await open_stage(conn.nc.jetstream(), config.namespace, config.security)
         except BaseException:
@@ -207,8 +242,9 @@ class ActorSystem:
 
     @property
     def nc(self) -> Client:
-        """The NATS connection, for what actorbus does not wrap (raw subjects)."""
-        return self.runtime.nc
+        """The bus's client, for what actorbus does not wrap (raw subjects): a
+        nats-py client on NATS, the same API in memory on the in-process bus."""
+        return self.runtime.conn.nc
 
     # -- hosting actors ----------------------------------------------------
     async def spawn(

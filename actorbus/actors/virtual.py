@@ -207,7 +207,7 @@ class VirtualActors:
             cell.deliver_later(msg, env)
             return
         # Handled without a reply subject; the forwarder gets its own answer.
-        plain = Msg(_client=rt.nc, subject=msg.subject, data=msg.data, headers=msg.headers)
+        plain = Msg(_client=msg._client, subject=msg.subject, data=msg.data, headers=msg.headers)
         if mode == "durable":
             plain = await self._genuine_position(host.cls, plain, env)
             self.rt.spawn_task(self._handle_durable(cell, plain, env, msg.reply))

@@ -122,6 +122,10 @@ class BusConnection:
             raise lost from exc
         self._refused = None
         self.nc.options["max_reconnect_attempts"] = -1
+        self.watch_loop()
+
+    def watch_loop(self) -> None:
+        """Start telling when the event loop was blocked (a slow consumer's cause)."""
         self._loop_task = supervise("event loop watch", self.loop_watch.run, logger=log)
 
     async def _first_connect(self, kwargs: dict[str, Any]) -> None:

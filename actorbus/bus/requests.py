@@ -23,7 +23,7 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from actorbus.bus.client import Client
+from actorbus.bus.transport import Messaging
 
 NO_RESPONDERS_STATUS = "503"
 Accept = Callable[[Msg], bool]
@@ -39,7 +39,7 @@ class NoResponders(Exception):
 
 
 class RequestMux:
-    def __init__(self, nc: Client, prefix: str) -> None:
+    def __init__(self, nc: Messaging, prefix: str) -> None:
         self.nc = nc
         self.prefix = prefix if prefix.endswith(".") else prefix + "."
         # token -> (future, deadline, the check a reply must pass, if any)

@@ -106,6 +106,22 @@ def validate_topic(topic: str, *, wildcards: bool) -> str:
     return topic
 
 
+def subject_matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching: in ``pattern``, ``*`` is one token and a final
+    ``>`` one or more (as nats-server routes, and as topic keys are granted)."""
+    return tokens_match(tuple(pattern.split(".")), subject.split("."))
+
+
+def tokens_match(want: tuple[str, ...], have: list[str]) -> bool:
+    """:func:`subject_matches` on subjects already split into tokens."""
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(want) == len(have)
+
+
 @dataclass(frozen=True, slots=True)
 class Subjects:
     """Subject builder for one namespace."""

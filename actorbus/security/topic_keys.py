@@ -64,18 +64,6 @@ _LISTEN_LABEL: Final = b"actorbus-listening/1|"
 _SIG_LABEL: Final = b"actorbus-topic-msg/1|"
 
 
-def topic_matches(pattern: str, topic: str) -> bool:
-    """Whether a subscription ``pattern`` (NATS wildcards: ``*`` one token, ``>``
-    the rest) takes ``topic``."""
-    want, have = pattern.split("."), topic.split(".")
-    for i, token in enumerate(want):
-        if token == ">":
-            return len(have) > i
-        if i >= len(have) or (token != "*" and token != have[i]):
-            return False
-    return len(want) == len(have)
-
-
 # -- listening statements ---------------------------------------------------------------
 def system_listener(kid: str) -> str:
     """The listener name of a system itself (its raw topic subscriptions), beside

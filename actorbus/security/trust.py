@@ -28,10 +28,11 @@ from nats.js.kv import KeyValue
 
 from actorbus.bus.bucket_mirror import BucketMirror, latest_only, open_bucket
 from actorbus.bus.kvkeys import decode_token, encode_token
+from actorbus.bus.subjects import subject_matches
 from actorbus.codecs.errors import AuthError
 from actorbus.security.credentials import Credential, read_credential
 from actorbus.security.identity import PublicIdentity
-from actorbus.security.topic_keys import read_listening, topic_matches
+from actorbus.security.topic_keys import read_listening
 
 log = logging.getLogger("actorbus.security")
 
@@ -174,7 +175,7 @@ class Trust:
         found = {}
         now = time.time()
         for listener, (patterns, said_by) in self._listening.items():
-            if not any(topic_matches(p, topic) for p in patterns):
+            if not any(subject_matches(p, topic) for p in patterns):
                 continue
             if listener.startswith("@"):
                 if said_by.expires > now and said_by.jti not in self._revoked:

@@ -2,14 +2,19 @@
 (:mod:`actorbus.testing.plugin`), these helpers, and a scripted model server
 (:mod:`actorbus.testing.scripted_model`).
 
-Where FastStream gives its users ``TestNatsBroker`` (an in-memory stand-in),
-actorbus gives a real ``nats-server`` (JetStream on, temp store) started once per
-test session on a free loopback port, secured as production is
-(:class:`TestBroker`; pytest's ``--actorbus-open`` for an open one), and a fresh
-:class:`~actorbus.ActorSystem` per test in a namespace of its own, so tests on
-one server never see each other's actors, queues or registry entries. What a
-test proves there holds on a real deployment: delivery, durability, timeouts,
-the wire format, authentication and sealing.
+Two ways to run, as FastStream offers ``TestNatsBroker`` beside a real broker:
+
+- a real ``nats-server`` (JetStream on, temp store) started once per test
+  session on a free loopback port, secured as production is
+  (:class:`TestBroker`; pytest's ``--actorbus-open`` for an open one), and a
+  fresh :class:`~actorbus.ActorSystem` per test in a namespace of its own, so
+  tests on one server never see each other's actors, queues or registry
+  entries. What a test proves there holds on a real deployment: delivery,
+  durability, timeouts, the wire format, authentication and sealing;
+- the in-process bus (:meth:`ActorSystem.in_process`): no server, a system
+  opens in a millisecond, for the many tests of what actors do with their
+  messages (handlers, ordering, mailboxes, supervision, streams, keyed actors).
+  ``--actorbus-broker`` runs the same tests on the real broker.
 
 With pytest and pytest-asyncio (``pip install 'actorbus[testing]'``), the
 fixtures are there as soon as actorbus is installed (a ``pytest11`` entry
@@ -31,6 +36,9 @@ modes alike::
 - ``actorbus_systems``: a factory, ``await actorbus_systems()``, for more systems
   in the same namespace (an agent in one, its caller in another: two processes'
   worth of wiring in one test).
+- ``actorbus_in_process_system`` and ``actorbus_in_process_systems``: the same,
+  on an in-process bus of this test's own (on the session's broker with
+  ``--actorbus-broker``).
 - ``actorbus_server``: the session's :class:`TestBroker` (``.url``;
   ``await actorbus_server.client(namespace)`` for a member's own nats-py client).
 - ``scripted_model``: a model server speaking OpenAI's and Anthropic's wire
@@ -55,6 +63,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from actorbus.actors.system import ActorSystem
+from actorbus.bus.local import LocalBus
 from actorbus.testing.broker import TestBroker
 
 SystemFactory = Callable[..., Awaitable[ActorSystem]]
@@ -85,6 +94,17 @@ async def running_system(*, secure: bool = True, **connect: Any) -> AsyncIterato
 
 
 @contextlib.asynccontextmanager
+async def _closed_after(made: list[ActorSystem]) -> AsyncIterator[None]:
+    """Close every system in ``made`` on the way out, newest first, each bounded."""
+    try:
+        yield
+    finally:
+        for system in reversed(made):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(system.close(timeout=2.0), 10.0)
+
+
+@contextlib.asynccontextmanager
 async def systems_on(server: str | TestBroker, namespace: str) -> AsyncIterator[SystemFactory]:
     """A factory of systems connected to ``server`` (a URL, or a
     :class:`TestBroker`, whose namespaces it joins as members) in ``namespace``
@@ -103,12 +123,26 @@ async def systems_on(server: str | TestBroker, namespace: str) -> AsyncIterator[
         made.append(system)
         return system
 
-    try:
+    async with _closed_after(made):
         yield make
-    finally:
-        for system in reversed(made):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(system.close(timeout=2.0), 10.0)
+
+
+@contextlib.asynccontextmanager
+async def in_process_systems(namespace: str = "ab") -> AsyncIterator[SystemFactory]:
+    """A factory of systems on one in-process bus (:meth:`ActorSystem.in_process`,
+    no server; they see each other as processes on one server do), in
+    ``namespace`` unless a call gives its own; every one is closed on exit."""
+    bus = LocalBus()
+    made: list[ActorSystem] = []
+
+    async def make(**options: Any) -> ActorSystem:
+        options.setdefault("namespace", namespace)
+        system = await ActorSystem.in_process(bus, **options)
+        made.append(system)
+        return system
+
+    async with _closed_after(made):
+        yield make
 
 
 async def eventually(
@@ -148,6 +182,7 @@ __all__ = [
     "TestBroker",
     "eventually",
     "fresh_namespace",
+    "in_process_systems",
     "queue_drained",
     "running_system",
     "systems_on",

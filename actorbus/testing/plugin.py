@@ -11,7 +11,13 @@ import pytest
 import pytest_asyncio
 
 from actorbus.actors.system import ActorSystem
-from actorbus.testing import SystemFactory, TestBroker, fresh_namespace, systems_on
+from actorbus.testing import (
+    SystemFactory,
+    TestBroker,
+    fresh_namespace,
+    in_process_systems,
+    systems_on,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -20,6 +26,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="run actorbus's fixtures on an open broker (no authentication, TLS or "
         "end-to-end security) instead of one secured as production is",
+    )
+    parser.addoption(
+        "--actorbus-broker",
+        action="store_true",
+        help="run actorbus's in-process fixtures on the session's real broker instead",
     )
 
 
@@ -47,6 +58,28 @@ async def actorbus_system(actorbus_systems: SystemFactory) -> ActorSystem:
 
 
 @pytest_asyncio.fixture
+async def actorbus_in_process_systems(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[SystemFactory]:
+    """Make systems on an in-process bus of this test's own (no server: each opens
+    in about a millisecond); on the session's real broker instead when pytest
+    runs with ``--actorbus-broker``. Every one is closed after the test."""
+    if request.config.getoption("--actorbus-broker"):
+        server: TestBroker = request.getfixturevalue("actorbus_server")
+        async with systems_on(server, fresh_namespace()) as make:
+            yield make
+        return
+    async with in_process_systems() as make:
+        yield make
+
+
+@pytest_asyncio.fixture
+async def actorbus_in_process_system(actorbus_in_process_systems: SystemFactory) -> ActorSystem:
+    """A system on an in-process bus (``--actorbus-broker``: on the real broker)."""
+    return await actorbus_in_process_systems()
+
+
+@pytest_asyncio.fixture
 async def scripted_model() -> AsyncIterator[Any]:
     """A :class:`~actorbus.testing.scripted_model.ScriptedModel` for this test, on a
     free loopback port, stopped after it."""
@@ -56,4 +89,11 @@ async def scripted_model() -> AsyncIterator[Any]:
         yield model
 
 
-__all__ = ["actorbus_server", "actorbus_system", "actorbus_systems", "scripted_model"]
+__all__ = [
+    "actorbus_in_process_system",
+    "actorbus_in_process_systems",
+    "actorbus_server",
+    "actorbus_system",
+    "actorbus_systems",
+    "scripted_model",
+]

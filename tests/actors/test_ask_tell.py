@@ -29,6 +29,8 @@ from actorbus import (
 from actorbus.codecs.errors import EncodeError
 from actorbus.codecs.wire import H_DST, H_ID, H_INTENT, H_SRC, H_TRACE
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 
 class AtQuestion(BaseModel):
     text: str
@@ -432,7 +434,10 @@ class AtTwin(BaseModel):
     value: int = 1
 
 
-async def test_ambiguous_intent_comes_back_as_plain_data(system, caplog) -> None:
+async def test_ambiguous_intent_comes_back_as_plain_data(system, caplog, monkeypatch) -> None:
+    from actorbus.actors import messages
+
+    monkeypatch.setattr(messages, "_ambiguous", set())  # said once per process: said here
     Twin2 = _make_twin()
 
     class TwinHost(Actor):

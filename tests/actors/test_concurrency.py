@@ -12,6 +12,8 @@ from pydantic import BaseModel
 
 from actorbus import Actor, handler
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 
 class CcWork(BaseModel):
     seq: int

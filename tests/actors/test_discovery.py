@@ -15,6 +15,8 @@ from pydantic import BaseModel
 from actorbus import Actor, ActorNotFoundError, handler
 from actorbus.codecs.uap import ephemeral_service
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 
 class Text(BaseModel):
     text: str

@@ -18,6 +18,8 @@ from actorbus import (
     handler,
 )
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 
 class LcPing(BaseModel):
     pass

@@ -18,6 +18,8 @@ from actorbus.actors.pipeline import encode_request
 from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding
 from actorbus.testing import eventually
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 
 class Gated(Actor):
     """Handles nothing until the test opens its gate."""
@@ -53,7 +55,7 @@ def tell_bytes(address: str, n: int) -> tuple[bytes, Any]:
     return out.body, out.headers
 
 
-async def flood(nc: nats.NATS, ns: str, address: str, count: int) -> None:
+async def flood(nc: Any, ns: str, address: str, count: int) -> None:
     subject = subject_of(ns, address)
     for n in range(count):
         body, headers = tell_bytes(address, n)
@@ -68,7 +70,7 @@ def headers_of(block: bytes) -> dict[str, str]:
 
 @pytest.mark.parametrize("hosting", ["spawn", "register"])
 async def test_a_full_mailbox_drops_tells_visibly_and_refuses_asks_at_once(
-    system: Any, raw_nc: nats.NATS, ns: str, hosting: str, caplog: Any, monkeypatch: Any
+    system: Any, ns: str, hosting: str, caplog: Any, monkeypatch: Any
 ) -> None:
     from actorbus.actors import mailbox
 
@@ -85,7 +87,7 @@ async def test_a_full_mailbox_drops_tells_visibly_and_refuses_asks_at_once(
     else:
         await system.register(Gated, gate=gate, seen=seen)
     with caplog.at_level(logging.WARNING, logger="actorbus.mailbox"):
-        await flood(raw_nc, ns, "gated/a", 500)
+        await flood(system.nc, ns, "gated/a", 500)
         started = time.monotonic()
         with pytest.raises(RateLimitedError, match="gated/a is overloaded"):
             await system.ask("gated/a", 999, intent="take", timeout=5)
@@ -117,10 +119,10 @@ async def test_a_full_mailbox_drops_tells_visibly_and_refuses_asks_at_once(
     assert f"({dropped} in all)" in said[-1]
 
 
-async def test_drop_policy_lets_asks_time_out(system: Any, raw_nc: nats.NATS, ns: str) -> None:
+async def test_drop_policy_lets_asks_time_out(system: Any, ns: str) -> None:
     gate, seen = asyncio.Event(), []
     await system.spawn(GatedDrop, "a", gate=gate, seen=seen)
-    await flood(raw_nc, ns, "gated-drop/a", 200)
+    await flood(system.nc, ns, "gated-drop/a", 200)
     with pytest.raises(TimeoutError):
         await system.ask("gated-drop/a", 999, intent="take", timeout=0.5)
     assert system.runtime.mailboxes.dropped["gated-drop/a"] >= 200 - GatedDrop.mailbox_size - 1
@@ -147,9 +149,7 @@ def big_tell_bytes(address: str, n: int) -> tuple[bytes, dict[str, str]]:
     return out.body, headers_of(out.headers)
 
 
-async def test_a_lazily_hosted_keys_queue_is_bounded_by_bytes_too(
-    system: Any, raw_nc: nats.NATS, ns: str
-) -> None:
+async def test_a_lazily_hosted_keys_queue_is_bounded_by_bytes_too(system: Any, ns: str) -> None:
     """300 tells of 50 KB (15 MB) for one key of a registered type whose mailbox takes
     1 MiB: about 20 wait, the rest are dropped and counted, not kept by count alone."""
     gate, seen = asyncio.Event(), []
@@ -157,8 +157,8 @@ async def test_a_lazily_hosted_keys_queue_is_bounded_by_bytes_too(
     subject = subject_of(ns, "gated-bytes/k")
     for n in range(300):
         body, headers = big_tell_bytes("gated-bytes/k", n)
-        await raw_nc.publish(subject, body, headers=headers)
-    await barrier(raw_nc)
+        await system.nc.publish(subject, body, headers=headers)
+    await barrier(system)
     kept = 1024 * 1024 // 50_000 + 2  # what fits 1 MiB, one in the handler, one of slack
     await eventually(  # all but those dropped while the handler is held: the bound holds
         lambda: system.runtime.mailboxes.dropped.get("gated-bytes/k", 0) >= 300 - kept,

@@ -12,6 +12,8 @@ from _util import barrier, run_host
 
 from actorbus import AskTimeoutError, NoRespondersError, RemoteError
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 TARGET = "_actors:Whoami"
 
 

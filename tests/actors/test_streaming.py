@@ -21,6 +21,8 @@ from actorbus import (
 )
 from actorbus.testing import eventually
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 
 class StCount(BaseModel):
     n: int

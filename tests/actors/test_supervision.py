@@ -25,6 +25,8 @@ from actorbus import (
     handler,
 )
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 
 class SvIncr(BaseModel):
     pass

@@ -13,6 +13,8 @@ from pydantic import BaseModel
 
 from actorbus import Actor, Encoding, Envelope, InvalidAddressError, handler
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 
 class TpNews(BaseModel):
     seq: int

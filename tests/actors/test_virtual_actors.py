@@ -15,18 +15,30 @@ from _util import run_host
 
 from actorbus import Actor, ActorBusError, handler
 
+pytestmark = pytest.mark.transports("nats", "local")
+
 TTL = 1.0
 
 
-async def keyed_systems(make_system: Any, n: int) -> list[Any]:
+class VolatileCounter(VCounter):
+    """VCounter with its messages over core NATS: the in-process bus has no
+    JetStream for durable ones, and placement is the same either way."""
+
+    type_name = "vcounter"
+    durable = False
+
+
+async def keyed_systems(make_system: Any, n: int, transport: str = "nats") -> list[Any]:
     systems = [await make_system(activation_ttl=TTL) for _ in range(n)]
     for system in systems:
-        await system.register(VCounter)
+        await system.register(VCounter if transport == "nats" else VolatileCounter)
     return systems
 
 
-async def test_one_instance_per_key_whichever_process_gets_the_message(make_system) -> None:
-    systems = await keyed_systems(make_system, 3)
+async def test_one_instance_per_key_whichever_process_gets_the_message(
+    make_system, transport: str
+) -> None:
+    systems = await keyed_systems(make_system, 3, transport)
     caller = await make_system()
     replies = [await caller.ask("vcounter/k", Bump(), returns=Bumped) for _ in range(30)]
     assert [r.total for r in replies] == list(range(1, 31))  # one state: one instance
@@ -38,9 +50,11 @@ async def test_one_instance_per_key_whichever_process_gets_the_message(make_syst
     assert other.total == 5
 
 
-async def test_tells_and_asks_from_every_host_reach_the_same_instance(make_system) -> None:
-    a, b = await keyed_systems(make_system, 2)
-    await b.spawn(VCounter, "pinned")  # b holds it now
+async def test_tells_and_asks_from_every_host_reach_the_same_instance(
+    make_system, transport: str
+) -> None:
+    a, b = await keyed_systems(make_system, 2, transport)
+    await b.spawn(VCounter if transport == "nats" else VolatileCounter, "pinned")  # b holds it now
     for _ in range(10):
         await a.tell("vcounter/pinned", Bump(), durable=False)  # reaching a or b
     reply = await total_reaches(a, "vcounter/pinned", 10)  # none lost, none doubled
@@ -50,6 +64,7 @@ async def test_tells_and_asks_from_every_host_reach_the_same_instance(make_syste
         await a.spawn(VCounter, "pinned")
 
 
+@pytest.mark.transports("nats")
 async def test_durable_messages_run_where_the_key_lives(make_system) -> None:
     reader, holder = await keyed_systems(make_system, 2)  # the first one reads the queue
     await holder.spawn(VCounter, "d")
@@ -89,7 +104,8 @@ class Sleepy(Actor):
         await Sleepy.stopped.put(self.address)
 
 
-async def test_idle_instances_passivate_and_give_their_lease_back(make_system) -> None:
+async def test_idle_instances_passivate_and_give_their_lease_back(make_system, monkeypatch) -> None:
+    monkeypatch.setattr(Sleepy, "stopped", asyncio.Queue())  # this test's stops only
     a = await make_system(activation_ttl=TTL)
     await a.register(Sleepy)
     assert await a.ask("sleepy/z", {}) == a.system_id

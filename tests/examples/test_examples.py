@@ -106,18 +106,32 @@ async def test_isolated(actorbus_system):
 async def test_secured_unless_asked_open(actorbus_system, request):
     secured = not request.config.getoption("--actorbus-open")
     assert actorbus_system.runtime.security.secured is secured
+
+async def test_greeter_in_process(actorbus_in_process_systems, request):
+    host, caller = await actorbus_in_process_systems(), await actorbus_in_process_systems()
+    await host.spawn(Greeter, "1")
+    assert await caller.ask("greeter/1", "ada") == "hello ada"
+    on_the_broker = request.config.getoption("--actorbus-broker")
+    assert host.url.startswith("local:") is not on_the_broker
 """
 
 
 @pytest.mark.parametrize(
-    ("mode", "flags"), [("auto", ()), ("strict", ()), ("auto", ("--actorbus-open",))]
+    ("mode", "flags"),
+    [
+        ("auto", ()),
+        ("strict", ()),
+        ("auto", ("--actorbus-open",)),
+        ("auto", ("--actorbus-broker",)),
+    ],
 )
 async def test_a_users_own_tests_get_the_fixtures(
     tmp_path: Path, mode: str, flags: tuple[str, ...]
 ) -> None:
     """A project that installed actorbus writes tests with the fixtures and nothing
     else: no conftest, the plugin comes with the package (pytest11). Secured as
-    production is, or open with one flag."""
+    production is, or open with one flag; the in-process fixtures on the real
+    broker with another."""
     (tmp_path / "test_user.py").write_text(
         USER_TESTS
         if mode == "auto"
@@ -127,4 +141,4 @@ async def test_a_users_own_tests_get_the_fixtures(
     pytest_argv = ("-m", "pytest", "-q", "-p", "no:cacheprovider", *flags, str(tmp_path))
     code, text, _ = await run_to_end(sys.executable, *pytest_argv, cwd=tmp_path, merge=True)
     assert code == 0, text
-    assert "3 passed" in text, text
+    assert "4 passed" in text, text

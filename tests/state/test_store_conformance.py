@@ -1,6 +1,7 @@
 """The one conformance suite every state backend passes, each against its real
-server: the JetStream key-value default (on the suite's nats-server) and
-PostgreSQL (a server started from Debian's binaries)."""
+server: the JetStream key-value default (on the suite's nats-server),
+PostgreSQL (a server started from Debian's binaries), and the in-process bus's
+buckets, which stand in for JetStream's in fast tests."""
 
 from __future__ import annotations
 
@@ -11,23 +12,26 @@ from typing import Any
 
 import pytest
 
-from actorbus import StateConflictError, StateTooLargeError
+from actorbus import ActorSystem, StateConflictError, StateTooLargeError
 from actorbus.state.store import StateStore
 from actorbus.testing import eventually
 
 Make = Callable[..., StateStore]
 
 
-@pytest.fixture(params=["kv", "kv-client", "postgres"])
-async def make_store(request: Any, system: Any) -> AsyncIterator[Make]:
+@pytest.fixture(params=["kv", "kv-client", "kv-in-process", "postgres"])
+async def make_store(request: Any) -> AsyncIterator[Make]:
     """A factory of stores of one backend (``ttl=`` where a test needs one), on a
     namespace of the test's own; each closed at the end. ``kv`` writes on the
     system's request path, as a system's own store does; ``kv-client`` through
-    nats-py's key-value client alone."""
+    nats-py's key-value client alone; ``kv-in-process`` in the in-memory buckets
+    of the in-process bus (``ActorSystem.in_process``)."""
     made: list[StateStore] = []
     ns = f"c{uuid.uuid4().hex[:10]}"
+    local = await ActorSystem.in_process() if request.param == "kv-in-process" else None
     if request.param.startswith("kv"):
-        path = system.runtime.mux.request if request.param == "kv" else None
+        system = local or request.getfixturevalue("system")
+        path = system.runtime.mux.request if request.param != "kv-client" else None
 
         def make(ttl: float | None = None) -> StateStore:
             from actorbus.state.kv_store import KeyValueStateStore
@@ -55,6 +59,8 @@ async def make_store(request: Any, system: Any) -> AsyncIterator[Make]:
     yield make
     for store in made:
         await store.close()
+    if local is not None:
+        await local.close()
 
 
 async def test_load_of_nothing_is_none(make_store: Make) -> None:

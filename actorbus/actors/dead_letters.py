@@ -132,7 +132,7 @@ class QueueStats:
 async def list_dead_letters(
     rt: Runtime, address: str | None = None, limit: int = 100
 ) -> list[DeadLetter]:
-    await rt.durable_ready()
+    await rt.durable.ready()
     stream = dlq_stream_name(rt.namespace)
     subject = (
         rt.subjects.dead_letter(Address.parse(address))
@@ -157,7 +157,7 @@ async def list_dead_letters(
 async def get_dead_letter(rt: Runtime, seq: int) -> DeadLetter:
     """One dead letter, with its original (fetched from the durable stream when the
     record only references it)."""
-    await rt.durable_ready()
+    await rt.durable.ready()
     try:
         raw = await rt.js.get_msg(dlq_stream_name(rt.namespace), seq=seq)
     except nats.js.errors.APIError as exc:
@@ -191,7 +191,7 @@ async def replay_dead_letter(rt: Runtime, seq: int) -> None:
     headers = dict(letter.original_headers)
     # A new id for JetStream's duplicate window: the original id was stored already.
     headers[H_MSG_ID] = f"{letter.envelope_id or 'dead'}~replay~{seq}"
-    await rt.durable_queue(addr.type)
+    await rt.durable.queue(addr.type)
     ack = await rt.js.publish(rt.subjects.durable(addr), letter.original, headers=headers)
     if ack.seq is None or ack.stream != stream_name(rt.namespace, addr.type):
         raise ActorBusError(f"replay of dead letter #{seq} was not stored")
@@ -199,7 +199,7 @@ async def replay_dead_letter(rt: Runtime, seq: int) -> None:
 
 
 async def drop_dead_letter(rt: Runtime, seq: int) -> None:
-    await rt.durable_ready()
+    await rt.durable.ready()
     try:
         await rt.js.delete_msg(dlq_stream_name(rt.namespace), seq)
     except nats.js.errors.APIError as exc:
@@ -216,7 +216,7 @@ async def queue_stats(rt: Runtime, address: str) -> QueueStats:
     Before any reader started (``reading`` false) the stored messages waiting for
     the address are counted as ``pending``; zeros then mean nothing was ever sent.
     """
-    await rt.durable_ready()
+    await rt.durable.ready()
     addr = Address.parse(address)
     stream = stream_name(rt.namespace, addr.type)
     names = [] if addr.key in (None, "*") else [consumer_name(addr)]
@@ -273,9 +273,8 @@ async def _stored(rt: Runtime, stream: str, subject: str) -> int:
 
 
 async def _expired(rt: Runtime, consumer: str) -> int:
-    assert rt.stats is not None
     try:
-        entry = await rt.stats.get(expired_entry(consumer))
+        entry = await rt.durable.stores.stats.get(expired_entry(consumer))
     except nats.js.errors.KeyNotFoundError:
         return 0
     return int(entry.value or b"0")

@@ -165,7 +165,7 @@ class DurableReader:
         """A JetStream call at start-up, tried again while a cluster elects a new
         leader (a node just died: answers come late or not at all for a few
         seconds), within ``start_timeout``."""
-        await self.rt.durable_queue(self.cls.type_name, host=True)
+        await self.rt.durable.queue(self.cls.type_name, host=True)
         timeout = self.rt.durable_settings.start_timeout
         return await patiently(call, timeout, f"{self.what}: the durable queue")
 
@@ -245,7 +245,7 @@ class DurableReader:
             self.what,
             self.consumer,
         )
-        await self.rt.durable_restore(self.cls.type_name)
+        await self.rt.durable.restore(self.cls.type_name)
         old, self._psub = self._psub, await self._patiently(self._pull_subscribe)
         if old is not None:
             with contextlib.suppress(Exception):
@@ -399,15 +399,13 @@ class DurableReader:
     @property
     def _handled(self) -> HandledKeys:
         if self._handled_keys is None:
-            assert self.rt.handled is not None  # made with the durable stores
             patience = self.rt.durable_settings.start_timeout
-            self._handled_keys = HandledKeys(self.rt.handled, patience, self.what)
+            self._handled_keys = HandledKeys(self.rt.durable.stores.handled, patience, self.what)
         return self._handled_keys
 
     @property
     def _attempts(self) -> KeyValue:
-        assert self.rt.attempts is not None  # made with the durable stores
-        return self.rt.attempts
+        return self.rt.durable.stores.attempts
 
     @property
     def _backoff(self) -> tuple[float, ...]:
@@ -436,8 +434,7 @@ class DurableReader:
         """Count in the namespace's stats bucket, so every process sees the total."""
         self.expired += 1
         log.info("%s: %s; dropped", address, err)
-        stats = self.rt.stats
-        assert stats is not None
+        stats = self.rt.durable.stores.stats
         entry = expired_entry(self.consumer)
         for _ in range(10):  # compare-and-set: readers of one queue may count at once
             try:

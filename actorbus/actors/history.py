@@ -43,7 +43,7 @@ async def read_history(
 ) -> AsyncIterator[Envelope]:
     if sum(x is not None for x in (address, session_id, topic)) != 1:
         raise ValueError("give exactly one of address=, session_id= or topic=")
-    await rt.durable_ready()
+    await rt.durable.ready()
     ns = rt.namespace
     if topic is not None:
         if not rt.durable_settings.keep_topics:

@@ -151,8 +151,8 @@ async def store(rt: Runtime, subject: str, out: Outgoing, what: str, timeout: fl
             out.headers,
             what,
             timeout,
-            functools.partial(rt.restore_store_of, subject),
-            rt.stream_of(subject),
+            functools.partial(rt.durable.restore_store_of, subject),
+            rt.durable.stream_of(subject),
         )
     except nats.errors.Error as exc:
         raise rt.conn.translate(exc) from exc

@@ -66,8 +66,8 @@ class ReminderRelay:
 
     async def start(self) -> None:
         rt = self.rt
-        await rt.durable_queue(self.type)
-        await rt.reminder_stream(self.type)
+        await rt.durable.queue(self.type)
+        await rt.durable.reminder_stream(self.type)
         self._psub = await self._subscribe()
         self._task = supervise(f"reminder relay of {self.type}", self._run)
 
@@ -128,7 +128,7 @@ class ReminderRelay:
         if not await consumer_gone(self.rt.js, self.stream, RELAY_CONSUMER):
             return  # still there (or the broker away): the next fetch tries again
         log.warning("%s: the reminder relay's consumer is gone: making it again", self.type)
-        await self.rt.restore_store_of(self.rt.subjects.fired_type(self.type))
+        await self.rt.durable.restore_store_of(self.rt.subjects.fired_type(self.type))
         old, self._psub = self._psub, await self._subscribe()
         if old is not None:
             with contextlib.suppress(Exception):
@@ -162,7 +162,7 @@ class ReminderRelay:
             encode_headers(relayed),
             f"reminder {name!r} of {addr}",
             rt.durable_settings.store_timeout,
-            functools.partial(rt.restore_store_of, subject),
+            functools.partial(rt.durable.restore_store_of, subject),
             stream_name(rt.namespace, self.type),
         )
         await msg.ack()

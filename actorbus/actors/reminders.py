@@ -88,7 +88,7 @@ class Reminders:
         addr = _address(address)
         schedule, when = _schedule(after, at, every)
         rt = self.rt
-        await rt.reminder_stream(addr.type)
+        await rt.durable.reminder_stream(addr.type)
         session = await self.sender.session(address, queued=True)
         opts = SendOptions(intent=intent, idempotency_key=f"{_KEY}{_valid_name(name)}:{when}")
         out = self.sender.encode(address, message, opts, durable=True, session=session)
@@ -111,7 +111,7 @@ class Reminders:
         there was none."""
         addr = _address(address)
         rt = self.rt
-        await rt.reminder_stream(addr.type)
+        await rt.durable.reminder_stream(addr.type)
         subject = rt.subjects.reminder(addr, _valid_name(name))
         if not _active(await self._last(addr.type, subject)):
             return False

@@ -245,7 +245,7 @@ class Sender:
         if addr.key is None:
             raise InvalidAddressError(f"durable sends need a 'type/key' address, not {address!r}")
         rt = self.rt
-        await rt.durable_queue(addr.type)
+        await rt.durable.queue(addr.type)
         wait = rt.durable_settings.store_timeout if timeout is None else timeout
         return rt.subjects.durable(addr), wait
 

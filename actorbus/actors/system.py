@@ -289,9 +289,9 @@ class ActorSystem:
         """Create the namespace's durable streams and buckets, and the durable queue
         of each actor type in ``types``, once (idempotent on the server too). Sends
         and hosts make what they need themselves; this makes it ahead of them."""
-        await self.runtime.durable_ready()
+        await self.runtime.durable.ready()
         for type_ in types:
-            await self.runtime.durable_queue(type_)
+            await self.runtime.durable.queue(type_)
 
     # -- sending -----------------------------------------------------------
     @overload

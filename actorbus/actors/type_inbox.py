@@ -79,7 +79,7 @@ class TypeInbox(DurableReader):
                 "their durable messages twice (delete those consumers or keep to spawn())"
             )
         self._election = LeaderElection(
-            await rt.reader_leases(),
+            await rt.durable.reader_leases(),
             lease_key("durable-reader", self.cls.type_name),
             rt.system_id,
             on_elected=self._begin,

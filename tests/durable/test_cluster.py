@@ -90,7 +90,7 @@ async def test_durable_tells_ride_through_a_stream_leader_failover(
     system = await r3_system(cluster, ns)
     killed = None
     try:
-        await system.runtime.durable_queue("ledger")
+        await system.runtime.durable.queue("ledger")
         leader = await stream_leader(system, ns)
         killed = node_named(cluster, leader)
         total = 300

@@ -78,7 +78,9 @@ async def test_sends_recorded_before_a_crash_go_out_on_redelivery(make_system) -
     box.hold(system.runtime.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
     record = box.record("earlier-attempt")
     assert record is not None
-    await system.runtime.handled.put(idempotency_entry(Address.parse("relay/r"), "k7"), record)
+    await system.runtime.durable.stores.handled.put(
+        idempotency_entry(Address.parse("relay/r"), "k7"), record
+    )
 
     runs: list[int] = []
     await system.tell("relay/r", Entry(n=7), idempotency_key="k7", durable=True)
@@ -109,7 +111,9 @@ async def test_sends_recorded_long_before_they_go_out_again_are_not_refused_as_s
     box.hold(system.runtime.subjects.durable(Address.parse("ledger/out")), forward, "ledger/out")
     record = box.record("earlier-attempt")
     assert record is not None
-    await system.runtime.handled.put(idempotency_entry(Address.parse("relay/r"), "k8"), record)
+    await system.runtime.durable.stores.handled.put(
+        idempotency_entry(Address.parse("relay/r"), "k8"), record
+    )
     await asyncio.sleep(0.6)  # the crash's cost: the recorded send is older than the skew
 
     await system.tell("relay/r", Entry(n=8), idempotency_key="k8", durable=True)

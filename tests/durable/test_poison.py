@@ -167,7 +167,7 @@ async def test_a_read_loop_that_dies_anyway_is_replaced_at_once(
     """nats-py's ordered consumer parses the reply subject of whatever arrives on its
     deliver subject inside the read loop; a forged one raises there. The reader
     stops, the client notices and reconnects, and asks are answered again."""
-    await system.runtime.durable_queue("pz-sink")
+    await system.runtime.durable.queue("pz-sink")
     stream = stream_name(system.namespace, "pz-sink")
     ordered = await system.runtime.js.subscribe(
         f"{system.namespace}.d.pz-sink.*", stream=stream, ordered_consumer=True

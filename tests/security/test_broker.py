@@ -403,8 +403,7 @@ async def test_an_insider_cannot_write_another_types_handled_keys_or_attempts(
             # its own type's entries, as its hosts write them
             await handled.put(idempotency_entry(Address("spy", "1"), "order-7"), b"x")
             # keeper's hosts write keeper's
-            assert host.runtime.handled is not None
-            await host.runtime.handled.put(
+            await host.runtime.durable.stores.handled.put(
                 idempotency_entry(Address("keeper", "1"), "order-8"), b"x"
             )
         finally:

@@ -20,7 +20,7 @@ Make = Callable[..., StateStore]
 
 
 @pytest.fixture(params=["kv", "kv-client", "kv-in-process", "postgres"])
-async def make_store(request: Any) -> AsyncIterator[Make]:
+async def make_store(request: Any, system: Any) -> AsyncIterator[Make]:
     """A factory of stores of one backend (``ttl=`` where a test needs one), on a
     namespace of the test's own; each closed at the end. ``kv`` writes on the
     system's request path, as a system's own store does; ``kv-client`` through
@@ -30,17 +30,17 @@ async def make_store(request: Any) -> AsyncIterator[Make]:
     ns = f"c{uuid.uuid4().hex[:10]}"
     local = await ActorSystem.in_process() if request.param == "kv-in-process" else None
     if request.param.startswith("kv"):
-        system = local or request.getfixturevalue("system")
-        path = system.runtime.mux.request if request.param != "kv-client" else None
+        on = local or system
+        path = on.runtime.mux.request if request.param != "kv-client" else None
 
         def make(ttl: float | None = None) -> StateStore:
             from actorbus.state.kv_store import KeyValueStateStore
 
             # A bucket of its own per ttl: the bucket's ttl is its max_age.
             store = KeyValueStateStore.for_namespace(
-                system.runtime.js,
+                on.runtime.js,
                 f"{ns}{'t' if ttl else ''}",
-                system.nc.max_payload,
+                on.nc.max_payload,
                 ttl=ttl,
                 request=path,
             )

@@ -52,9 +52,8 @@ from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import (
     ActorBusError,
 )
-from actorbus.security.guard import open_stage
 from actorbus.security.secure_broker import first_join
-from actorbus.security.stage import SecurityStage
+from actorbus.security.stage import NoSecurity, SecurityStage
 from actorbus.telemetry import OFF, Telemetry, configure, flush, spans
 
 log = logging.getLogger("actorbus.system")
@@ -199,8 +198,14 @@ class ActorSystem:
     ) -> ActorSystem:
         # OTEL_*, or tracing=True: set up once per process
         telemetry = OFF if config.tracing is False else configure(config.tracing)
+        security: SecurityStage = NoSecurity()
         try:
-            security = await open_stage(conn.nc.jetstream(), config.namespace, config.security)
+            if config.security is not None:
+                # Imported by a secured system only: the guard brings the sealing,
+                # signature and JWT code, imports a process on an open bus skips.
+                from actorbus.security.guard import Guard
+
+                security = await Guard.open(conn.nc.jetstream(), config.namespace, config.security)
         except BaseException:
             await conn.close(2.0)
             raise

@@ -22,7 +22,8 @@ from actorbus.security import deployment
 from actorbus.security.broker import BrokerAuth
 from actorbus.security.credentials import Authority
 from actorbus.security.identity import Identity
-from actorbus.security.issued import issue, issue_broker_user, write_trusted
+from actorbus.security.issued import issue, write_trusted
+from actorbus.security.secure_broker import issue_broker_user
 
 AUTHORITY_KEY = "authority.key"
 

@@ -35,8 +35,9 @@ from pathlib import Path
 from actorbus.security.broker import BrokerAuth, DevCertificates
 from actorbus.security.credentials import DEFAULT_TTL, Authority
 from actorbus.security.identity import Identity
-from actorbus.security.issued import issue, issue_broker_user, write_trusted
+from actorbus.security.issued import issue, write_trusted
 from actorbus.security.keys import write_private
+from actorbus.security.secure_broker import issue_broker_user
 
 READY = "nats.conf"  # written last: its presence says the deployment is complete
 

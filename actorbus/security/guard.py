@@ -65,7 +65,7 @@ from actorbus.security.settings import (
     SecuritySettings,
     default_home,
 )
-from actorbus.security.stage import NoSecurity, ReplyCheck, SecurityStage, subscriber_numbers
+from actorbus.security.stage import ReplyCheck, subscriber_numbers
 from actorbus.security.topic_guard import TopicKeys
 from actorbus.security.topic_keys import (
     TOPIC_HEADER,
@@ -538,15 +538,6 @@ class Guard:
     def _refused(self, address: str, env: Inbound, why: str) -> None:
         self.refused += 1
         log.warning("%s: refused %s from %s: %s", address, env.id, env.src or "?", why)
-
-
-async def open_stage(
-    js: JetStreamContext, ns: str, settings: SecuritySettings | None
-) -> SecurityStage:
-    """The security stage a system opens with: the guard, or none on an open bus."""
-    if settings is None:
-        return NoSecurity()
-    return await Guard.open(js, ns, settings)
 
 
 def _development_authority(home: Path, ns: str) -> Authority:

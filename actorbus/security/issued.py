@@ -16,16 +16,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from actorbus.codecs.errors import AuthError, DecodeError
-from actorbus.security.broker import BrokerAuth
 from actorbus.security.credentials import DEFAULT_TTL, Authority
 from actorbus.security.identity import Identity, PublicIdentity
 from actorbus.security.keys import write_private
 
 TRUSTED_FILE = "authority.pub.json"
 SYSTEM = "system"
-BROKER_CREDS = "broker.creds"  # its NATS user, limited to its actor types' subjects
-BROKER_INFO = "broker.json"  # {"inbox_prefix": ...}: the only inbox it may read
-BROKER_CA = "ca.pem"  # whom its TLS trusts
 
 
 def issued(home: Path) -> bool:
@@ -62,21 +58,6 @@ def issue(
         token = authority.issue(identity.public, acts, ttl=ttl)
         write_private(out / f"{name}.jwt", token.encode())
         written += [out / f"{name}.key", out / f"{name}.jwt"]
-    return written
-
-
-def issue_broker_user(
-    broker: BrokerAuth, ca_file: Path | None, namespace: str, out: Path, types: Iterable[str]
-) -> list[Path]:
-    """The deployment's NATS user (its subscriptions limited to ``types``), the
-    inbox prefix it must use, and the broker's CA."""
-    creds, prefix = broker.user(namespace, out.name or "deployment", types=list(types))
-    write_private(out / BROKER_CREDS, creds.encode())
-    (out / BROKER_INFO).write_text(json.dumps({"inbox_prefix": prefix}) + "\n")
-    written = [out / BROKER_CREDS, out / BROKER_INFO]
-    if ca_file is not None and ca_file.exists():
-        (out / BROKER_CA).write_bytes(ca_file.read_bytes())
-        written.append(out / BROKER_CA)
     return written
 
 

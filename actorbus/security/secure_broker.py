@@ -16,16 +16,24 @@ import dataclasses
 import json
 import logging
 import ssl
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.probe import server_info, wants_security
 from actorbus.codecs.errors import ConnectionLostError
-from actorbus.security.broker import BrokerAuth, DevCertificates
-from actorbus.security.issued import BROKER_CA, BROKER_CREDS, BROKER_INFO
+from actorbus.security.keys import write_private
 from actorbus.security.settings import SecuritySettings, actorbus_home, default_home
+
+if TYPE_CHECKING:
+    from actorbus.security.broker import BrokerAuth, DevCertificates
+
+# A deployment's own NATS user, issued into its home (``actorbus security issue
+# --broker``): written by issue_broker_user, read by issued_connect_options.
+BROKER_CREDS = "broker.creds"  # its NATS user, limited to its actor types' subjects
+BROKER_INFO = "broker.json"  # {"inbox_prefix": ...}: the only inbox it may read
+BROKER_CA = "ca.pem"  # whom its TLS trusts
 
 log = logging.getLogger("actorbus.security")
 
@@ -39,9 +47,13 @@ class SecureBroker:
     """The operator, accounts and certificates of a machine's brokers."""
 
     def __init__(self, home: Path | None = None) -> None:
+        # Imported here: the JWT and X.509 machinery takes about 0.2 s to import,
+        # which a process joining an open bus (a restarted worker) never needs.
+        from actorbus.security.broker import BrokerAuth, DevCertificates
+
         self.home = home or actorbus_home()
-        self.auth = BrokerAuth(self.home)
-        self.tls = DevCertificates(self.home)
+        self.auth: BrokerAuth = BrokerAuth(self.home)
+        self.tls: DevCertificates = DevCertificates(self.home)
 
     def server_config(self, namespaces: list[str]) -> str:
         """Config text for nats-server: trust, accounts, TLS."""
@@ -81,6 +93,21 @@ def admin_connect_options(namespace: str, home: Path | None = None) -> ConnectOp
         tls=broker.tls.client_context(),
         inbox_prefix=prefix,
     )
+
+
+def issue_broker_user(
+    broker: BrokerAuth, ca_file: Path | None, namespace: str, out: Path, types: Iterable[str]
+) -> list[Path]:
+    """The deployment's NATS user (its subscriptions limited to ``types``), the
+    inbox prefix it must use, and the broker's CA."""
+    creds, prefix = broker.user(namespace, out.name or "deployment", types=list(types))
+    write_private(out / BROKER_CREDS, creds.encode())
+    (out / BROKER_INFO).write_text(json.dumps({"inbox_prefix": prefix}) + "\n")
+    written = [out / BROKER_CREDS, out / BROKER_INFO]
+    if ca_file is not None and ca_file.exists():
+        (out / BROKER_CA).write_bytes(ca_file.read_bytes())
+        written.append(out / BROKER_CA)
+    return written
 
 
 def issued_connect_options(home: Path, name: str) -> ConnectOptions | None:

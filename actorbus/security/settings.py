@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from actorbus import environment as env
-from actorbus.security.credentials import Authority
-from actorbus.security.identity import PublicIdentity
 from actorbus.security.replay import DEFAULT_SKEW_MS
+
+if TYPE_CHECKING:  # types of fields only: a system on an open bus imports no crypto
+    from actorbus.security.credentials import Authority
+    from actorbus.security.identity import PublicIdentity
 
 Policy = Literal["require", "allow", "off"]
 POLICIES: Final = ("require", "allow", "off")

@@ -54,6 +54,7 @@ from _harness import (
     percentile,
     positive_int,
     presets,
+    pyplot,
     report_console,
     step,
     stop_processes,
@@ -597,12 +598,9 @@ def verdict_line(summary: dict[str, Any]) -> str:
 
 def plot(path: Path, rounds: list[Round], summary: dict[str, Any], title: str) -> bool:
     """Latency percentiles and throughput per variant; False if matplotlib is missing."""
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     medians: dict[str, dict[str, float]] = summary["medians"]
     colors = {RAW: "#4c72b0", HDR: "#8c8c8c", AB: "#dd8452", ABB: "#55a868"}

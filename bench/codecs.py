@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from _harness import percentile, positive_int, presets, write_json
+from _harness import percentile, positive_int, presets, pyplot, write_json
 from rich.console import Console
 from rich.table import Table
 
@@ -205,12 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def plot(cfg: Config, names: list[str], medians: dict[str, dict[int, float]]) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for n in names:

@@ -50,6 +50,7 @@ from _harness import (
     percentile,
     positive_int,
     presets,
+    pyplot,
     report_console,
     step,
     write_report,
@@ -506,12 +507,9 @@ def verdict_line(summary: dict[str, Any]) -> str:
 
 def plot(path: Path, cfg: Config, rounds: list[Round], summary: dict[str, Any], title: str) -> bool:
     """Throughput per line and side, latency percentiles; False without matplotlib."""
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
     medians: dict[str, dict[str, dict[str, float | None]]] = summary["medians"]

@@ -50,6 +50,7 @@ from _harness import (
     machine_info,
     percentile,
     positive_int,
+    pyplot,
     report_console,
     stop_processes,
     wait_ready,
@@ -565,12 +566,9 @@ def buckets(samples: Sequence[Sample], end_t: float) -> list[dict[str, Any]]:
 
 
 def plot(path: Path, cfg: Config, run: Run, timeline: list[dict[str, Any]], title: str) -> bool:
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, (ax, ax_lat) = plt.subplots(
         2, 1, figsize=(12, 6), sharex=True, gridspec_kw={"height_ratios": [2, 1]}

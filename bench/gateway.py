@@ -62,6 +62,7 @@ from _harness import (
     percentile,
     positive_int,
     presets,
+    pyplot,
     report_console,
     step,
     stop_processes,
@@ -720,12 +721,9 @@ def plot(
     path: Path, rounds: list[Round], summary: dict[str, Any], names: list[str], title: str
 ) -> bool:
     """Latency percentiles and throughput per variant; False if matplotlib is missing."""
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     medians: dict[str, dict[str, Any]] = summary["medians"]
     palette = {

@@ -62,6 +62,7 @@ from _harness import (
     percentile,
     positive_int,
     presets,
+    pyplot,
     report_console,
     stop_processes,
     write_report,
@@ -461,12 +462,9 @@ def print_summary(console: Console, summary: Summary) -> None:
 def plot(path: Path, rounds: list[Round], summary: Summary, title: str) -> bool:
     """One panel per measurement: each figure's median with its range and every
     round as a dot; False without matplotlib."""
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(summary), figsize=(5 * len(summary), 4.8), squeeze=False)
     for ax, (name, metrics) in zip(axes[0], summary.items(), strict=True):

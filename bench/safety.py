@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from _harness import machine_info, positive_int, report_console, write_report
+from _harness import machine_info, positive_int, pyplot, report_console, write_report
 from _safety_gateway import gateway_probes
 from _safety_insiders import insider_probes
 from _safety_probes import (
@@ -519,12 +519,9 @@ def print_report(console: Console, m: dict[str, dict[str, list[int]]]) -> None:
 
 
 def plot(path: Path, m: dict[str, dict[str, list[int]]], title: str) -> bool:
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     targets = list(m)
     grid = [

@@ -44,6 +44,7 @@ from _harness import (
     percentile,
     positive_int,
     presets,
+    pyplot,
     report_console,
     stop_processes,
     wait_ready,
@@ -368,12 +369,9 @@ def verdict_line(summary: dict[str, Any]) -> str:
 
 
 def plot(path: Path, micro_res: dict[str, Any], rounds: list[dict[str, Any]], title: str) -> bool:
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, (ax_micro, ax_rps) = plt.subplots(1, 2, figsize=(12, 4.8))
     names = list(micro_res)

@@ -45,6 +45,7 @@ from _harness import (
     percentile,
     positive_int,
     presets,
+    pyplot,
     report_console,
     stop_processes,
     wait_ready,
@@ -247,12 +248,9 @@ def flatness(summary: dict[str, Any], cfg: Config, metric: str) -> dict[str, flo
 
 
 def plot(path: Path, summary: dict[str, Any], cfg: Config, title: str) -> bool:
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, (ax_over, ax_total) = plt.subplots(1, 2, figsize=(12, 4.8))
     for protocol, by_n in summary.items():

@@ -65,6 +65,7 @@ from _harness import (
     percentile,
     positive_int,
     presets,
+    pyplot,
     report_console,
     step,
     stop_processes,
@@ -766,12 +767,9 @@ def verdict_line(summary: dict[str, Any]) -> str:
 
 def plot(path: Path, cfg: Config, rounds: list[Round], summary: dict[str, Any], title: str) -> bool:
     """p50, throughput and the per-round ratios; False if matplotlib is missing."""
-    try:
-        import matplotlib
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     medians: dict[str, dict[str, float]] = summary["medians"]
     names = [v.name for v in cfg.variants]

@@ -276,7 +276,8 @@ async def test_egress_timeouts_unreachable_and_early_exit(
     remote: tuple[str, RemoteState],
 ) -> None:
     base, _ = remote
-    async with AcpEgress(base, agent="echo", timeout=0.3) as egress:
+    async with AcpEgress(base, agent="echo", timeout=WAIT) as egress:
+        egress.timeout = 0.3  # for a run that never ends, once the manifest was read
         with pytest.raises(AskTimeoutError):
             await egress.send("slow")
     async with AcpEgress(base, agent="echo", timeout=2.0) as egress:

@@ -150,7 +150,8 @@ async def test_egress_timeouts_unreachable_and_early_exit(
     remote: tuple[str, RemoteState],
 ) -> None:
     base, state = remote
-    async with A2AEgress(base, timeout=0.3) as egress:
+    async with A2AEgress(base, timeout=WAIT) as egress:
+        egress.timeout = 0.3  # for a task that never ends, once the card was read
         with pytest.raises(AskTimeoutError):
             await egress.send("slow")
     async with A2AEgress(base, timeout=2.0) as egress:

@@ -159,3 +159,30 @@ def test_the_command_line_evaluates_and_selects(tmp_path: Path, capsys: Any) -> 
     assert records["H1-Q3"][0]["selected_protocol"] == "ANP"
     assert main(["route", "eval", str(tmp_path / "nope.json")]) != 0
     assert "cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "negated"),
+    [
+        ("Neither streaming nor encryption is needed.", {"streaming": True, "encryption": True}),
+        (
+            "Works without encryption, caching, or streaming.",
+            {"encryption": True, "streaming": True},
+        ),
+        (
+            "Works without end-to-end encryption or streaming.",
+            {"encryption": True, "streaming": True},
+        ),
+        ("No caching, streaming matters here.", {"streaming": False}),
+        ("No caching; streaming matters.", {"streaming": False}),
+        ("Keep a session and avoid encryption.", {"encryption": True}),
+    ],
+)
+def test_a_negation_reaches_its_whole_clause_and_list_and_no_further(
+    text: str, negated: dict[str, bool]
+) -> None:
+    from actorbus.services.router.evidence import extract
+
+    found = {span.text.lower(): span.negated for span in extract(load(), text, "task")}
+    for words, expected in negated.items():
+        assert found.get(words) is expected, (text, found)

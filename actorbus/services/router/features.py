@@ -41,6 +41,8 @@ class FeatureModel:
     facet_weights: dict[str, float]  # what a need of each facet counts in the overall fit
     capabilities: dict[str, Capability]
     negator: re.Pattern[str]  # what, just before a phrase, says the need is the opposite
+    negator_anywhere: re.Pattern[str]  # a negator in a list's first item, however far back
+    negated_items: re.Pattern[str]  # a negator, an item, "or": the next item is negated too
 
 
 def _compile(phrase: str, where: str) -> re.Pattern[str]:
@@ -74,9 +76,26 @@ def parse(raw: dict[str, Any]) -> FeatureModel:
         raise FeatureModelError(f"priority names unknown facets: {sorted(unknown)}")
     if sorted(fallback) != sorted(protocols):
         raise FeatureModelError("fallback_order must name every protocol once")
-    negator = re.compile(rf"(?:^|\W)(?:{negators})\W*(?:\w+\W+){{0,2}}$", re.IGNORECASE)
+    # up to two words between the negator and the phrase, a hyphenated compound one word
+    negator = re.compile(rf"(?:^|\W)(?:{negators})\W*(?:[\w'-]+\W+){{0,2}}$", re.IGNORECASE)
+    negator_anywhere = re.compile(rf"(?:^|\W)(?:{negators})(?:\W|$)", re.IGNORECASE)
+    # "without end-to-end encryption or streaming": a negated item, then the next
+    negated_items = re.compile(
+        rf"(?:^|\W)(?:{negators})\W+(?:[\w'-]+\W+){{1,5}}(?:and|or|nor|and/or)\W+$",
+        re.IGNORECASE,
+    )
     weights = {f: float(raw.get("facet_weights", {}).get(f, 1.0)) for f in facets}
-    return FeatureModel(protocols, fallback, priority, facets, weights, caps, negator)
+    return FeatureModel(
+        protocols,
+        fallback,
+        priority,
+        facets,
+        weights,
+        caps,
+        negator,
+        negator_anywhere,
+        negated_items,
+    )
 
 
 @cache

@@ -32,7 +32,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -42,9 +42,11 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from actorbus.codecs.errors import AuthError, DecodeError
-from actorbus.security.credentials import Credential
 from actorbus.security.identity import Identity, PublicIdentity
 from actorbus.security.multibase import b64url, b64url_decode
+
+if TYPE_CHECKING:  # credentials are checked by the guard; here they are only passed on
+    from actorbus.security.credentials import Credential
 
 SESSION_HEADER: Final = "Ab-Session"
 AUTH_HEADER: Final = "Ab-Auth"

@@ -34,7 +34,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
 from cryptography.exceptions import InvalidSignature
@@ -43,7 +43,6 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
 from actorbus.codecs.errors import AuthError, DecodeError
-from actorbus.security.credentials import Credential
 from actorbus.security.identity import Identity, PublicIdentity
 from actorbus.security.multibase import b64url, b64url_decode
 from actorbus.security.sessions import (
@@ -54,6 +53,9 @@ from actorbus.security.sessions import (
     session_signer,
     unseal,
 )
+
+if TYPE_CHECKING:  # credentials are checked by the guard; here they are only passed on
+    from actorbus.security.credentials import Credential
 
 TOPIC_HEADER: Final = "Ab-Topic"  # "<signer kid>.<skid>"
 SIGNATURE_HEADER: Final = "Ab-Sig"  # Ed25519 over the whole body

@@ -157,19 +157,20 @@ class LocalClient(Client):
         self.number = number
         self._max_payload = bus.max_payload
         self._skip_subject_validation = True
-        self.options["drain_timeout"] = 5
         # what the bus sent this client and the reader has not read yet (a
         # socket's receive buffer), and flush() markers behind it (PONGs)
         self._inbound: asyncio.Queue[_Delivery | asyncio.Future[None]] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
 
-    def open(self, *, name: str, inbox_prefix: str, error_cb: Any) -> None:
+    def open(self, options: ConnectOptions, error_cb: Any) -> None:
         """Connected, as far as everything above the wire can tell."""
-        self.options["name"] = name
-        self._inbox_prefix = bytearray(inbox_prefix.encode())
+        self.options["name"] = options.name
+        self.options["drain_timeout"] = options.drain_timeout
+        self._inbox_prefix = bytearray(options.inbox_prefix.encode())
         self._error_cb = error_cb
         self._status = _NatsClient.CONNECTED
-        self._reader = supervise(f"in-process bus reader of {name}", self._read, logger=log)
+        what = f"in-process bus reader of {options.name}"
+        self._reader = supervise(what, self._read, logger=log)
 
     def deliver(self, sid: int, subject: str, reply: str, data: bytes, headers: bytes) -> None:
         """A message for one of this client's subscriptions, to be read."""
@@ -282,6 +283,6 @@ class LocalConnection(BusConnection):
     @classmethod
     async def open(cls, bus: LocalBus, options: ConnectOptions) -> LocalConnection:
         conn = cls(bus, options)
-        conn.nc.open(name=options.name, inbox_prefix=options.inbox_prefix, error_cb=conn._on_error)
+        conn.nc.open(options, conn._on_error)
         conn.watch_loop()
         return conn

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import nats
@@ -23,6 +24,7 @@ from actorbus.bus.leases import LeaseBucket
 from actorbus.bus.local import LocalBus, LocalConnection
 from actorbus.bus.subjects import subject_matches
 from actorbus.security.settings import SecuritySettings
+from actorbus.testing import eventually
 
 PATTERNS = ["a.b.c", "a.*.c", "a.>", "*.b.*", ">", "a.*", "a.b.c.>", "*"]
 SUBJECTS = ["a.b.c", "a.x.c", "a.b", "a", "a.b.c.d", "x.b.y", "b"]
@@ -49,11 +51,24 @@ async def test_subjects_match_as_the_server_matches_them(nats_server: Any) -> No
         assert mine == got[pattern] & set(SUBJECTS), pattern  # (the barrier aside)
 
 
-async def opened(bus: LocalBus, name: str = "t") -> LocalConnection:
-    return await LocalConnection.open(bus, ConnectOptions(name=name))
+Open = Callable[..., Awaitable[LocalConnection]]
 
 
-async def test_queue_groups_share_and_plain_subscribers_each_get_one() -> None:
+@pytest.fixture
+async def opened() -> AsyncIterator[Open]:
+    """``await opened(bus, name)``: a connection on ``bus``, closed after the test."""
+    made: list[LocalConnection] = []
+
+    async def open_(bus: LocalBus, name: str = "t") -> LocalConnection:
+        made.append(await LocalConnection.open(bus, ConnectOptions(name=name)))
+        return made[-1]
+
+    yield open_
+    for conn in made:
+        await conn.close(2.0)
+
+
+async def test_queue_groups_share_and_plain_subscribers_each_get_one(opened: Open) -> None:
     bus = LocalBus()
     a, b, watcher = await opened(bus, "a"), await opened(bus, "b"), await opened(bus, "w")
     seen: dict[str, int] = {"a": 0, "b": 0, "w": 0}
@@ -74,11 +89,9 @@ async def test_queue_groups_share_and_plain_subscribers_each_get_one() -> None:
     assert seen["a"] + seen["b"] == 200  # each message to one member of the group
     assert min(seen["a"], seen["b"]) > 0
     assert seen["w"] == 200  # and to every plain subscriber
-    for conn in (a, b, watcher):
-        await conn.close(2.0)
 
 
-async def test_headers_replies_and_no_responders_as_nats_py_sees_them() -> None:
+async def test_headers_replies_and_no_responders_as_nats_py_sees_them(opened: Open) -> None:
     bus = LocalBus()
     server, client = await opened(bus), await opened(bus)
 
@@ -102,11 +115,9 @@ async def test_headers_replies_and_no_responders_as_nats_py_sees_them() -> None:
         await client.nc.request("nobody", b"", timeout=2)
     with pytest.raises(nats.errors.MaxPayloadError):
         await client.nc.publish("svc", b"x" * (bus.max_payload + 1))
-    await server.close(2.0)
-    await client.close(2.0)
 
 
-async def test_a_full_subscription_drops_and_reports_a_slow_consumer() -> None:
+async def test_a_full_subscription_drops_and_reports_a_slow_consumer(opened: Open) -> None:
     bus = LocalBus()
     conn = await opened(bus)
     reports: list[nats.errors.SlowConsumerError] = []
@@ -128,36 +139,30 @@ async def test_a_full_subscription_drops_and_reports_a_slow_consumer() -> None:
     await conn.nc.flush()
     assert len(reports) >= 50 - 5 - 1  # past the limit (and the one in hand): dropped
     gate.set()
-    await conn.nc.flush()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5
-    while len(handled) + len(reports) < 50:
-        assert loop.time() < deadline
-        await asyncio.sleep(0.01)
+    await eventually(lambda: len(handled) + len(reports) == 50, what="every message taken")
     assert handled == sorted(handled, key=int)  # what was kept, in order
-    await conn.close(2.0)
 
 
-async def test_a_publisher_never_runs_a_receivers_code() -> None:
+async def test_a_publisher_never_runs_a_receivers_code(opened: Open) -> None:
     """Delivery goes through the receiver's own reader, as off a socket: publish
     returns before any callback ran, and flush() returns after."""
     bus = LocalBus()
     conn = await opened(bus)
-    ran: list[int] = []
+    ran = asyncio.Event()
 
     async def cb(msg: Msg) -> None:
-        ran.append(1)
+        ran.set()
 
-    await conn.nc.subscribe("x", cb=cb)
+    sub = await conn.nc.subscribe("x", cb=cb)
     await conn.nc.publish("x", b"")
-    assert ran == []
+    assert not ran.is_set()
+    assert sub.pending_msgs == 0  # not even read yet
     await conn.nc.flush()
-    await asyncio.sleep(0)  # the subscription's own task takes it from its queue
-    assert ran == [1]
-    await conn.close(2.0)
+    assert sub.pending_msgs + ran.is_set() == 1  # read: queued for its callback, or run
+    await asyncio.wait_for(ran.wait(), 2)
 
 
-async def test_close_is_bounded_and_final() -> None:
+async def test_close_is_bounded_and_final(opened: Open) -> None:
     bus = LocalBus()
     conn = await opened(bus)
     stuck = asyncio.Event()
@@ -176,7 +181,7 @@ async def test_close_is_bounded_and_final() -> None:
         await conn.nc.publish("h", b"")
 
 
-async def test_key_value_buckets_compare_and_set_and_expire() -> None:
+async def test_key_value_buckets_compare_and_set_and_expire(opened: Open) -> None:
     bus = LocalBus()
     js = (await opened(bus)).nc.jetstream()
     kv = await js.create_key_value(KeyValueConfig(bucket="b", ttl=0.2))
@@ -190,23 +195,23 @@ async def test_key_value_buckets_compare_and_set_and_expire() -> None:
     same = await js.key_value("b")  # another handle on the same bucket
     assert (await same.get("k")).revision == rev
     assert (await same.status()).ttl == 0.2
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5
-    while True:  # expired: gone, and free to create again
+
+    async def expired() -> bool:
         try:
             await kv.get("k")
         except nats.js.errors.KeyNotFoundError:
-            break
-        assert loop.time() < deadline
-        await asyncio.sleep(0.05)
-    await kv.create("k", b"3")
+            return True
+        return False
+
+    await eventually(expired, what="the entry gone after its ttl")
+    await kv.create("k", b"3")  # and free to create again
     await kv.put("a.b", b"4")
     assert sorted(await kv.keys()) == ["a.b", "k"]
     with pytest.raises(nats.js.errors.BucketNotFoundError):
         await js.key_value("absent")
 
 
-async def test_a_watch_gives_the_values_then_the_changes_as_nats_py_does() -> None:
+async def test_a_watch_gives_the_values_then_the_changes_as_nats_py_does(opened: Open) -> None:
     js = (await opened(LocalBus())).nc.jetstream()
     kv = await js.create_key_value(KeyValueConfig(bucket="w"))
     await kv.put("t.1", b"a")
@@ -226,7 +231,7 @@ async def test_a_watch_gives_the_values_then_the_changes_as_nats_py_does() -> No
     assert [e async for e in watcher] == []  # stopped: the iteration ends
 
 
-async def test_leases_work_across_the_systems_of_one_bus() -> None:
+async def test_leases_work_across_the_systems_of_one_bus(opened: Open) -> None:
     bus = LocalBus()
     one, two = (await opened(bus)).nc.jetstream(), (await opened(bus)).nc.jetstream()
     first = await LeaseBucket.open(one, "leases", 5.0)

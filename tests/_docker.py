@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
+import hashlib
 import json
 import os
 import shutil
@@ -31,6 +33,21 @@ FIXTURES = REPO / "tests" / "fixtures" / "compose"
 BASE_IMAGE = "actorbus-base:bookworm"
 PHOENIX_IMAGE = "actorbus-phoenix:local"  # kept, like the base image: built once
 BUILT_FOR = "org.actorbus.built-for"  # the label on an image build's leftover stage
+# The actorbus image the compose tests run, tagged by a digest of what it is built
+# from: built once for a source tree and kept, like the base image, so a test
+# session with unchanged sources (and CI after a local run) builds nothing.
+SOURCE_IMAGE = "actorbus-test"
+# What compose/Dockerfile copies (.dockerignore lets in nothing else) besides the
+# wheels, which pyproject.toml determines.
+IMAGE_SOURCES = (
+    "compose/Dockerfile",
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "actorbus",
+    "examples",
+    "compose/healthcheck.py",
+)
 
 
 class EngineMissing(Exception):
@@ -116,7 +133,7 @@ class Project:
         **env: str,
     ) -> None:
         self.name = f"abtest{uuid.uuid4().hex[:8]}"
-        self.image = f"actorbus:{self.name}"  # a test tag: removed by down()
+        self.image = source_image()  # built by running(), shared, kept for the next session
         self.ports = {var: free_port() for var in ports}
         self.env = {
             **os.environ,
@@ -168,14 +185,9 @@ class Project:
         return dest
 
     def down(self) -> None:
-        """``down -v``, then the image built under the test tag and the untagged
-        stage its build left (the classic builder keeps it; compose/Dockerfile
-        labels it). Not ``--rmi all``: that would delete the Phoenix image too,
-        which is kept, as the base image is, for the next run."""
+        """``down -v``. Not ``--rmi all``: the images (the source's, the base and
+        Phoenix) are kept for the next run."""
         self.run("down", "-v", "--remove-orphans")
-        subprocess.run(["docker", "rmi", self.image], capture_output=True, check=False)
-        stage = f"label={BUILT_FOR}={self.image}"
-        subprocess.run(["docker", "image", "prune", "--force", "--filter", stage], check=True)
 
     @contextlib.contextmanager
     def as_client(self, into: Path) -> Iterator[None]:
@@ -188,16 +200,13 @@ class Project:
             yield
 
     def leftovers(self) -> list[str]:
-        """Containers, networks, volumes and images of this project still there."""
+        """Containers, networks and volumes of this project still there."""
         found = []
         named = f"name={self.name}"
-        stage = f"label={BUILT_FOR}={self.image}"
         for kind, args in (
             ("container", ["ps", "-a", "--filter", named, "--format", "{{.Names}}"]),
             ("network", ["network", "ls", "--filter", named, "--format", "{{.Name}}"]),
             ("volume", ["volume", "ls", "--filter", named, "--format", "{{.Name}}"]),
-            ("image", ["images", "--filter", f"reference={self.image}", "--format", "{{.ID}}"]),
-            ("build stage", ["images", "-a", "--filter", stage, "--format", "{{.ID}}"]),
         ):
             out = subprocess.run(["docker", *args], capture_output=True, text=True).stdout
             found += [f"{kind} {line}" for line in out.split() if line]
@@ -207,13 +216,40 @@ class Project:
 _PREPARED: set[bool] = set()  # this session's preparations, by phoenix: once is enough
 
 
+@functools.cache
+def source_image() -> str:
+    """The tag of the actorbus image built from this checkout's sources: a digest
+    of every file the image is built from (the source does not change within a
+    test session)."""
+    digest = hashlib.sha256()
+    for name in IMAGE_SOURCES:
+        top = REPO / name
+        files = sorted(top.rglob("*")) if top.is_dir() else [top]
+        for path in files:
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                digest.update(str(path.relative_to(REPO)).encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+    return f"{SOURCE_IMAGE}:{digest.hexdigest()[:16]}"
+
+
+def _image_exists(tag: str) -> bool:
+    found = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
+    return found.returncode == 0
+
+
 def prepare_offline_build(phoenix: bool = True) -> None:
-    """The base image from Debian's packages, the wheels and (``phoenix``) the
-    tracing UI's image (compose/offline.py); once per test session (the source
-    does not change within one)."""
+    """The base image from Debian's packages, (``phoenix``) the tracing UI's
+    image, and the actorbus image of these sources (compose/offline.py, then
+    compose/Dockerfile with the wheels it made), each once: the base and Phoenix
+    images are kept across runs, and so is the source's image, until the
+    sources change (its older builds are removed then)."""
     if phoenix in _PREPARED or (not phoenix and True in _PREPARED):
         return
+    image = source_image()
+    built = _image_exists(image)
     options = ["--phoenix", PHOENIX_IMAGE] if phoenix else ["--no-phoenix"]
+    if built:
+        options.append("--no-wheels")  # the wheels are only for the build
     done = subprocess.run(
         [sys.executable, str(REPO / "compose" / "offline.py"), "--base", BASE_IMAGE, *options],
         capture_output=True,
@@ -222,25 +258,49 @@ def prepare_offline_build(phoenix: bool = True) -> None:
     )
     if done.returncode != 0:
         raise EngineMissing(f"offline build preparation failed: {done.stderr[-2000:]}")
+    if not built:
+        _build_source_image(image)
     _PREPARED.add(phoenix)
+
+
+def _build_source_image(image: str) -> None:
+    """compose/Dockerfile as compose builds it for the offline profile; then the
+    build's leftover stage and the images of older sources are removed."""
+    args = ["--build-arg", f"PYTHON_IMAGE={BASE_IMAGE}", "--build-arg", f"BUILT_FOR={image}"]
+    done = subprocess.run(
+        ["docker", "build", "--force-rm", "-f", "compose/Dockerfile", *args, "-t", image, "."],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
+    if done.returncode != 0:
+        raise EngineMissing(f"the actorbus image did not build: {done.stderr[-2000:]}")
+    stage = f"label={BUILT_FOR}={image}"
+    subprocess.run(["docker", "image", "prune", "--force", "--filter", stage], check=True)
+    listed = ["docker", "images", SOURCE_IMAGE, "--format", "{{.Repository}}:{{.Tag}}"]
+    older = subprocess.run(listed, capture_output=True, text=True).stdout.split()
+    for tag in older:
+        if tag != image:  # one in use by another checkout's run stays (no --force)
+            subprocess.run(["docker", "rmi", tag], capture_output=True, check=False)
 
 
 @contextlib.contextmanager
 def running(
     tmp: pytest.TempPathFactory, make: Callable[[], Project], *services: str, phoenix: bool = True
 ) -> Iterator[Project]:
-    """A project on a real engine for a test module: the offline build prepared,
-    the images built, ``up`` (of ``services``, or all), the host its client as an
-    operator would be (``Project.as_client``); then taken down, checked to leave
-    nothing behind. Skips, with the reason, where no engine runs or starts."""
+    """A project on a real engine for a test module: the offline build prepared
+    and the images built (once), ``up`` (of ``services``, or all), the host its
+    client as an operator would be (``Project.as_client``); then taken down,
+    checked to leave nothing behind. Skips, with the reason, where no engine runs
+    or starts."""
     try:
         with exclusive("docker-engine"), engine(tmp.mktemp("dockerd") / "dockerd.log"):
             with exclusive("source-build"):  # its wheels are built from the source tree
                 prepare_offline_build(phoenix=phoenix)
             p = make()
             try:
-                p.run("build", "--force-rm")
-                p.run("up", "-d", *services)
+                p.run("up", "-d", "--no-build", *services)
                 with p.as_client(tmp.mktemp("s") / "secrets"):
                     yield p
             finally:

@@ -13,7 +13,6 @@ import datetime as dt
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-import nats.errors
 import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
@@ -111,10 +110,12 @@ async def _read(
         return
     psub = await rt.js.pull_subscribe(subject, stream=stream, config=config)
     try:
+        if not (await psub.consumer_info()).num_pending:
+            return  # nothing matches: no need to wait out a pull
         while True:
             try:
                 batch = await psub.fetch(_BATCH, timeout=1.0)
-            except nats.errors.TimeoutError:
+            except TimeoutError:  # nats' own, or asyncio's when a pull expires at its deadline
                 return  # nothing (more) matches
             for msg in batch:
                 meta = msg.metadata

@@ -37,7 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
@@ -167,7 +166,7 @@ async def _unsettled(
         while True:
             try:
                 batch = await psub.fetch(_BATCH, timeout=1.0)
-            except nats.errors.TimeoutError:
+            except TimeoutError:  # nats' own, or asyncio's when a pull expires at its deadline
                 return out, settled
             for msg in batch:
                 seq = msg.metadata.sequence.stream

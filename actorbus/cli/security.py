@@ -26,6 +26,7 @@ from actorbus.security.issued import issue, write_trusted
 from actorbus.security.secure_broker import issue_broker_user
 
 AUTHORITY_KEY = "authority.key"
+TYPE_KEYS = "types"  # the actor types' identities, beside the authority's
 
 
 def _authority(directory: Path, namespace: str, *, create: bool) -> Authority:
@@ -52,7 +53,10 @@ def cmd_authority(args: argparse.Namespace) -> int:
 def cmd_issue(args: argparse.Namespace) -> int:
     authority = _authority(Path(args.authority), args.namespace, create=False)
     out_dir = Path(args.out)
-    written = issue(authority, out_dir, args.type or [], ttl=args.ttl_days * 86400.0)
+    type_keys = Path(args.authority) / TYPE_KEYS
+    written = issue(
+        authority, out_dir, args.type or [], type_keys=type_keys, ttl=args.ttl_days * 86400.0
+    )
     if args.broker:
         broker_home = Path(args.broker)
         written += issue_broker_user(

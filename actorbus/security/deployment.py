@@ -93,7 +93,8 @@ def deploy(
     issuer_key: Path | None = None
     for member in members:
         home = out / "homes" / member.name / namespace
-        written += issue(authority, home, member.types, ttl=ttl)
+        type_keys = out / "authority" / "types"  # one key per type, whichever member hosts it
+        written += issue(authority, home, member.types, type_keys=type_keys, ttl=ttl)
         written += issue_broker_user(broker, tls.ca_file, namespace, home, member.types)
         if member.token_issuer:
             key = home / "token-issuer.key"

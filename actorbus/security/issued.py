@@ -47,13 +47,27 @@ def read_trusted(home: Path) -> list[PublicIdentity]:
 
 
 def issue(
-    authority: Authority, out: Path, types: Iterable[str] = (), *, ttl: float = DEFAULT_TTL
+    authority: Authority,
+    out: Path,
+    types: Iterable[str] = (),
+    *,
+    type_keys: Path,
+    ttl: float = DEFAULT_TTL,
 ) -> list[Path]:
-    """Write a deployment's home: a system identity, one per actor type, each with
-    its credential, and the authority's public identity. Returns what was written."""
+    """Write a deployment's home: a system identity of its own, the identity of
+    each actor type it hosts, each with its credential, and the authority's public
+    identity. Returns what was written.
+
+    An actor type has one identity in a namespace, whichever deployment hosts it:
+    messages to the type are sealed to its key, so a host holding another key
+    could not open its share of them. The authority keeps the types' identities
+    beside its own (``type_keys``, its ``types/`` directory, where a development
+    authority keeps them too) and hands every deployment of a type the same one,
+    made on its first issue."""
     written = [write_trusted(authority.public, out)]
     for name, acts in [(SYSTEM, ()), *((f"types/{t}", (t,)) for t in types)]:
-        identity = Identity.generate()
+        # a type's identity is the authority's, made on its first issue
+        identity = Identity.load(type_keys / f"{acts[0]}.key") if acts else Identity.generate()
         identity.save(out / f"{name}.key")
         token = authority.issue(identity.public, acts, ttl=ttl)
         write_private(out / f"{name}.jwt", token.encode())

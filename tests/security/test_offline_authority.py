@@ -165,3 +165,115 @@ async def test_a_deployment_user_subscribes_only_to_its_own_types(tmp_path: Path
         finally:
             for system in reversed(systems):
                 await system.close(timeout=2.0)
+
+
+class Tally(Actor):
+    """A keyed type: each key lives in one of its hosts, the others forward to it."""
+
+    type_name = "tally"
+    keyed = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    @handler
+    async def count_up(self, q: Question) -> list[Any]:
+        self.count += 1
+        return [self.count, self.system.system_id]
+
+
+def issue_hosts(authority: Path, broker_home: Path, ns: str, *homes: Path) -> None:
+    for home in homes:
+        cli(
+            "security",
+            *("issue", "--authority", str(authority), "--namespace", ns, "--out", str(home)),
+            *("--broker", str(broker_home), "--type", "tally"),
+        )
+
+
+async def open_issued(url: str, ns: str, home: Path, name: str) -> Any:
+    from actorbus import ActorSystem
+    from actorbus.security.secure_broker import issued_connect_options
+
+    options = issued_connect_options(home, name)
+    assert options is not None
+    return await ActorSystem.connect(
+        url,
+        namespace=ns,
+        registry=False,
+        connect_options=options,
+        security=SecuritySettings(home=home),
+        activation_ttl=1.0,
+    )
+
+
+async def test_deployments_of_one_type_share_its_key_and_forward_to_each_other(
+    tmp_path: Path, ns: str
+) -> None:
+    """Two deployments issued separately for one keyed type (and a development
+    host beside them would be the same): the authority hands each the type's one
+    key, so whichever host a message reaches opens it, and a key held by the
+    other host is reached by forwarding."""
+    from actorbus.bus.server import EmbeddedServer, ServerConfig
+    from actorbus.security.secure_broker import SecureBroker
+
+    broker_home, authority = tmp_path / "broker-home", tmp_path / "auth"
+    homes = [tmp_path / "host-a", tmp_path / "host-b", tmp_path / "client"]
+    extra = SecureBroker(broker_home).server_config([ns])
+    cli("security", "authority", "--dir", str(authority), "--namespace", ns)
+    issue_hosts(authority, broker_home, ns, *homes[:2])
+    cli(
+        "security",
+        *("issue", "--authority", str(authority), "--namespace", ns, "--out", str(homes[2])),
+        *("--broker", str(broker_home)),
+    )
+    keys = [(home / "types" / "tally.key").read_bytes() for home in homes[:2]]
+    assert keys[0] == keys[1] == (authority / "types" / "tally.key").read_bytes()
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        systems = []
+        try:
+            for home in homes:
+                systems.append(await open_issued(server.url, ns, home, home.name))
+            a, b, client = systems
+            await a.register(Tally)
+            await b.register(Tally)
+            replies = [
+                await client.ask(f"tally/k{n % 8}", Question(text="one"), timeout=WAIT)
+                for n in range(24)
+            ]
+            assert sorted(count for count, _ in replies) == sorted([1, 2, 3] * 8)
+            assert {host for _, host in replies} == {a.system_id, b.system_id}
+        finally:
+            for system in reversed(systems):
+                await system.close(timeout=2.0)
+
+
+async def test_a_host_with_another_key_for_its_type_says_so(
+    tmp_path: Path, ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deployment issued before types had one key (or by hand) holds a key of its
+    own: its start warns, and what it cannot open it refuses naming the cause."""
+    from actorbus.bus.server import EmbeddedServer, ServerConfig
+    from actorbus.security.secure_broker import SecureBroker
+
+    broker_home, authority = tmp_path / "broker-home", tmp_path / "auth"
+    first, second = tmp_path / "host-a", tmp_path / "host-b"
+    extra = SecureBroker(broker_home).server_config([ns])
+    cli("security", "authority", "--dir", str(authority), "--namespace", ns)
+    issue_hosts(authority, broker_home, ns, first)
+    (authority / "types" / "tally.key").unlink()  # the next issue makes another key
+    issue_hosts(authority, broker_home, ns, second)
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        a = await open_issued(server.url, ns, first, "a")
+        b = await open_issued(server.url, ns, second, "b")
+        try:
+            await a.register(Tally)
+            with caplog.at_level("WARNING", logger="actorbus.security"):
+                await b.register(Tally)
+            assert "hosts of one type need one key" in caplog.text
+            with pytest.raises(AuthError, match="another host of the type has a key of its own"):
+                guard_of(a)._recipient("tally", guard_of(b).types["tally"].kid)
+        finally:
+            await b.close(timeout=2.0)
+            await a.close(timeout=2.0)

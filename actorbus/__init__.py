@@ -4,6 +4,7 @@ The public API is deliberately small; everything else is reachable through the
 subpackages (``actorbus.bus``, ``actorbus.codecs`` ...).
 """
 
+import actorbus._nats_import  # noqa: F401  (first: nats-py, without its WebSocket client)
 from actorbus.actors import Actor, ActorRef, ActorSystem, Crash, handler
 from actorbus.actors.reminders import Reminders
 from actorbus.bus.connection import ConnectOptions

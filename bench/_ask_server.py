@@ -32,7 +32,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import nats
-from _harness import stop_when_stdin_closes
+from _child import stop_when_stdin_closes
 from nats.aio.msg import Msg
 from pydantic import BaseModel
 

@@ -25,7 +25,7 @@ import random
 import signal
 import time
 
-from _harness import stop_when_stdin_closes
+from _child import stop_when_stdin_closes
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler

@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import signal
 
-from _harness import READY, stop_when_stdin_closes
+from _child import READY, stop_when_stdin_closes
 
 from actorbus import Actor, ActorSystem, handler
 

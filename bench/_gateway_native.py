@@ -23,7 +23,7 @@ import socket
 from typing import Any
 
 import uvicorn
-from _harness import READY, stop_when_stdin_closes
+from _child import READY, stop_when_stdin_closes
 from a2a.client.card_resolver import parse_agent_card
 from a2a.helpers.proto_helpers import (
     new_task_from_user_message,

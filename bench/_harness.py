@@ -2,8 +2,8 @@
 
 - arguments: ``presets`` (``--quick`` and per-setting overrides), ``positive_int``;
 - processes: children that say "ready" and are stopped for sure
-  (``wait_ready``, ``stop_processes``) and, in the child, stop when the parent
-  goes away (``stop_when_stdin_closes``);
+  (``wait_ready``, ``stop_processes``; the child's side is ``_child``);
+  ``compile_sources`` first, so they start as an installed package does;
 - facts for the report: ``machine_info`` (platform, CPUs, load, versions of the
   packages measured, the commit), ``package_version``, ``nats_server_version``;
 - progress and output: ``report_console`` (wide tables in a log file too),
@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import math
@@ -22,17 +21,26 @@ import os
 import platform
 import queue
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from _child import READY
 from rich.console import Console
 from rich.progress import Progress, TaskID
 
-READY = "ready"
+
+def compile_sources() -> None:
+    """Byte-compile actorbus and the benchmark scripts, as installing a package
+    does: a child process started with PYTHONDONTWRITEBYTECODE set (CI sets it)
+    would otherwise compile every module from source on each start, which a
+    restart-time measurement must not count."""
+    import compileall
+
+    for directory in (Path(__file__).resolve().parents[1] / "actorbus", Path(__file__).parent):
+        compileall.compile_dir(directory, quiet=1)
 
 
 def wait_ready(proc: subprocess.Popen[str], timeout: float, what: str) -> None:
@@ -70,30 +78,6 @@ def stop_processes(procs: list[subprocess.Popen[str]], grace: float = 5.0) -> No
             proc.kill()
             proc.wait()
         close_streams(proc)
-
-
-def stop_when_stdin_closes(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    """(In a child) set ``stop`` when the parent closes our stdin, or dies.
-
-    A reader callback on the pipe, not a thread blocked in ``read``: such a thread
-    would still hold stdin's buffer lock at interpreter shutdown.
-    """
-    fd = sys.stdin.fileno()
-
-    def on_readable() -> None:
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            data = b""
-        if not data:
-            loop.remove_reader(fd)
-            stop.set()
-
-    try:
-        os.set_blocking(fd, False)
-        loop.add_reader(fd, on_readable)
-    except (OSError, NotImplementedError, ValueError):  # not a pipe, or no add_reader
-        pass
 
 
 def nats_server_version(binary: str) -> str:

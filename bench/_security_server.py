@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nats
 from _ask_server import Echo
-from _harness import READY, stop_when_stdin_closes
+from _child import READY, stop_when_stdin_closes
 from nats.aio.msg import Msg
 
 from actorbus import ActorSystem, SecuritySettings

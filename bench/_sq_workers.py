@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 import msgspec
-from _harness import READY, stop_when_stdin_closes
+from _child import READY, stop_when_stdin_closes
 from nats.aio.msg import Msg
 from pydantic import BaseModel
 

@@ -46,7 +46,8 @@ from typing import Any
 
 import nats
 from _ask_server import ECHO_ADDRESS, Answer, Echo
-from _harness import READY, percentile, stop_when_stdin_closes
+from _child import READY, stop_when_stdin_closes
+from _harness import percentile
 from ask import make_payloads
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg

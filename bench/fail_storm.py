@@ -47,6 +47,7 @@ from typing import Any
 from _fail_storm_agent import SEED, TYPE, Query, Reply, dataset, holder
 from _harness import (
     close_streams,
+    compile_sources,
     machine_info,
     percentile,
     positive_int,
@@ -621,6 +622,7 @@ def plot(path: Path, cfg: Config, run: Run, timeline: list[dict[str, Any]], titl
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     console = report_console(160)
+    compile_sources()  # restarted shards start as an installed actorbus does
     # loopback; JetStream on, as a deployment has it: each shard registers its type
     server_config = ServerConfig(host="127.0.0.1")
     agents: Agents | None = None

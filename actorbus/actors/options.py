@@ -11,7 +11,6 @@ from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.server import ServerConfig
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.wire import Encoding, SizeLimits
-from actorbus.security.secure_broker import SecureBroker
 from actorbus.security.settings import SecuritySettings, actorbus_home
 from actorbus.state.store import StateSettings
 
@@ -42,6 +41,8 @@ def secure_start(config: ServerConfig, options: SystemOptions) -> ServerConfig:
     """What ``ActorSystem.start()`` does by default: the server's config secured
     for the system's namespace, and ``options`` given this system's way in
     (a member's credentials, TLS) and end-to-end security unless set."""
+    from actorbus.security.secure_broker import SecureBroker  # only for a secured start
+
     try:
         broker = SecureBroker()
     except OSError as exc:

@@ -22,6 +22,7 @@ import nats
 from nats.aio.client import RawCredentials, Server
 from nats.errors import SlowConsumerError
 
+from actorbus._nats_import import enable_websockets
 from actorbus.bus.client import Client
 from actorbus.bus.loopwatch import LoopWatch
 from actorbus.bus.tasks import backoff_delay, stop_task, supervise
@@ -96,6 +97,7 @@ class BusConnection:
 
     async def _connect(self) -> None:
         o = self.options
+        enable_websockets(o.servers)
         # nats-py annotates this as int but sleeps on any number.
         kwargs: dict[str, Any] = {"reconnect_time_wait": o.backoff_initial}
         credentials = o.nats_credentials()

@@ -21,22 +21,14 @@ only adds its spans to it.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from opentelemetry import metrics, trace
-from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
-)
+from opentelemetry import trace
 
 from actorbus import environment as env
-from actorbus.extras import require
 
 log = logging.getLogger("actorbus.telemetry")
 
@@ -83,18 +75,6 @@ def _wanted_exporter(kind: str) -> str | None:
     return None
 
 
-def _asked_by(kind: str) -> str:
-    """The variable that turned the OTLP exporter on, as the user set it."""
-    for variable in (*_ASKING[kind], env.OTEL_EXPORTER_OTLP_ENDPOINT):
-        value = variable.get()
-        if value:
-            return f"{variable.name}={value}"
-    return "asked for in code"
-
-
-_OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-http"
-
-
 def configure(force: bool | None = None) -> Telemetry:
     """Set tracing (and metrics) up once per process; returns what a system that
     opens now records.
@@ -122,95 +102,35 @@ def _choose(force: bool | None) -> Telemetry:
     preview = int(env.ACTORBUS_TRACE_PREVIEW.get() or 0)
     exporter = _wanted_exporter("traces")
     record_dir = env.ACTORBUS_TRACE_DIR.get() or ""
+    installed = _installed_provider()  # the application's, or ours from an earlier call
+    if installed is None and not (exporter or record_dir or force):
+        return OFF  # (and the SDK is never imported)
+    from actorbus.telemetry import providers
+
+    if installed is None:
+        made = providers.tracer_provider(exporter, record_dir, _asked_by("traces"))
+        _providers.append(made)
+    meter = providers.meter_provider(_wanted_exporter("metrics"), _asked_by("metrics"))
+    if meter is not None:
+        _providers.append(meter)
+    return Telemetry(tracing=True, metrics=providers.records_metrics(), preview=preview)
+
+
+def _installed_provider() -> Any | None:
+    """The OpenTelemetry SDK tracer provider installed in this process, if any (none
+    while the SDK was never imported: then nobody could have installed one)."""
+    sdk = sys.modules.get("opentelemetry.sdk.trace")
     current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider):  # the application set one up
-        provider = current
-    elif exporter or record_dir or force:
-        provider = TracerProvider(resource=_resource())
-        trace.set_tracer_provider(provider)
-        _providers.append(provider)
-    else:
-        return OFF
-    if provider is not current:
-        _add_exporters(provider, exporter, record_dir)
-    return Telemetry(tracing=True, metrics=_configure_metrics(), preview=preview)
+    return current if sdk is not None and isinstance(current, sdk.TracerProvider) else None
 
 
-def _resource() -> Resource:
-    # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
-    attrs = {} if env.OTEL_SERVICE_NAME.get() else {"service.name": "actorbus"}
-    return Resource.create(attrs)
-
-
-class ServiceNameSpanProcessor(SpanProcessor):
-    """Copies the resource's ``service.name`` onto each span as an attribute: some
-    backends (Phoenix) keep no resource attributes and could not tell processes
-    apart. Add it before the exporting processor."""
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        service = span.resource.attributes.get("service.name")
-        if service is not None and (span.attributes or {}).get("service.name") is None:
-            span.set_attribute("service.name", str(service))
-
-    def on_end(self, span: ReadableSpan) -> None:
-        return None
-
-
-def _add_exporters(provider: TracerProvider, exporter: str | None, record_dir: str) -> None:
-    if env.ACTORBUS_SPAN_SERVICE_NAME.flag():
-        provider.add_span_processor(ServiceNameSpanProcessor())
-    if exporter == "otlp":
-        exporters = require(
-            "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-            "otlp",
-            f"exporting spans over OTLP ({_asked_by('traces')})",
-            _OTLP_PACKAGE,
-        )
-        provider.add_span_processor(BatchSpanProcessor(exporters.OTLPSpanExporter()))
-    elif exporter == "console":
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
-    elif exporter:
-        log.warning("OTEL_TRACES_EXPORTER=%s is not supported here (otlp, console)", exporter)
-    if record_dir:
-        from actorbus.telemetry.recorder import JsonlSpanExporter
-
-        provider.add_span_processor(SimpleSpanProcessor(JsonlSpanExporter(record_dir)))
-
-
-def _configure_metrics() -> bool:
-    """A meter provider as the variables ask (or the application's); whether
-    metrics are recorded."""
-    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
-
-    if isinstance(metrics.get_meter_provider(), SdkMeterProvider):
-        return True  # the application set one up: record into it
-    exporter = _wanted_exporter("metrics")
-    if exporter is None:
-        return False
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import (
-        ConsoleMetricExporter,
-        MetricExporter,
-        PeriodicExportingMetricReader,
-    )
-
-    chosen: MetricExporter
-    if exporter == "otlp":
-        exporters = require(
-            "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-            "otlp",
-            f"exporting metrics over OTLP ({_asked_by('metrics')})",
-            _OTLP_PACKAGE,
-        )
-        chosen = exporters.OTLPMetricExporter()
-    else:
-        chosen = ConsoleMetricExporter()
-    provider = MeterProvider(
-        resource=_resource(), metric_readers=[PeriodicExportingMetricReader(chosen)]
-    )
-    metrics.set_meter_provider(provider)
-    _providers.append(provider)
-    return True
+def _asked_by(kind: str) -> str:
+    """The variable that turned the OTLP exporter on, as the user set it."""
+    for variable in (*_ASKING[kind], env.OTEL_EXPORTER_OTLP_ENDPOINT):
+        value = variable.get()
+        if value:
+            return f"{variable.name}={value}"
+    return "asked for in code"
 
 
 def flush(timeout: float = 5.0) -> None:
@@ -222,9 +142,9 @@ def flush(timeout: float = 5.0) -> None:
                 force_flush(int(timeout * 1000))
             except Exception as exc:
                 log.debug("telemetry flush: %r", exc)
-    current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider) and current not in _providers:
-        current.force_flush(int(timeout * 1000))
+    installed = _installed_provider()
+    if installed is not None and installed not in _providers:  # the application's
+        installed.force_flush(int(timeout * 1000))
 
 
 def shutdown() -> None:

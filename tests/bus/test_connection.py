@@ -21,7 +21,7 @@ from actorbus import (
     handler,
 )
 from actorbus.bus.connection import BusConnection, ConnectOptions
-from actorbus.bus.server import EmbeddedServer
+from actorbus.bus.server import EmbeddedServer, ServerConfig
 from actorbus.bus.tasks import backoff_delay
 
 
@@ -280,3 +280,27 @@ async def test_close_keeps_its_timeout_when_the_server_just_died() -> None:
         assert time.monotonic() - started < 4.0
     finally:
         await server.stop()
+
+
+def test_importing_actorbus_leaves_out_the_websocket_client() -> None:
+    """nats-py's WebSocket transport needs aiohttp, which costs every process a
+    sixth of a second to import: actorbus imports nats-py without it."""
+    import subprocess
+    import sys
+
+    probe = "import sys, actorbus; print('aiohttp' in sys.modules, 'nats' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
+
+
+async def test_a_system_connects_over_websocket(ns: str) -> None:
+    """A ``ws://`` URL works all the same: aiohttp is handed to nats-py when one is used."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    extra = f"websocket {{\n  host: 127.0.0.1\n  port: {port}\n  no_tls: true\n}}\n"
+    with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)):
+        async with ActorSystem.connect(f"ws://127.0.0.1:{port}", namespace=ns) as system:
+            await system.spawn(Pinger, "p")
+            assert await system.ask("cn-pinger/p", CnPing(n=7), timeout=WAIT) == 7

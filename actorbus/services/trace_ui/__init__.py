@@ -49,7 +49,7 @@ from actorbus.services.trace_ui.server import (
     start_phoenix,
     trace_url,
 )
-from actorbus.telemetry.config import ServiceNameSpanProcessor
+from actorbus.telemetry.providers import ServiceNameSpanProcessor
 
 __all__ = [
     "DEFAULT_PROJECT",

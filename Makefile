@@ -23,7 +23,7 @@ AGORA_STAMP := .venv-agora/.installed
 SYSTEM_STAMP := $(VENV)/.installed-system
 SYSTEM_PACKAGES := docker.io docker-compose debootstrap chromium postgresql
 
-.PHONY: demo test test-fast lint bench up trace-ui docs docs-serve clean
+.PHONY: demo test test-fast lint bench bench-all up trace-ui docs docs-serve clean
 
 demo: $(DEMO_STAMP)
 	$(BIN)/actorbus demo
@@ -52,6 +52,20 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/ask.py
+
+# ProtocolBench side by side with the peers (FastStream, AutoGen Core's gRPC runtime,
+# a2a-sdk over HTTP), which live in a venv of their own: about 10 minutes.
+PEERS_STAMP := .venv-peers/.installed
+
+bench-all: $(STAMP) $(PEERS_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/protocolbench.py
+
+$(PEERS_STAMP): bench/peers-requirements.txt
+	@echo "installing the peers into .venv-peers (bench/peers-requirements.txt; once)"
+	$(PYTHON) -m venv .venv-peers
+	.venv-peers/bin/python -m pip install --quiet -r bench/peers-requirements.txt
+	@touch $@
 
 up: $(DEMO_STAMP)
 	$(BIN)/actorbus up
@@ -104,4 +118,4 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	@touch $@
 
 clean:
-	rm -rf $(VENV) .venv-trace .venv-agora tests/js/node_modules site .pytest_cache .mypy_cache .ruff_cache bench/results
+	rm -rf $(VENV) .venv-trace .venv-agora .venv-peers tests/js/node_modules site .pytest_cache .mypy_cache .ruff_cache bench/results

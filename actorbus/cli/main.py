@@ -17,6 +17,7 @@ from rich.markup import escape
 
 import actorbus
 from actorbus.cli import (
+    bench,
     broker,
     demo,
     durable,
@@ -60,7 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="more logging (-vv for debug)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands = (demo, broker, run, send, durable, state, registry, route, security, services, trace)
+    commands = (
+        demo,
+        broker,
+        run,
+        send,
+        durable,
+        state,
+        registry,
+        route,
+        security,
+        services,
+        trace,
+        bench,
+    )
     for command in commands:
         command.add_parser(sub, common)
     return parser

@@ -1,0 +1,55 @@
+"""``actorbus bench``: the checkout's benchmarks from the shell, and a smoke run of
+ProtocolBench side by side (the NATS stacks of this interpreter; the peers'
+.venv-peers is not needed, and a stack without its packages is skipped, saying so)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from actorbus.cli.main import main
+
+
+def test_list_names_the_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "list"]) == 0
+    names = capsys.readouterr().out.split()
+    assert {"protocolbench", "ask", "fail_storm", "streaming_queue"} <= set(names)
+    assert not [n for n in names if n.startswith("_")]
+
+
+def test_an_unknown_benchmark_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "nope"]) != 0
+    assert "no benchmark 'nope'; there are: all, " in capsys.readouterr().err
+
+
+@pytest.mark.timeout(300)
+def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(tmp_path: Path) -> None:
+    peers = tmp_path / "no-peers" / "python"  # a missing interpreter: the peers are skipped
+    code = main(
+        [
+            *("bench", "all", "--rounds", "2", "--stacks", "actorbus,nats,faststream"),
+            *("--sequential", "50", "--concurrent", "200", "--inflight", "10"),
+            *("--questions", "40", "--workers", "2,4", "--peers-python", str(peers)),
+            *("--out", str(tmp_path)),
+        ]
+    )
+    assert code == 0
+    data = json.loads((tmp_path / "protocolbench.json").read_text())
+    assert set(data["summary"]["echo"]) == {"actorbus", "nats"}
+    assert "faststream" in data["skipped"]
+    for stack in ("actorbus", "nats"):
+        echo = data["summary"]["echo"][stack]
+        assert echo["errors"] == 0
+        assert echo["rounds"] == 2
+        assert 0 < echo["p50_ci95_us"][0] <= echo["p50_ci95_us"][1]
+        for workers in ("2", "4"):
+            sq = data["summary"]["sq"][stack][workers]
+            assert sq["success"] == 1.0  # every question answered, and right
+            assert sq["min_ms"] >= 9.5  # the service time (10 ms) is in every answer
+    rounds = data["raw"]["sq"]["nats"]["4"]
+    assert all(sum(r["per_worker"]) == 40 for r in rounds)
+    report = (tmp_path / "protocolbench.md").read_text()
+    assert "| `faststream` | skipped |" in report
+    assert "## Where actorbus does not lead" in report

@@ -206,20 +206,23 @@ async def test_every_bad_message_in_a_durable_queue_is_dead_lettered_and_none_is
     finally:
         await raw.close()
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
+    deadline = loop.time() + 50
     while True:
         letters = await system.dead_letters(address, limit=1_000)
+        stats = await system.queue_stats(address)
         numbered = [n for n in good if n >= 0]
         bad_handled = len(good) - len(numbered) + len(other)
-        if len(numbered) >= len(sent) and len(letters) + bad_handled >= len(sent):
+        accounted = len(letters) + bad_handled + stats.expired
+        if len(numbered) >= len(sent) and accounted >= len(sent):
             break
-        assert loop.time() < deadline, (len(good), len(letters), len(other))
+        assert loop.time() < deadline, (len(good), len(letters), len(other), stats)
         await asyncio.sleep(0.1)
     assert numbered == list(range(len(sent)))
-    # Each bad one is a dead letter with a reason, or was (by chance) a valid message.
-    assert len(letters) + bad_handled == len(sent)
+    # Each bad one is a dead letter with a reason, or was (by chance) a valid message,
+    # or (a bit flipped in its timestamp made it older than the default ttl; which bit
+    # does that depends on the day) dropped as expired and counted.
+    assert accounted == len(sent)
     assert all(letter.reason for letter in letters)
-    stats = await system.queue_stats(address)
     assert stats.pending == 0
     assert stats.in_flight == 0
 

@@ -20,6 +20,7 @@ from actorbus.codecs.wire import validation_summary
 # Reserved intents (user intents never start with '$').
 INTENT_ERROR = "$error"
 INTENT_END = "$end"
+INTENT_ITEMS = "$items"  # a stream frame of several items: [[intent, content], ...]
 INTENT_CANCEL = "$cancel"
 INTENT_NONE = "$none"
 INTENT_BYTES = "bytes"

@@ -14,12 +14,12 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from actorbus.actors.messages import INTENT_ERROR, to_content
+from actorbus.actors.messages import INTENT_ERROR, INTENT_ITEMS, to_content
 from actorbus.actors.pipeline import encode_answer, request_encoding
 from actorbus.bus.transport import Transport
-from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.errors import ActorBusError, MessageTooLargeError
 from actorbus.codecs.inbound import Inbound
-from actorbus.codecs.wire import Encoding, SizeLimits
+from actorbus.codecs.wire import H_SEQ, Encoding, SizeLimits
 
 log = logging.getLogger("actorbus.replies")
 
@@ -59,6 +59,42 @@ class Replies:
             await self.send_error(inbox, err, env, headers, src=src, msg=msg)
             return
         await self.conn.publish(inbox, body, headers, reply=reply)
+
+    async def send_items(
+        self,
+        inbox: str,
+        env: Inbound,
+        items: list[Any],
+        headers: dict[str, str],
+        *,
+        msg: Msg,
+        reply: str = "",
+    ) -> None:
+        """Send a stream's items as one frame (``$items``: ``[[intent, content], ...]``);
+        a frame over the size limit goes as two halves, each with its own
+        ``Ab-Seq``, the credit request (if any) on the last."""
+        if len(items) == 1:
+            intent, content = to_content(items[0])
+            await self.send(inbox, env, intent, content, headers, msg=msg, reply=reply)
+            return
+        frame = [list(to_content(item)) for item in items]
+        enc = request_encoding(msg)
+        try:
+            body, encoded = encode_answer(
+                env, env.dst, INTENT_ITEMS, frame, enc, self.limits, headers
+            )
+        except MessageTooLargeError:
+            first = len(items) // 2
+            seq = int(headers[H_SEQ])
+            head = {H_SEQ: str(seq)}
+            tail = {**headers, H_SEQ: str(seq + first)}
+            await self.send_items(inbox, env, items[:first], head, msg=msg, reply=reply)
+            await self.send_items(inbox, env, items[first:], tail, msg=msg)
+            return
+        except ActorBusError as err:
+            await self.send_error(inbox, err, env, headers, msg=msg)
+            return
+        await self.conn.publish(inbox, body, encoded, reply=reply)
 
     async def error(self, msg: Msg, err: ActorBusError, env: Inbound | None, address: str) -> None:
         """Answer ``msg`` with a typed error, or log it when nobody waits for one."""

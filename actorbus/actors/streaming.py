@@ -4,6 +4,11 @@ Wire protocol (core NATS, one publisher to one inbox, so order is kept):
 
 - the request carries ``context.stream = true`` and a reply inbox;
 - each item goes to the inbox as a frame with header ``Ab-Seq: n`` (1, 2, ...);
+  a consumer that says ``Ab-Batch: k`` in its request takes frames of up to k
+  items (intent ``$items``, content ``[[intent, content], ...]``, ``Ab-Seq`` the
+  first item's): what the generator made while the last frame was sent goes
+  out as one message (``ItemsAhead``), which makes a fast stream several times
+  faster and leaves a slow one (tokens) as it was;
 - the last frame is intent ``$end`` (or ``$error`` with the remote error);
 - the first frame carries a reply subject, which the consumer answers as it
   takes the frame: a producer whose first frame finds nobody subscribed (the
@@ -35,15 +40,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import nats.errors
 from nats.aio.msg import Msg
 
-from actorbus.actors.messages import INTENT_END, INTENT_ERROR, from_content, to_content
+from actorbus.actors.messages import (
+    INTENT_END,
+    INTENT_ERROR,
+    INTENT_ITEMS,
+    from_content,
+    to_content,
+)
 from actorbus.actors.pipeline import Outgoing, decode_answer
+from actorbus.bus.client import with_header
 from actorbus.bus.requests import NO_RESPONDERS_STATUS, RequestTimeout
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -54,7 +66,7 @@ from actorbus.codecs.errors import (
     error_from_wire,
 )
 from actorbus.codecs.inbound import Inbound
-from actorbus.codecs.wire import H_CREDIT, H_SEQ, pack, unpack
+from actorbus.codecs.wire import H_BATCH, H_CREDIT, H_SEQ, pack, unpack
 from actorbus.security.sealing import check_answer
 from actorbus.security.sessions import OutboundSession
 
@@ -64,6 +76,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("actorbus.streams")
 
 _REMEMBERED_CANCELS = 1024
+MAX_FRAME_ITEMS = 32  # items a consumer takes in one frame (at most half a window)
 
 
 class StreamProducers:
@@ -145,10 +158,11 @@ class StreamProducers:
         credit_inbox = ""
         seq = 0
         abandoned: list[str] = []  # why the consumer was taken for gone, if it was
+        frame_items = _frame_items(request)
+        ahead = ItemsAhead(agen, allowed)
         try:
-            async for item in agen:
-                seq += 1
-                if seq > allowed:
+            while True:
+                if seq == allowed:
                     assert credit is not None
                     try:  # asyncio.timeout: a cancel arriving with the credit still cancels
                         async with asyncio.timeout(rt.stream_settings.credit_timeout):
@@ -160,21 +174,25 @@ class StreamProducers:
                         )
                         log.warning("%s (consumer %s)", why, env.src)
                         await rt.replies.send_error(
-                            inbox, ProtocolError(why), env, {H_SEQ: str(seq)}, msg=request
+                            inbox, ProtocolError(why), env, {H_SEQ: str(seq + 1)}, msg=request
                         )
                         return None
                     finally:
                         rt.mux.discard(credit_inbox)
                     allowed += window
-                headers = {H_SEQ: str(seq)}
-                if seq == allowed - window // 2:
+                    ahead.allow(window)
+                asks_credit = allowed - window // 2  # the item whose taking grants more
+                frame_ends_by = asks_credit if seq < asks_credit else allowed
+                items = await ahead.take(min(frame_items, frame_ends_by - seq))
+                if not items:
+                    break
+                headers = {H_SEQ: str(seq + 1)}
+                seq += len(items)
+                if seq == asks_credit:
                     credit_inbox, credit = rt.mux.new_inbox()
                     headers[H_CREDIT] = credit_inbox
-                intent, content = to_content(item)
-                hello = self._greet(env, abandoned) if seq == 1 else ""
-                await rt.replies.send(
-                    inbox, env, intent, content, headers, msg=request, reply=hello
-                )
+                hello = self._greet(env, abandoned) if seq == len(items) else ""
+                await rt.replies.send_items(inbox, env, items, headers, msg=request, reply=hello)
             await rt.replies.send(inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request)
         except asyncio.CancelledError:
             if abandoned:
@@ -189,6 +207,7 @@ class StreamProducers:
             )
             return exc
         finally:
+            await ahead.stop()
             await _close(agen)
         return None
 
@@ -217,6 +236,91 @@ class StreamProducers:
 
         answered.add_done_callback(check)
         return hello
+
+
+class ItemsAhead:
+    """A streaming handler's generator, run in a task of its own so that the items
+    it makes while the producer sends go out together, as one frame.
+
+    It may make at most ``allowed`` items (the producer's window; ``allow`` adds
+    to it when credit comes): with none left it waits before asking the generator
+    for its next item, so a producer waiting for credit holds a generator
+    suspended at a ``yield``, as the turn given back requires. The first item is
+    handed over alone (time to first item is an ask's); after that a frame holds
+    what was made while the previous one was sent: one item per frame for a
+    generator that waits (tokens from a model), many for one that does not."""
+
+    def __init__(self, agen: AsyncIterator[Any], allowed: int) -> None:
+        self._agen = agen
+        self._allowed = allowed
+        self._made = 0
+        self._ready: deque[Any] = deque()
+        self._may_make = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._ended = False
+        self._failure: BaseException | None = None
+        self._task = asyncio.create_task(self._make())
+
+    def allow(self, items: int) -> None:
+        self._allowed += items
+        self._may_make.set()
+
+    async def take(self, most: int) -> list[Any]:
+        """Up to ``most`` items, waiting for the first; [] once the generator is
+        done; the generator's exception once its items before it were taken."""
+        while not self._ready:
+            if self._ended:
+                if self._failure is not None:
+                    raise self._failure
+                return []
+            self._wake.clear()
+            await self._wake.wait()
+        ready = self._ready
+        if most >= len(ready):
+            items = list(ready)
+            ready.clear()
+            return items
+        return [ready.popleft() for _ in range(most)]
+
+    async def stop(self) -> None:
+        """Stop the generator's task (bounded: cancelled, never waited out)."""
+        if not self._task.done():
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _make(self) -> None:
+        agen = self._agen
+        try:
+            while True:
+                while self._made >= self._allowed:
+                    self._may_make.clear()
+                    await self._may_make.wait()
+                item = await anext(agen)
+                self._made += 1
+                self._ready.append(item)
+                self._wake.set()
+                if self._made == 1:
+                    await asyncio.sleep(0)  # let the first item go out alone
+        except StopAsyncIteration:
+            pass
+        except Exception as exc:
+            self._failure = exc
+        finally:
+            self._ended = True
+            self._wake.set()
+
+
+def _frame_items(request: Msg) -> int:
+    """How many items the consumer takes in one frame (``Ab-Batch``; 1 for a
+    consumer that does not say)."""
+    said = (request.headers or {}).get(H_BATCH)
+    if not said:
+        return 1
+    try:
+        return max(1, min(int(said), MAX_FRAME_ITEMS))
+    except ValueError:
+        return 1
 
 
 class Turn(Protocol):
@@ -295,7 +399,8 @@ async def consume_stream(
     sub = await nc.subscribe(inbox)
     finished = False
     try:
-        await rt.conn.publish(subject, out.body, out.headers, reply=inbox)
+        headers = with_header(out.headers, H_BATCH, str(MAX_FRAME_ITEMS))
+        await rt.conn.publish(subject, out.body, headers, reply=inbox)
         expected = 1
         while True:
             try:
@@ -323,8 +428,14 @@ async def consume_stream(
             if intent == INTENT_ERROR:
                 finished = True
                 raise error_from_wire(content, address)
-            yield from_content(intent, content, returns)
-            expected += 1
+            if intent == INTENT_ITEMS:
+                frame = _frame(content, address)
+                for item_intent, item in frame:
+                    yield from_content(item_intent, item, returns)
+                expected += len(frame)
+            else:
+                yield from_content(intent, content, returns)
+                expected += 1
             credit_inbox = hdrs.get(H_CREDIT)
             if credit_inbox:  # the item was taken: let the producer go on
                 await rt.conn.publish(credit_inbox, b"")
@@ -334,6 +445,15 @@ async def consume_stream(
         cancel = None if finished else cancel_message(out.id)
         ending = asyncio.ensure_future(_end(rt, sub, cancel))
         await asyncio.shield(ending)
+
+
+def _frame(content: Any, address: str) -> list[tuple[str, Any]]:
+    """A ``$items`` frame's items, checked before the first is handed over."""
+    if isinstance(content, list) and content:
+        items = [tuple(item) for item in content if isinstance(item, list) and len(item) == 2]
+        if len(items) == len(content) and all(isinstance(i, str) for i, _ in items):
+            return items
+    raise ProtocolError(f"stream from {address} sent a malformed frame of items")
 
 
 def _authentic(session: OutboundSession, msg: Msg) -> bool:

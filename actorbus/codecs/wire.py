@@ -30,6 +30,7 @@ H_ENC = "Ab-Enc"
 H_KIND = "Ab-Kind"
 H_SEQ = "Ab-Seq"
 H_CREDIT = "Ab-Credit"
+H_BATCH = "Ab-Batch"  # a stream request: the items its consumer takes in one frame
 H_FWD = "Ab-Fwd"  # forwarded to the process hosting a keyed actor: ask | tell | durable
 H_STORED = "Ab-Stored"  # a durable message's stream position, set by its reader (state/record.py)
 H_FIRED = "Ab-Fired"  # a reminder's firing: "<name> <next firing>" (actors/reminder_relay.py)

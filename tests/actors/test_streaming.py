@@ -488,3 +488,115 @@ async def test_a_consumer_that_grants_no_credit_does_not_pin_the_actor(make_syst
     assert probe.produced <= 4 + 1  # still held at one window: the stream waits
     await stream.aclose()
     await asyncio.wait_for(probe.closed.wait(), 5)
+
+
+class RawFrames:
+    """A consumer speaking the stream protocol itself over raw nats-py: it answers the
+    first frame, grants credit, and keeps every frame's items as they arrived."""
+
+    def __init__(self, nc: Any) -> None:
+        self.nc = nc
+        self.frames: list[list[Any]] = []
+        self.ended = asyncio.Event()
+
+    async def on_frame(self, msg: Any) -> None:
+        import msgpack
+
+        body = msgpack.unpackb(msg.data)
+        if msg.reply:
+            await self.nc.publish(msg.reply, b"")
+        if body["intent"] == "$end":
+            self.ended.set()
+            return
+        single = [[body["intent"], body["content"]]]
+        items = body["content"] if body["intent"] == "$items" else single
+        self.frames.append([content for _intent, content in items])
+        credit = (msg.headers or {}).get("Ab-Credit")
+        if credit:
+            await self.nc.publish(credit, b"")
+
+    async def request(self, ns: str, address: str, n: int, headers: dict[str, str]) -> None:
+        inbox = self.nc.new_inbox()
+        await self.nc.subscribe(inbox, cb=self.on_frame)
+        body = raw_stream_request(ns, address, {"n": n}, "StCount")
+        subject = f"{ns}.a.{address.replace('/', '.')}"
+        await self.nc.publish(subject, body, reply=inbox, headers=headers or None)
+        await asyncio.wait_for(self.ended.wait(), WAIT)
+
+
+@pytest.mark.parametrize("batch", ["32", None])
+async def test_a_fast_producer_sends_its_items_in_few_frames_the_first_alone(
+    system, raw_nc, ns: str, batch: str | None
+) -> None:
+    """A consumer that says it takes frames of items (``Ab-Batch``) gets a generator
+    that never waits in few frames, the first holding one item (time to first item
+    stays an ask's); one that does not say gets one item per frame, as before."""
+    await system.spawn(Streamer, "fast")
+    consumer = RawFrames(raw_nc)
+    await consumer.request(ns, "streamer/fast", 300, {"Ab-Batch": batch} if batch else {})
+    items = [item for frame in consumer.frames for item in frame]
+    assert items == [{"i": i} for i in range(300)]
+    assert len(consumer.frames[0]) == 1
+    if batch:
+        assert len(consumer.frames) <= 300 // 8, f"{len(consumer.frames)} frames"
+        assert max(len(frame) for frame in consumer.frames) <= 32
+    else:
+        assert len(consumer.frames) == 300
+
+
+async def test_a_producer_that_waits_between_items_sends_each_at_once(system) -> None:
+    """Items of a generator that waits between them (tokens from a model) are never
+    held back for a fuller frame: item i reaches the caller before i+1 is made."""
+    taken = [asyncio.Event() for _ in range(5)]
+
+    class Paced(Actor):
+        type_name = "paced"
+
+        @handler
+        async def go(self, req: StCount) -> AsyncIterator[dict[str, int]]:
+            for i in range(req.n):
+                yield {"i": i}
+                await taken[i].wait()  # the caller took item i
+
+    await system.spawn(Paced, "p")
+    got: list[Any] = []
+
+    async def consume() -> None:
+        async for item in system.stream("paced/p", StCount(n=5), timeout=WAIT):
+            got.append(item)
+            taken[item["i"]].set()
+
+    await asyncio.wait_for(consume(), WAIT)
+    assert got == [{"i": i} for i in range(5)]
+
+
+async def test_a_frame_over_the_size_limit_goes_in_parts(system) -> None:
+    """Twenty 100 KB items made at once are more than one message may carry: the
+    frame is split, and every item arrives, in order."""
+
+    class Bulky(Actor):
+        type_name = "bulky"
+
+        @handler
+        async def go(self, req: StCount) -> AsyncIterator[dict[str, Any]]:
+            for i in range(req.n):
+                yield {"i": i, "blob": "x" * 100_000}
+
+    await system.spawn(Bulky, "b")
+    items = [x async for x in system.stream("bulky/b", StCount(n=20), timeout=WAIT)]
+    assert [item["i"] for item in items] == list(range(20))
+
+
+async def test_a_malformed_frame_of_items_is_a_protocol_error(system, raw_nc, ns: str) -> None:
+    import msgpack
+
+    from actorbus.codecs.errors import ProtocolError
+
+    async def bad_producer(msg: Any) -> None:
+        body = msgpack.packb({"id": "r1", "dst": "x", "intent": "$items", "content": [["dict"]]})
+        await raw_nc.publish(msg.reply, body, headers={"Ab-Seq": "1"})
+
+    await raw_nc.subscribe(f"{ns}.a.fake-batcher.f", cb=bad_producer)
+    await barrier(raw_nc)
+    with pytest.raises(ProtocolError, match="malformed frame of items"):
+        await drain(system.stream("fake-batcher/f", {}, timeout=2), [])

@@ -125,6 +125,12 @@ class Incoming(NamedTuple):
 current_incoming: ContextVar[Incoming | None] = ContextVar("actorbus_incoming", default=None)
 
 
+class TimerSource(Protocol):
+    """Where an instance's timers are kept (its cell: made when first used)."""
+
+    def timer_set(self) -> Timers: ...
+
+
 class StateKeeping(Protocol):
     """What an instance does with its declared state's keeper (``state_keeper.py``)."""
 
@@ -243,6 +249,7 @@ class Actor:
     _system: ActorContext
     _address: str
     _key: str
+    _timer_source: TimerSource
     # The instance's persistent state, when its class declares one (``state:
     # MyState``, a pydantic model): loaded before the first message.
     state: Any
@@ -358,11 +365,11 @@ class Actor:
         return self._timer_set().cancel(name)
 
     def _timer_set(self) -> Timers:
-        timers = self.__dict__.get("_timers")
-        if timers is None:
+        source: TimerSource | None = getattr(self, "_timer_source", None)
+        if source is None:
             who = getattr(self, "_address", type(self).__qualname__)
             raise RuntimeError(f"{who} is not running: timers start in on_start or a handler")
-        return timers  # type: ignore[no-any-return]
+        return source.timer_set()
 
     # -- lifecycle hooks ---------------------------------------------------
     async def on_start(self) -> None:

@@ -14,7 +14,7 @@ import logging
 import time
 import traceback
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,21 +70,27 @@ class ActorCell:
         self.address = f"{cls.type_name}/{key}"
         self.instance: Actor | None = None
         self.state = "new"  # new | running | restarting | stopping | stopped
-        self._ready = asyncio.Event()
+        # What one idle activation keeps is what a process hosting a million of them
+        # pays a million times: the rarely needed parts are made when first needed
+        # (an Event or a deque alone takes 600 bytes).
+        self._is_ready = False  # started, or stopped for good: messages need not wait
+        self._readiness: asyncio.Event | None = None  # made by the first message to wait
         # One at a time: a Lock (its uncontended acquire is cheaper than a
         # Semaphore's). More: a Semaphore admits up to `concurrency`.
         self._lock = asyncio.Lock()
-        self._gate = asyncio.Semaphore(cls.concurrency)
-        self._restarts: deque[float] = deque()
+        self._gate: asyncio.Lock | asyncio.Semaphore = (
+            self._lock if cls.concurrency == 1 else asyncio.Semaphore(cls.concurrency)
+        )
+        self._restarts: deque[float] | None = None  # made by the first restart
         self._busy = 0
         self._idle: asyncio.Future[None] | None = None  # set by stop() while it waits
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] | None = None  # made by the first task
         self._queued_bytes = 0  # bodies waiting in deliver_later's queue
-        self.subscriptions: list[Any] = []
+        self.subscriptions: tuple[Any, ...] = ()
         self.restart_count = 0
         self.failure: BaseException | None = None
         self.keeper: StateKeeper | None = None  # the declared state's, when there is one
-        self.timers = Timers(self.address, self.timer_turn)  # the instance's every(...)
+        self._timers: Timers | None = None  # the instance's every(...): made by the first
         self.last_active = time.monotonic()  # when it last finished a message
         self._yielded_at = self.last_active
 
@@ -106,7 +112,7 @@ class ActorCell:
                 inst._system = self.env.context
                 inst._address = self.address
                 inst._key = self.key
-                inst.__dict__["_timers"] = self.timers
+                inst._timer_source = self
                 if self.cls.state_model is not None:  # before on_start, which may read it
                     where = "loading its state"
                     self.keeper = keeper_for(self.rt, self.cls, self.key)
@@ -121,22 +127,23 @@ class ActorCell:
                 continue
             self.instance = inst
             self.state = "running"
-            self._ready.set()
+            self._set_ready()
             return True
 
     async def _may_restart(self, exc: BaseException, where: str) -> bool:
         """Count a restart; wait the backoff, or give up after too many."""
         now = time.monotonic()
-        while self._restarts and now - self._restarts[0] > self.cls.restart_window:
-            self._restarts.popleft()
-        if len(self._restarts) >= self.cls.max_restarts:
+        restarts = self._restarts = self._restarts or deque()
+        while restarts and now - restarts[0] > self.cls.restart_window:
+            restarts.popleft()
+        if len(restarts) >= self.cls.max_restarts:
             await self._give_up(exc, where)
             return False
-        self._restarts.append(now)
+        restarts.append(now)
         self.restart_count += 1
         self._counted_restart()
         initial, maximum = self.cls.restart_backoff
-        delay = backoff_delay(len(self._restarts) - 1, initial, maximum)
+        delay = backoff_delay(len(restarts) - 1, initial, maximum)
         log.info("%s: restarting in %.2fs after %s failed", self.address, delay, where)
         await self.rt.emit_event(
             "actor.restarting",
@@ -154,7 +161,7 @@ class ActorCell:
     async def _give_up(self, exc: BaseException, where: str) -> None:
         self.failure = exc
         self.state = "stopped"
-        self._ready.set()  # wake waiters; they see 'stopped' and get an error reply
+        self._set_ready()  # wake waiters; they see 'stopped' and get an error reply
         log.error(
             "%s: stopped after %d restarts in %gs; last failure in %s: %r",
             self.address,
@@ -178,13 +185,21 @@ class ActorCell:
         if self.state != "running":
             return
         self.state = "restarting"
-        self._ready.clear()
+        self._is_ready = False
         await self._call_on_stop()
         if await self._may_restart(exc, "handler"):
             await self.start()
 
+    def timer_set(self) -> Timers:
+        """The instance's timers (``Actor.every``), made when first used."""
+        if self._timers is None:
+            self._timers = Timers(self.address, self.timer_turn)
+        return self._timers
+
     async def _call_on_stop(self) -> None:
-        await self.timers.stop()
+        timers, self._timers = self._timers, None
+        if timers is not None:
+            await timers.stop()
         inst, self.instance = self.instance, None
         if inst is None:
             return
@@ -210,11 +225,32 @@ class ActorCell:
                 self._busy,
                 timeout,
             )
-            for task in list(self._tasks):
+            for task in list(self._tasks or ()):
                 task.cancel()
         await self._call_on_stop()
         self.state = "stopped"
-        self._ready.set()
+        self._set_ready()
+
+    def _set_ready(self) -> None:
+        self._is_ready = True
+        readiness, self._readiness = self._readiness, None
+        if readiness is not None:
+            readiness.set()  # its waiters are woken; the Event itself is not kept
+
+    async def _wait_ready(self) -> None:
+        if self._readiness is None:
+            self._readiness = asyncio.Event()
+        await self._readiness.wait()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """A task of this cell's, kept until it ends (``stop`` cancels what is left)."""
+        if self._tasks is None:
+            self._tasks = set()
+        spawn(coro, self.address, self._tasks).add_done_callback(self._drop_task_set)
+
+    def _drop_task_set(self, _: asyncio.Task[None]) -> None:
+        if not self._tasks:  # none left (the task was taken out just before this)
+            self._tasks = None
 
     # -- message path ------------------------------------------------------
     async def deliver(self, msg: Msg, env: Inbound) -> None:
@@ -243,7 +279,7 @@ class ActorCell:
                 await asyncio.sleep(0)
             return
         await self._gate.acquire()
-        spawn(self._handle_then_release(msg, env, arrived), self.address, self._tasks)
+        self._spawn(self._handle_then_release(msg, env, arrived))
 
     async def _deliver_stream(self, msg: Msg, env: Inbound) -> None:
         """A stream request to a one-at-a-time actor: its turn runs in a task of its
@@ -265,7 +301,7 @@ class ActorCell:
                 turn.given_back.set()
                 self._done()
 
-        spawn(run(), self.address, self._tasks)
+        self._spawn(run())
         await turn.given_back.wait()
 
     async def deliver_durable(self, msg: Msg, env: Inbound, attempt: int = 0) -> Exception | None:
@@ -277,7 +313,7 @@ class ActorCell:
         """
         self._busy += 1
         arrived = self._arrival()
-        gate = self._lock if self.cls.concurrency == 1 else self._gate
+        gate = self._gate
         stored = msg.headers.get(H_STORED) if msg.headers else None
         position = Position.parse(stored) if stored else None
         try:
@@ -292,14 +328,14 @@ class ActorCell:
         bytes): what does not fit is dropped (an ask refused)."""
         size = len(msg.data)
         if (
-            len(self._tasks) >= self.cls.mailbox_size
+            len(self._tasks or ()) >= self.cls.mailbox_size
             or self._queued_bytes + size > self.cls.mailbox_bytes
         ):
             mailboxes = self.rt.mailboxes
             spawn(mailboxes.overflowed(self.address, self.cls, msg.reply), self.address)
             return
         self._queued_bytes += size
-        spawn(self._deliver_queued(msg, env, size), self.address, self._tasks)
+        self._spawn(self._deliver_queued(msg, env, size))
 
     async def _deliver_queued(self, msg: Msg, env: Inbound, size: int) -> None:
         try:
@@ -327,7 +363,7 @@ class ActorCell:
             return
         self._busy += 1  # stop() waits for it like for a message
         try:
-            async with self._lock if self.cls.concurrency == 1 else self._gate:
+            async with self._gate:
                 inst = self.instance
                 if inst is None:
                     return
@@ -371,8 +407,8 @@ class ActorCell:
         commit with (and to tell one it reflects already). ``attempt``: a
         durable message's delivery count (the observed cell's spans say it)."""
         inst = self.instance
-        if inst is None and not self._ready.is_set():
-            await self._ready.wait()  # starting or restarting: hold the message
+        if inst is None and not self._is_ready:
+            await self._wait_ready()  # starting or restarting: hold the message
             inst = self.instance
         if inst is None or self.state != "running":
             why = f"actor {self.address} is {self.state}"
@@ -406,7 +442,7 @@ class ActorCell:
         try:
             if spec.streaming:
                 if turn is None:
-                    turn = self._lock if self.cls.concurrency == 1 else self._gate
+                    turn = self._gate
                 failed = await self.env.streams.produce(
                     msg, env, getattr(inst, spec.method)(arg), self.error_for, turn
                 )

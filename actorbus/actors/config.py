@@ -48,6 +48,7 @@ class SystemConfig:
     durable: DurableSettings = field(default_factory=DurableSettings)
     state: StateSettings = field(default_factory=StateSettings)
     activation_ttl: float = 5.0  # a keyed activation's lease
+    gc_young: int | None = 20_000  # the collector's young threshold in a hosting process
     registry: bool = True  # announce hosted types and answer discovery
     connect: ConnectOptions | None = None  # None: as the server asks (connect())
     tracing: bool | None = None  # None: as the OTEL_* variables say
@@ -77,6 +78,7 @@ class SystemConfig:
             durable=o.get("durable") or DurableSettings(),
             state=o.get("state") or StateSettings(),
             activation_ttl=o.get("activation_ttl", cls.activation_ttl),
+            gc_young=o.get("gc_young", cls.gc_young),
             registry=o.get("registry", cls.registry),
             connect=o.get("connect_options"),
             tracing=o.get("tracing"),

@@ -85,7 +85,9 @@ class ActorSystem:
         self.streams = StreamProducers(rt)
         # Actors talk to the world through this facade (ActorContext is its part they use).
         context = cast(ActorContext, self)
-        self.hosting = Hosting(rt, context, self.streams, config.activation_ttl, self._hosted)
+        self.hosting = Hosting(
+            rt, context, self.streams, config.activation_ttl, self._hosted, config.gc_young
+        )
         self.placement = self.hosting.placement
         rt.restorers.append(self.placement.restore_if_lost)
         self.virtual = self.hosting.virtual

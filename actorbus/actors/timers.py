@@ -26,17 +26,22 @@ RunTurn = Callable[[str, Tick], Awaitable[None]]
 
 
 class Timers:
-    """The running timers of one instance, by name."""
+    """The running timers of one instance, by name (every instance has one; most
+    never start a timer, so it is kept small until one does)."""
+
+    __slots__ = ("_run_turn", "_tasks", "address")
 
     def __init__(self, address: str, run_turn: RunTurn) -> None:
         self.address = address
         self._run_turn = run_turn
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] | None = None
 
     def start(self, name: str, seconds: float, tick: Tick) -> None:
         """Run ``tick`` every ``seconds`` (replacing a timer of the same name)."""
         if seconds <= 0:
             raise ValueError(f"timer {name!r}: every must be > 0 seconds (got {seconds:g})")
+        if self._tasks is None:
+            self._tasks = {}
         old = self._tasks.pop(name, None)
         if old is not None:
             old.cancel()
@@ -45,7 +50,7 @@ class Timers:
 
     def cancel(self, name: str) -> bool:
         """Stop one timer; False when none of that name runs."""
-        task = self._tasks.pop(name, None)
+        task = self._tasks.pop(name, None) if self._tasks else None
         if task is None:
             return False
         task.cancel()
@@ -53,11 +58,13 @@ class Timers:
 
     @property
     def running(self) -> list[str]:
-        return [name for name, task in self._tasks.items() if not task.done()]
+        return [name for name, task in (self._tasks or {}).items() if not task.done()]
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop every timer (bounded: a tick in its turn is cancelled)."""
-        tasks, self._tasks = list(self._tasks.values()), {}
+        if not self._tasks:
+            return
+        tasks, self._tasks = list(self._tasks.values()), None
         for task in tasks:
             await stop_task(task, timeout, f"a timer of {self.address}")
 

@@ -1,13 +1,17 @@
 """Single activation of keyed actor types across processes (virtual actors).
 
 A type with ``keyed = True`` has at most one live instance of each ``type/key``
-in the whole namespace. Activating one takes a lease on ``type/key`` in the
-``actorbus-{ns}-activations`` bucket, held by the ActorSystem's id and renewed
-(every ``ttl / 3``, one write per instance) for as long as the instance lives;
-passivation and shutdown release it. A process that gets a message for a key
-another process holds forwards it there (see ``ActorSystem._forward``); when the
-holder died, its lease runs out within ``ttl`` and the next message activates
-the actor where it arrives.
+in the whole namespace. Activating one claims ``type/key`` in the namespace's
+claim table (``bus/claims.py``): a record in the ``actorbus-{ns}-placement``
+bucket naming the hosting ActorSystem, valid for as long as that system's
+liveness lease in ``actorbus-{ns}-hosts`` lives. The system renews that one
+lease every ``ttl / 3``, however many actors it hosts; passivation and shutdown
+release the records. A process that gets a message for a key another live
+process holds forwards it there (``actors/virtual.py``); when the holder died,
+its liveness runs out within ``ttl`` and the next message takes the key over
+where it arrives. A holder that finds its own liveness lapsed (it was cut off
+for longer than ``ttl``) stops every instance it hosted: any of them may live
+elsewhere now.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from actorbus.bus.leases import Lease, LeaseBucket, LeaseLostError, lease_key
+from actorbus.bus.claims import ClaimTable
+from actorbus.bus.leases import LeaseLostError, lease_key
 from actorbus.bus.tasks import stop_task, supervise
 
 if TYPE_CHECKING:
@@ -29,8 +34,14 @@ log = logging.getLogger("actorbus.placement")
 LostCallback = Callable[[str], Awaitable[None]]
 
 
-def activations_bucket(ns: str) -> str:
-    return f"actorbus-{ns}-activations"
+def placement_bucket(ns: str) -> str:
+    """Who hosts each activated ``type/key`` (no ttl: valid while its host lives)."""
+    return f"actorbus-{ns}-placement"
+
+
+def hosts_bucket(ns: str) -> str:
+    """The hosting systems' liveness leases (ttl: ``activation_ttl``)."""
+    return f"actorbus-{ns}-hosts"
 
 
 class Placement:
@@ -51,31 +62,33 @@ class Placement:
         self.ttl = ttl
         self.replicas = replicas
         self.on_lost = on_lost
-        self._bucket: LeaseBucket | None = None
+        self._table: ClaimTable | None = None
         self._opening = asyncio.Lock()
-        self._held: dict[str, Lease] = {}
+        self._held: dict[str, int] = {}  # address -> its record's revision
         self._claims: dict[str, asyncio.Future[str | None]] = {}
         self._owners: dict[str, str] = {}  # who hosts what, as last seen (may be stale)
         self._renewer: asyncio.Task[None] | None = None
 
-    async def bucket(self) -> LeaseBucket:
-        if self._bucket is None:
+    async def table(self) -> ClaimTable:
+        if self._table is None:
             async with self._opening:
-                if self._bucket is None:
-                    self._bucket = await LeaseBucket.open(
+                if self._table is None:
+                    self._table = await ClaimTable.open(
                         self.js,
-                        activations_bucket(self.namespace),
+                        hosts_bucket(self.namespace),
+                        placement_bucket(self.namespace),
                         self.ttl,
+                        self.holder,
                         replicas=self.replicas,
                     )
-                    self.ttl = self._bucket.ttl
-        return self._bucket
+                    self.ttl = self._table.ttl
+        return self._table
 
     async def restore_if_lost(self) -> None:
-        """The broker lost its store: make the leases' bucket again (the leases in
-        it are gone: their holders find them lost at the next renewal)."""
-        if self._bucket is not None:
-            await self._bucket.restore_if_lost(self.js)
+        """The broker lost its store: make the buckets again (the liveness in them
+        is gone: its holders find it lost at the next renewal)."""
+        if self._table is not None:
+            await self._table.restore_if_lost(self.js)
 
     def holds(self, address: str) -> bool:
         return address in self._held
@@ -107,27 +120,22 @@ class Placement:
         return await asyncio.shield(claim)
 
     async def _claim(self, address: str) -> str | None:
-        bucket = await self.bucket()
-        key = _key(address)
-        for _ in range(3):  # taken and expired between our two reads: try again
-            lease = await bucket.acquire(key, self.holder)
-            if lease is not None:
-                self._held[address] = lease
-                self._ensure_renewer()
-                return None
-            holder = await bucket.holder(key)
-            if holder is not None:
-                if len(self._owners) >= 100_000:
-                    self._owners.clear()  # a bound, not an LRU: forwards re-learn cheaply
-                self._owners[address] = holder
-                return holder
-        raise LeaseLostError(key, self.holder, "could not take or read the activation lease")
+        table = await self.table()
+        claim = await table.claim(_key(address))
+        if claim.revision is not None:
+            self._held[address] = claim.revision
+            self._ensure_renewer()
+            return None
+        if len(self._owners) >= 100_000:
+            self._owners.clear()  # a bound, not an LRU: forwards re-learn cheaply
+        self._owners[address] = claim.holder
+        return claim.holder
 
     async def release(self, address: str) -> None:
-        lease = self._held.pop(address, None)
-        if lease is not None and self._bucket is not None:
+        revision = self._held.pop(address, None)
+        if revision is not None and self._table is not None:
             with contextlib.suppress(Exception):
-                await self._bucket.release(lease)
+                await self._table.release(_key(address), revision)
 
     def _ensure_renewer(self) -> None:
         if self._renewer is None or self._renewer.done():
@@ -136,25 +144,31 @@ class Placement:
     async def _renew_forever(self) -> None:
         while self._held:
             await asyncio.sleep(self.ttl / 3)
-            bucket = await self.bucket()
-            for address, lease in list(self._held.items()):
-                if self._held.get(address) is not lease:
-                    continue  # released meanwhile
-                try:
-                    self._held[address] = await bucket.renew(lease)
-                except LeaseLostError:
-                    # Another process holds it now (we were cut off for longer
-                    # than ttl): this instance must stop being the one.
-                    self._held.pop(address, None)
-                    log.warning("activation of %s lost to another process; stopping it", address)
-                    await self.on_lost(address)
-                except Exception as exc:  # NATS away: try again next round
-                    log.debug("renewing activation of %s: %r", address, exc)
+            table = await self.table()
+            try:
+                await table.renew()
+            except LeaseLostError:
+                # Cut off for longer than ttl: any of our keys may be hosted
+                # elsewhere now, so none of our instances may go on as the one.
+                lost = list(self._held)
+                log.warning(
+                    "this system's liveness lapsed (cut off for over %gs): stopping its "
+                    "%d keyed actor(s); their next messages activate them again",
+                    self.ttl,
+                    len(lost),
+                )
+                for address in lost:
+                    if self._held.pop(address, None) is not None:
+                        await self.on_lost(address)
+            except Exception as exc:  # NATS away: try again next round
+                log.debug("renewing this system's liveness: %r", exc)
 
     async def close(self) -> None:
         await stop_task(self._renewer, what="activation lease renewal")
         for address in list(self._held):
             await self.release(address)
+        if self._table is not None:
+            await self._table.leave()
 
 
 def _key(address: str) -> str:

@@ -21,6 +21,7 @@ passivated by a sweep, which also gives their lease back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -34,7 +35,12 @@ from actorbus.bus.jetstream import stream_name
 from actorbus.bus.requests import NoResponders, RequestTimeout
 from actorbus.bus.subjects import Address
 from actorbus.bus.tasks import stop_task, supervise
-from actorbus.codecs.errors import ActorNotFoundError, AskTimeoutError, error_from_wire
+from actorbus.codecs.errors import (
+    ActorNotFoundError,
+    AskTimeoutError,
+    StoreUnavailableError,
+    error_from_wire,
+)
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_FWD, H_MOVED, H_MSG_ID, H_STORED, pack, unpack
 from actorbus.state.record import Position
@@ -104,11 +110,19 @@ class VirtualActors:
                         await self.forward(where, address, msg, env)
                     else:
                         where.deliver_later(msg, env)
-                except Exception as exc:  # NATS trouble: this message is lost, not the rest
+                except Exception as exc:  # NATS trouble: this message fails, not the rest
                     log.warning("%s: could not place a message: %r", address, exc)
+                    await self._refuse(msg, env, address, exc)
                 queued.popleft()
         finally:
             del self._queues[address]
+
+    async def _refuse(self, msg: Msg, env: Inbound, address: str, exc: Exception) -> None:
+        """Tell an asker why its message could not be placed (a tell is logged)."""
+        err = StoreUnavailableError(f"could not place {address} (where it lives): {exc}")
+        if msg.reply:
+            with contextlib.suppress(Exception):
+                await self.rt.replies.error(msg, err, env, address)
 
     # -- sending to the holder ---------------------------------------------
     async def forward(self, owner: str, address: str, msg: Msg, env: Inbound) -> None:

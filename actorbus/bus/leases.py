@@ -20,10 +20,10 @@ lease outlives the loss of a server. A holder must stop acting as the holder
 when a renewal fails and ``ttl`` may have passed since its last good renewal;
 :class:`LeaderElection` does that bookkeeping.
 
-Uses: the registry's leader election (one key, many candidates), and single
-activation of keyed virtual actors (one key per ``type/key``, the holder an
-ActorSystem id). Keys are KV keys; build them from arbitrary names with
-:func:`lease_key`.
+Uses: the registry's leader election (one key, many candidates), and the
+liveness of the systems hosting keyed virtual actors (``bus/claims.py``: one
+key per system, however many actors it hosts). Keys are KV keys; build them
+from arbitrary names with :func:`lease_key`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from actorbus.codecs.errors import ActorBusError
 
 log = logging.getLogger("actorbus.leases")
 
-_WRONG_LAST_SEQUENCE = (10071, 10164)
+WRONG_LAST_SEQUENCE = (10071, 10164)
 _RELEASE_WAIT = 1.0  # seconds a stopping holder waits for its lease's release
 
 
@@ -170,7 +170,7 @@ class LeaseBucket:
         try:
             await self.kv.delete(lease.key, last=lease.revision)
         except nats.js.errors.APIError as err:
-            if err.err_code in _WRONG_LAST_SEQUENCE:
+            if err.err_code in WRONG_LAST_SEQUENCE:
                 return False
             raise
         return True

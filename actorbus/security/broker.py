@@ -81,10 +81,10 @@ class Grant:
 
 
 # The namespace's buckets (``actorbus-{ns}-<name>``) every member writes: the
-# credentials, the registry and its renewals and leader, topic keys, activation
-# and reader leases, counters. And those whose entries are ``<type>.…``, which
-# only the type's hosts write: handled idempotency keys, attempts, actor state
-# (sealed to the type's key too). (Each name is
+# credentials, the registry and its renewals and leader, topic keys, keyed
+# actors' placement and their hosts' liveness, reader leases, counters. And
+# those whose entries are ``<type>.…``, which only the type's hosts write:
+# handled idempotency keys, attempts, actor state (sealed to the type's key too). (Each name is
 # defined beside its bucket; tests/security/test_broker.py checks the lists.)
 SHARED_BUCKETS: Final = (
     "identities",
@@ -92,7 +92,8 @@ SHARED_BUCKETS: Final = (
     "registry-renewals",
     "registry-leader",
     "topic-keys",
-    "activations",
+    "placement",
+    "hosts",
     "readers",
     "stats",
 )

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from _actors import Bump, Bumped, VCounter
-from _util import run_host
+from _util import WAIT, run_host
 
 from actorbus import Actor, ActorBusError, handler
+from actorbus.testing import eventually
 
 pytestmark = pytest.mark.transports("nats", "local")
 
@@ -135,3 +136,70 @@ async def test_when_the_hosting_process_dies_the_next_message_activates_it_elsew
             assert reply.pid == second.pid
             assert reply.total == 1  # a fresh activation (state was in memory)
             assert took < 1.5 + 1.0  # the lease ttl of the hosts, plus a renewal period
+
+
+class Many(Actor):
+    """A keyed type whose instances say when one stops."""
+
+    type_name = "many"
+    keyed = True
+    stops = 0
+
+    @handler
+    async def ping(self, q: dict[str, Any]) -> str:
+        return self.system.system_id
+
+    async def on_stop(self) -> None:
+        Many.stops += 1
+
+
+async def activate_many(system: Any, count: int) -> None:
+    keys = iter(range(count))
+
+    async def worker() -> None:
+        for k in keys:
+            await system.ask(f"many/k{k}", {}, timeout=10)
+
+    await asyncio.gather(*(worker() for _ in range(40)))
+
+
+async def test_a_process_keeps_more_keyed_actors_than_it_could_renew_one_by_one(
+    make_system, monkeypatch
+) -> None:
+    """3,000 keyed actors with a 1 s ttl: renewing a lease per actor would take
+    9,000 writes a second, which this machine cannot do (they were all lost within
+    seconds). One liveness lease per process keeps every one of them."""
+    monkeypatch.setattr(Many, "stops", 0)
+    system = await make_system(activation_ttl=TTL)
+    await system.register(Many)
+    await activate_many(system, 3000)
+    held = len(system.local_actors())
+    assert held == 3000
+    deadline = time.monotonic() + 4 * TTL  # four lifetimes of a lease
+    while time.monotonic() < deadline:
+        await asyncio.sleep(TTL / 4)  # watching over time is the point here
+        assert Many.stops == 0, f"{Many.stops} keyed actors stopped"
+    assert len(system.local_actors()) == 3000
+
+
+@pytest.mark.transports("nats")
+async def test_a_process_whose_liveness_lapsed_stops_its_keyed_actors(
+    make_system, raw_nc, ns: str, monkeypatch
+) -> None:
+    """Cut off for longer than the ttl (here: its liveness key removed, as the
+    server's max_age would), any of its keys may be someone else's now: it stops
+    every keyed instance at its next renewal, and the next message activates the
+    key again (tests/bus/test_claims.py: who takes a dead holder's keys)."""
+    from actorbus.actors.placement import hosts_bucket
+    from actorbus.bus.leases import lease_key
+
+    monkeypatch.setattr(Many, "stops", 0)
+    a = await make_system(activation_ttl=TTL)
+    await a.register(Many)
+    for key in ("x", "y"):
+        assert await a.ask(f"many/{key}", {}) == a.system_id
+    hosts = await raw_nc.jetstream().key_value(hosts_bucket(ns))
+    await hosts.delete(lease_key("host", a.system_id))
+    await eventually(lambda: not a.local_actors(), WAIT, "a stopped its keyed actors")
+    assert Many.stops == 2
+    assert await a.ask("many/x", {}) == a.system_id  # alive again, and the key is free

@@ -331,7 +331,7 @@ async def test_the_synadia_agent_protocol_works_on_the_secured_broker(
 
 
 def test_the_permission_lists_name_every_bucket_of_the_namespace() -> None:
-    from actorbus.actors.placement import activations_bucket
+    from actorbus.actors.placement import hosts_bucket, placement_bucket
     from actorbus.bus.jetstream import (
         attempts_bucket,
         idempotency_bucket,
@@ -354,7 +354,8 @@ def test_the_permission_lists_name_every_bucket_of_the_namespace() -> None:
             renewals_bucket,
             leader_bucket,
             topic_keys_bucket,
-            activations_bucket,
+            placement_bucket,
+            hosts_bucket,
             readers_bucket,
             stats_bucket,
         )

@@ -246,8 +246,9 @@ class ItemsAhead:
     to it when credit comes): with none left it waits before asking the generator
     for its next item, so a producer waiting for credit holds a generator
     suspended at a ``yield``, as the turn given back requires. The first item is
-    handed over alone (time to first item is an ask's); after that a frame holds
-    what was made while the previous one was sent: one item per frame for a
+    made by the producer's own task and handed over alone, so the time to the
+    first item is an ask's; the task starts after it. A frame then holds what
+    was made while the previous one was sent: one item per frame for a
     generator that waits (tokens from a model), many for one that does not."""
 
     def __init__(self, agen: AsyncIterator[Any], allowed: int) -> None:
@@ -259,7 +260,7 @@ class ItemsAhead:
         self._wake = asyncio.Event()
         self._ended = False
         self._failure: BaseException | None = None
-        self._task = asyncio.create_task(self._make())
+        self._task: asyncio.Task[None] | None = None  # started after the first item
 
     def allow(self, items: int) -> None:
         self._allowed += items
@@ -268,6 +269,8 @@ class ItemsAhead:
     async def take(self, most: int) -> list[Any]:
         """Up to ``most`` items, waiting for the first; [] once the generator is
         done; the generator's exception once its items before it were taken."""
+        if self._task is None and not self._ended:
+            return await self._first()
         while not self._ready:
             if self._ended:
                 if self._failure is not None:
@@ -284,10 +287,26 @@ class ItemsAhead:
 
     async def stop(self) -> None:
         """Stop the generator's task (bounded: cancelled, never waited out)."""
-        if not self._task.done():
-            self._task.cancel()
+        task = self._task
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+            await task
+
+    async def _first(self) -> list[Any]:
+        try:
+            item = await anext(self._agen)
+        except StopAsyncIteration:
+            self._ended = True
+            return []
+        except BaseException:
+            self._ended = True
+            raise
+        self._made = 1
+        self._task = asyncio.create_task(self._make())
+        return [item]
 
     async def _make(self) -> None:
         agen = self._agen
@@ -300,8 +319,6 @@ class ItemsAhead:
                 self._made += 1
                 self._ready.append(item)
                 self._wake.set()
-                if self._made == 1:
-                    await asyncio.sleep(0)  # let the first item go out alone
         except StopAsyncIteration:
             pass
         except Exception as exc:

@@ -86,6 +86,7 @@ class StreamProducers:
         self.rt = rt
         self._active: dict[str, asyncio.Task[Exception | None]] = {}
         self._cancelled_early: OrderedDict[str, None] = OrderedDict()
+        self._stopped: set[str] = set()  # streams cancelled by stop(), until their end
 
     @property
     def control_subject(self) -> str:
@@ -98,13 +99,20 @@ class StreamProducers:
         except Exception:
             log.warning("ignoring malformed control message on %s", msg.subject)
             return
-        task = self._active.get(stream_id)
-        if task is not None:
-            task.cancel()
+        if self.stop(stream_id):
             return
         self._cancelled_early[str(stream_id)] = None
         while len(self._cancelled_early) > _REMEMBERED_CANCELS:
             self._cancelled_early.popitem(last=False)
+
+    def stop(self, stream_id: str) -> bool:
+        """Cancel the task producing ``stream_id`` (False: none here produces it)."""
+        task = self._active.get(stream_id)
+        if task is None:
+            return False
+        self._stopped.add(stream_id)
+        task.cancel()
+        return True
 
     async def produce(
         self,
@@ -118,7 +126,9 @@ class StreamProducers:
         handler's exception, if it raised one (the cell decides about a restart).
 
         ``turn`` is the actor's turn, held by the caller: given back while the
-        producer waits for credit, and held again when this returns."""
+        producer waits for credit, and held again when this returns. It runs in
+        the caller's task, which must be the message's own: the consumer's
+        cancel (or a consumer that is not there) cancels that task."""
         if not msg.reply:
             log.warning("stream request %s to %s has no reply inbox; dropped", env.id, env.dst)
             await _close(agen)
@@ -127,13 +137,14 @@ class StreamProducers:
             log.debug("stream %s was cancelled before it started", env.id)
             await _close(agen)
             return None
-        task = asyncio.create_task(self._pump(msg, env, agen, error_for, turn))
+        task = asyncio.current_task()
+        assert task is not None
         self._active[env.id] = task
         try:
-            await asyncio.wait({task})
+            return await self._pump(msg, env, agen, error_for, turn)
         finally:
             self._active.pop(env.id, None)
-        return task.result()
+            self._stopped.discard(env.id)
 
     async def single(self, request: Msg, env: Inbound, result: Any) -> None:
         """A plain handler called with stream(): its reply as the only item."""
@@ -195,6 +206,10 @@ class StreamProducers:
                 await rt.replies.send_items(inbox, env, items, headers, msg=request, reply=hello)
             await rt.replies.send(inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request)
         except asyncio.CancelledError:
+            if env.id not in self._stopped:
+                raise  # not this stream's end: its task's (a stop, a shutdown)
+            self._stopped.discard(env.id)
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # handled here
             if abandoned:
                 log.warning("stream %s to %s stopped: %s", env.id, env.src, abandoned[0])
             else:
@@ -213,9 +228,7 @@ class StreamProducers:
 
     def _greet(self, env: Inbound, abandoned: list[str]) -> str:
         """A reply subject for the first frame; the producing task (this one) is
-        cancelled if nobody is there to answer it, or nobody does in time."""
-        pump = asyncio.current_task()
-        assert pump is not None
+        stopped if nobody is there to answer it, or nobody does in time."""
         timeout = self.rt.stream_settings.start_timeout
         hello, answered = self.rt.mux.new_inbox(timeout)
 
@@ -232,7 +245,7 @@ class StreamProducers:
             else:
                 return  # the consumer is there
             abandoned.append(why)
-            pump.cancel()
+            self.stop(env.id)
 
         answered.add_done_callback(check)
         return hello

@@ -16,6 +16,10 @@
   the topic ``fan.news`` and says ``done`` once each got MESSAGES of them.
 - ``fan-raw URL SUBJECT INDEX ACTORS MESSAGES``: the baseline, ACTORS raw
   nats-py subscriptions on SUBJECT in one connection.
+- ``work-host URL NS INDEX ACTORS REPLICAS``: spawns ACTORS ``work`` actors
+  (an ask that answers, a durable tell that counts), its durable streams with
+  REPLICAS replicas; publishes how many durable messages it handled on
+  ``PROGRESS``.
 """
 
 from __future__ import annotations
@@ -111,9 +115,9 @@ class Keyed(Lazy):
     keyed = True
 
 
-async def progress(nc: Any, stop: asyncio.Event) -> None:
+async def progress(nc: Any, stop: asyncio.Event, subject: str = PROGRESS) -> None:
     while not stop.is_set():
-        await nc.publish(PROGRESS, str(Counted.handled).encode())
+        await nc.publish(subject, str(Counted.handled).encode())
         await asyncio.sleep(0.02)
 
 
@@ -288,6 +292,46 @@ async def fan_raw(url: str, subject: str, actors: int, messages: int) -> None:
     await nc.close()
 
 
+# -- cluster ------------------------------------------------------------------------
+class Job(BaseModel):
+    n: int
+
+
+class Tally(BaseModel):
+    n: int
+
+
+class Work(Actor):
+    type_name = "work"
+    durable = False  # asks; the durable handler says so itself
+
+    @handler
+    async def answer(self, job: Job) -> Job:
+        return job
+
+    @handler(durable=True)
+    async def record(self, _: Tally) -> None:
+        Counted.handled += 1
+
+
+async def work_host(url: str, ns: str, index: int, actors: int, replicas: int) -> None:
+    from actorbus.bus.jetstream import DurableSettings
+
+    stop = asyncio.Event()
+    stop_when_stdin_closes(asyncio.get_running_loop(), stop)
+    durable = DurableSettings(replicas=replicas)
+    servers = url.split(",")
+    async with ActorSystem.connect(
+        servers, namespace=ns, registry=False, durable=durable
+    ) as system:
+        for j in range(actors):
+            await system.spawn(Work, f"h{index}-{j}")
+        reporter = asyncio.create_task(progress(system.nc, stop, f"{PROGRESS}.{index}"))
+        say(READY)
+        await stop.wait()
+        await reporter
+
+
 def main(argv: list[str]) -> None:
     role, url, *rest = argv
     if role == "activations":
@@ -302,6 +346,8 @@ def main(argv: list[str]) -> None:
         run = fan_host(url, rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
     elif role == "fan-raw":
         run = fan_raw(url, rest[0], int(rest[2]), int(rest[3]))
+    elif role == "work-host":
+        run = work_host(url, rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
     else:
         raise SystemExit(f"unknown role {role!r}")
     asyncio.run(run)

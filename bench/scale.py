@@ -15,6 +15,11 @@ nats-server (loopback, open bus), every side in processes of its own
 - ``fanout``: M messages published to a topic that 1,000 actors in 4 host
   processes subscribe to, against raw nats-py with 1,000 subscriptions in 4
   processes; deliveries per second.
+- ``cluster``: ask and durable-send throughput (a caller in this process, 100
+  in flight, over 16 actors per host) with 1, 2 and 4 hosting processes, on one
+  node and on a 3-node cluster (durable streams with 3 replicas there, each host
+  on a node of its own); for durable sends, stored/s (the caller's acks) and
+  handled/s (until the hosts handled them all).
 
 Rounds interleave the two sides of each comparison, in alternating order; the
 report takes medians over rounds and of per-round ratios. Activations run
@@ -66,7 +71,10 @@ RAW_STREAM = "bench.scale.raw-stream"
 RAW_FAN = "bench.scale.raw-fan"
 FAN_PROCESSES = 4
 FAN_ACTORS = 1_000
-SECTIONS = ("activations", "streaming", "fanout")
+SECTIONS = ("activations", "streaming", "fanout", "cluster")
+HOST_COUNTS = (1, 2, 4)
+WORKERS_PER_HOST = 16
+INFLIGHT = 100
 
 DEFAULTS = {
     "rounds": 5,
@@ -76,6 +84,9 @@ DEFAULTS = {
     "items": 100_000,
     "first_items": 300,
     "fan_messages": 200,
+    "cluster_rounds": 2,
+    "cluster_asks": 10_000,
+    "cluster_durable": 4_000,
 }
 QUICK = {
     "rounds": 2,
@@ -84,6 +95,9 @@ QUICK = {
     "items": 20_000,
     "first_items": 100,
     "fan_messages": 20,
+    "cluster_rounds": 1,
+    "cluster_asks": 1_000,
+    "cluster_durable": 300,
 }
 GOALS = {
     "lazy_activations_per_s": 25_000,
@@ -300,6 +314,99 @@ async def fanout(url: str, messages: int, rounds: int, console: Console) -> dict
     return {"messages": messages, "rounds": per_round, "median": medians(per_round)}
 
 
+# -- cluster -------------------------------------------------------------------------
+async def in_flight(count: int, call: Any) -> float:
+    """``count`` calls, INFLIGHT at a time: calls per second."""
+    calls = iter(range(count))
+
+    async def worker() -> None:
+        for i in calls:
+            await call(i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(INFLIGHT)))
+    return count / (time.perf_counter() - started)
+
+
+async def cluster_round(
+    urls: list[str], topology: str, hosts: int, cfg: dict[str, int], tag: str
+) -> dict[str, float]:
+    from _scale_side import PROGRESS, Job, Tally
+
+    from actorbus.bus.jetstream import DurableSettings
+
+    ns = f"{NAMESPACE}-{tag}"
+    replicas = 3 if topology == "cluster" else 1
+    addresses = [f"work/h{i}-{j}" for i in range(hosts) for j in range(WORKERS_PER_HOST)]
+    async with contextlib.AsyncExitStack() as stack:
+        procs = [
+            await stack.enter_async_context(
+                child(
+                    "work-host",
+                    urls[i % len(urls)],
+                    ns,
+                    str(i),
+                    str(WORKERS_PER_HOST),
+                    str(replicas),
+                )
+            )
+            for i in range(hosts)
+        ]
+        for i, proc in enumerate(procs):
+            await expect(proc, "ready", 60, f"work host {i}")
+        handled = [0] * hosts
+        all_handled = asyncio.Event()
+        durable_n = cfg["cluster_durable"]
+        nc = await nats.connect(urls[0])
+        stack.push_async_callback(nc.close)
+
+        async def on_progress(msg: Any) -> None:
+            handled[int(msg.subject.rsplit(".", 1)[1])] = int(msg.data)
+            if sum(handled) >= durable_n:
+                all_handled.set()
+
+        await nc.subscribe(f"{PROGRESS}.*", cb=on_progress)
+        settings = DurableSettings(replicas=replicas)
+        async with ActorSystem.connect(
+            urls[0], namespace=ns, registry=False, durable=settings
+        ) as system:
+
+            async def ask(i: int) -> None:
+                await system.ask(addresses[i % len(addresses)], Job(n=i), returns=Job)
+
+            async def tell(i: int) -> None:
+                await system.tell(addresses[i % len(addresses)], Tally(n=i), durable=True)
+
+            await in_flight(len(addresses) * 4, ask)  # warm: every actor, every path
+            asks = await in_flight(cfg["cluster_asks"], ask)
+            started = time.perf_counter()
+            stored = await in_flight(durable_n, tell)
+            await asyncio.wait_for(all_handled.wait(), 120)
+            handled_per_s = durable_n / (time.perf_counter() - started)
+    return {"asks_per_s": asks, "stored_per_s": stored, "handled_per_s": handled_per_s}
+
+
+async def cluster(url: str, cfg: dict[str, int], console: Console) -> dict[str, Any]:
+    from actorbus.bus.cluster import EmbeddedCluster
+
+    rows: dict[str, list[dict[str, float]]] = {}
+    async with EmbeddedCluster(3) as nodes:
+        topologies = {"one node": [url], "cluster": nodes.urls}
+        for r in range(cfg["cluster_rounds"]):
+            for hosts in HOST_COUNTS:
+                order = list(topologies) if (r + hosts) % 2 == 0 else list(topologies)[::-1]
+                for topology in order:
+                    tag = f"c{r}-{hosts}-{topology.replace(' ', '')}"
+                    row = await cluster_round(topologies[topology], topology, hosts, cfg, tag)
+                    rows.setdefault(f"{topology}/{hosts}", []).append(row)
+                    console.print(
+                        f"  cluster round {r + 1}, {topology}, {hosts} host(s): "
+                        f"{row['asks_per_s']:,.0f} asks/s, durable {row['stored_per_s']:,.0f} "
+                        f"stored/s, {row['handled_per_s']:,.0f} handled/s"
+                    )
+    return {"rounds": rows, "median": {k: medians(v) for k, v in rows.items()}}
+
+
 # -- report --------------------------------------------------------------------------
 def medians(rows: Sequence[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(row[k] for row in rows) for k in rows[0]}
@@ -379,6 +486,22 @@ def print_tables(console: Console, results: dict[str, Any]) -> None:
                 f"{median_of(runs, 'passivate', 'rss_returned'):.0%}",
             )
         console.print(table)
+    if "cluster" in results:
+        table = Table(title="Asks and durable sends by hosting processes (median over rounds)")
+        for col in ("topology", "hosts", "asks/s", "durable stored/s", "durable handled/s"):
+            table.add_column(col, justify="right")
+        for key, m in results["cluster"]["median"].items():
+            topology, hosts = key.split("/")
+            table.add_row(
+                topology,
+                hosts,
+                f"{m['asks_per_s']:,.0f}",
+                f"{m['stored_per_s']:,.0f}",
+                f"{m['handled_per_s']:,.0f}",
+            )
+        console.print(table)
+    if not verdicts(results):
+        return
     table = Table(title="Verdicts")
     for col in ("figure", "measured", "goal", "met"):
         table.add_column(col)
@@ -396,21 +519,37 @@ def plot(path: Path, results: dict[str, Any]) -> bool:
         runs = results.get("activations", {}).get(kind)
         if runs:
             rate = median_of(runs, "activate", "per_s")
-            bars.append(
-                (f"{kind} activations\n(/ goal)", rate / GOALS[f"{kind}_activations_per_s"], 1.0)
-            )
+            goal = GOALS[f"{kind}_activations_per_s"]
+            bars.append((f"{kind} activations\n(/ goal)", rate / goal, 1.0))
     if "streaming" in results:
         bars.append(("streaming\n(/ raw pub/sub)", results["streaming"]["median"]["ratio"], 0.5))
     if "fanout" in results:
         bars.append(("fan-out\n(/ raw)", results["fanout"]["median"]["ratio"], 0.7))
-    fig, ax = plt.subplots(figsize=(8, 4))
-    xs = range(len(bars))
-    ax.bar(xs, [b[1] for b in bars], color="#3b7dd8", label="measured")
-    ax.scatter(xs, [b[2] for b in bars], color="#d83b3b", marker="_", s=900, label="goal", zorder=3)
-    ax.set_xticks(list(xs), [b[0] for b in bars])
-    ax.set_ylabel("ratio")
-    ax.set_title("actorbus at scale: ratios to the baselines and goals")
-    ax.legend()
+    panels = [bool(bars), "cluster" in results]
+    fig, axes = plt.subplots(1, sum(panels) or 1, figsize=(6 * (sum(panels) or 1), 4))
+    axes = list(axes) if sum(panels) > 1 else [axes]
+    if bars:
+        ax = axes.pop(0)
+        xs = range(len(bars))
+        ax.bar(xs, [b[1] for b in bars], color="#3b7dd8", label="measured")
+        ax.scatter(xs, [b[2] for b in bars], color="#d83b3b", marker="_", s=900, label="goal")
+        ax.set_xticks(list(xs), [b[0] for b in bars])
+        ax.set_ylabel("ratio")
+        ax.set_title("ratios to the baselines and goals")
+        ax.legend()
+    if "cluster" in results:
+        ax = axes.pop(0)
+        median = results["cluster"]["median"]
+        for topology, style in (("one node", "-o"), ("cluster", "--s")):
+            for figure, color in (("asks_per_s", "#3b7dd8"), ("handled_per_s", "#d8893b")):
+                ys = [median[f"{topology}/{h}"][figure] for h in HOST_COUNTS]
+                label = f"{topology}: {'asks' if figure == 'asks_per_s' else 'durable handled'}/s"
+                ax.plot(HOST_COUNTS, ys, style, color=color, label=label)
+        ax.set_xticks(list(HOST_COUNTS))
+        ax.set_xlabel("hosting processes")
+        ax.set_ylabel("per second")
+        ax.set_title("asks and durable sends by hosting processes")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -451,6 +590,9 @@ async def measure(
     if "fanout" in only:
         console.print(f"fan-out: {FAN_ACTORS} actors in {FAN_PROCESSES} processes")
         results["fanout"] = await fanout(url, cfg["fan_messages"], cfg["rounds"], console)
+    if "cluster" in only:
+        console.print(f"cluster: 1, 2 and 4 hosts of {WORKERS_PER_HOST} actors each")
+        results["cluster"] = await cluster(url, cfg, console)
     return results
 
 
@@ -488,7 +630,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "verdicts": [{"figure": f, "measured": m, "goal": g, "met": ok} for f, m, g, ok in met],
     }
     missed = [f for f, _, _, ok in met if not ok]
-    verdict = "every goal met" if not missed else f"goals not met: {', '.join(missed)}"
+    if not met:
+        verdict = "figures only: no goal for these sections"
+    else:
+        verdict = "every goal met" if not missed else f"goals not met: {', '.join(missed)}"
     write_report(console, args.out, "scale", data, lambda p: plot(p, results), verdict)
     return 0
 

@@ -20,6 +20,7 @@ from actorbus.agents.mcp_tools import McpTools
 from actorbus.agents.messages import ChatMessage, ModelTurn, ToolCall, ToolSpec, Usage
 from actorbus.agents.model import ModelClient, ModelSettings
 from actorbus.agents.openai_model import OpenAIModel
+from actorbus.agents.protocol_router import ModelRouter, ProtocolChoice
 from actorbus.agents.run import RunRecord, StepLimitError
 from actorbus.agents.tools import FunctionTool, Tool, ToolContext, tool
 
@@ -39,9 +40,11 @@ __all__ = [
     "Handoff",
     "McpTools",
     "ModelClient",
+    "ModelRouter",
     "ModelSettings",
     "ModelTurn",
     "OpenAIModel",
+    "ProtocolChoice",
     "RunRecord",
     "StepLimitError",
     "Tool",

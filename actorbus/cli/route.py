@@ -31,6 +31,7 @@ from actorbus.services.router import (
     select,
 )
 from actorbus.services.router.actor import POLICY_NAMES, RouteDecision, RouteRequest
+from actorbus.services.router.evaluate import report
 
 
 def _model(args: argparse.Namespace) -> Any:
@@ -44,12 +45,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = stdout()
     model = _model(args)
     try:
-        result = evaluate(
-            args.file,
-            model=model,
-            lolo=not args.no_lolo,
-            progress=lambda what: out.print(f"[dim]{what} ...[/]", highlight=False),
-        )
+        if args.model is not None:
+            result = _eval_with_model(args, model, out)
+        else:
+            result = evaluate(
+                args.file,
+                model=model,
+                lolo=not args.no_lolo,
+                progress=lambda what: out.print(f"[dim]{what} ...[/]", highlight=False),
+            )
     except BenchmarkError as exc:
         raise CliError(str(exc)) from None
     if args.json_out:
@@ -61,6 +65,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json_out:
         out.print(f"wrote {args.json_out}")
     return EXIT_OK
+
+
+def _eval_with_model(args: argparse.Namespace, features: Any, out: Any) -> dict[str, Any]:
+    """``route eval --model``: the model router's decisions, scored the same way."""
+    from actorbus.agents.protocol_router import ModelRouter
+    from actorbus.codecs.errors import ModelError
+
+    scenarios = read_scenarios(args.file)
+    try:
+        router = ModelRouter.from_env(args.model or None, features=features)
+    except ModelError as exc:
+        raise CliError(str(exc)) from None
+    modules = sum(len(s.modules) for s in scenarios)
+    out.print(f"[dim]asking {router.client.model} about {modules} modules ...[/]")
+
+    async def decide() -> list[list[Any]]:
+        try:
+            return await router.decide(scenarios)
+        finally:
+            await router.close()
+
+    decisions = asyncio.run(decide())
+    result = report(args.file, scenarios, decisions, features)
+    fell_back = [d.decided_by for ds in decisions for d in ds if d.decided_by != "model"]
+    result["router"] = {"model": router.client.model, "spec_only_fallbacks": len(fell_back)}
+    if fell_back:
+        out.print(
+            f"[yellow]{len(fell_back)} of {modules} modules fell back to the spec-only "
+            f"router; the first: {fell_back[0]}[/]",
+            highlight=False,
+        )
+    return result
 
 
 def _print(out: Any, result: dict[str, Any], protocols: tuple[str, ...]) -> None:
@@ -165,6 +201,15 @@ def add_parser(
     ev.add_argument("--json", action="store_true", help="print the figures as JSON")
     ev.add_argument("--no-lolo", action="store_true", help="skip leave-one-level-out")
     ev.add_argument("--features", help="a feature model JSON other than the shipped one")
+    ev.add_argument(
+        "--model",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="decide with a model (the environment's, as agents find it: OPENAI_* or "
+        "ANTHROPIC_*; NAME overrides its model) at temperature 0, the spec-only router "
+        "where it cannot; no leave-one-level-out",
+    )
     ev.set_defaults(func=cmd_eval)
     sel = what.add_parser(
         "select", parents=[common], help="the decision record of every module of a file"

@@ -208,16 +208,29 @@ def evaluate(
     scenarios = read_scenarios(path)
     if progress:
         progress(f"deciding {sum(len(s.modules) for s in scenarios)} modules")
-    decisions = decide(scenarios, model, weights)
+    out = report(path, scenarios, decide(scenarios, model, weights), model)
+    out["weights"] = asdict(weights)
+    if lolo:
+        out["leave_one_level_out"] = leave_one_level_out(scenarios, model, progress)
+    return out
+
+
+def report(
+    path: str | Path,
+    scenarios: Sequence[Scenario],
+    decisions: Sequence[Sequence[Decision]],
+    model: FeatureModel,
+) -> dict[str, Any]:
+    """The scores of ``decisions`` (however they were made), overall and per
+    level, beside the published baselines, with every decision and miss."""
     levels = sorted({s.level for s in scenarios})
     per_level = {}
     for level in levels:
         idx = [i for i, s in enumerate(scenarios) if s.level == level]
         r = score([scenarios[i] for i in idx], [decisions[i] for i in idx], model.protocols)
         per_level[level] = r
-    out: dict[str, Any] = {
+    return {
         "file": str(path),
-        "weights": asdict(weights),
         "overall": score(scenarios, decisions, model.protocols),
         "levels": per_level,
         "baselines": {
@@ -239,6 +252,3 @@ def evaluate(
             if t != d.selected_protocol
         ],
     }
-    if lolo:
-        out["leave_one_level_out"] = leave_one_level_out(scenarios, model, progress)
-    return out

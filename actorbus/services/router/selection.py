@@ -144,16 +144,7 @@ def decide_from(
     """``select`` on evidence already extracted (the evaluator extracts it once
     and decides under many weights)."""
     own = needs_of((s for s in spans if s.source != "scenario"), weights)
-    candidates = [
-        p
-        for p in model.protocols
-        if not any(
-            model.capabilities[c].hard
-            and need >= weights.hard_need
-            and model.capabilities[c].levels[p] == 0
-            for c, need in own.items()
-        )
-    ] or list(model.protocols)
+    candidates = admissible(model, own, weights)
     if own:  # the module's own needs, all facets: a clear best fit decides
         candidates = _leaders({p: _score(model, own, p, None) for p in candidates}, weights.margin)
         if len(candidates) == 1:
@@ -172,6 +163,21 @@ def decide_from(
             return _decision(model, module, candidates[0], spans, every, "narrative")
     chosen = next(p for p in model.fallback_order if p in candidates)
     return _decision(model, module, chosen, spans, own, "fallback")
+
+
+def admissible(model: FeatureModel, needs: Mapping[str, float], weights: Weights) -> list[str]:
+    """The protocols a module with these (own) needs may get: none that lacks a
+    hard capability it clearly needs (all of them, if every one lacks some)."""
+    return [
+        p
+        for p in model.protocols
+        if not any(
+            model.capabilities[c].hard
+            and need >= weights.hard_need
+            and model.capabilities[c].levels[p] == 0
+            for c, need in needs.items()
+        )
+    ] or list(model.protocols)
 
 
 def _decision(

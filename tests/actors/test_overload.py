@@ -253,3 +253,28 @@ async def test_a_blocked_event_loop_is_reported(system: Any, caplog: Any) -> Non
             assert loop.time() < deadline
             await asyncio.sleep(0.05)
     assert system.runtime.conn.loop_watch.longest >= 0.5
+
+
+@pytest.mark.transports("nats")  # the collector is the process's, whatever the bus
+async def test_a_loop_blocked_by_the_garbage_collector_is_said_to_be_its(
+    system: Any, caplog: Any
+) -> None:
+    """A full collection over many objects blocks the loop as a blocking handler
+    does; the warning says which it was, so nobody hunts for a handler."""
+    import gc
+
+    kept = [[i] for i in range(2_000_000)]  # objects the collector walks
+    try:
+        with caplog.at_level(logging.WARNING, logger="actorbus.bus"):
+            for _ in range(5):  # enough collections to block for over half a second
+                gc.collect()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT
+            while not any("event loop was blocked" in r.getMessage() for r in caplog.records):
+                assert loop.time() < deadline
+                await asyncio.sleep(0.05)
+        said = next(r.getMessage() for r in caplog.records if "blocked" in r.getMessage())
+        assert "garbage collector" in said
+        assert "handler" not in said
+    finally:
+        del kept

@@ -42,11 +42,12 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import nats
 from _harness import (
     compile_sources,
@@ -274,28 +275,27 @@ async def fan_round(url: str, side: str, messages: int, round_no: int) -> float:
         for i, host in enumerate(hosts):
             await expect(host, "ready", 60, f"fan-out host {i}")
         body = {"headline": "x" * 32}
+        send: Callable[[], Awaitable[None]]
         if side == "actorbus":
-            async with ActorSystem.connect(url, namespace=ns, registry=False) as system:
-                started = time.perf_counter()
-                for _ in range(messages):
-                    await system.publish(FAN_TOPIC, body)
-                for i, host in enumerate(hosts):
-                    await expect(host, "done", 120, f"fan-out host {i}")
-                took = time.perf_counter() - started
-        else:
-            import msgpack
+            opening = ActorSystem.connect(url, namespace=ns, registry=False)
+            system = await stack.enter_async_context(opening)
 
+            def send() -> Awaitable[None]:
+                return system.publish(FAN_TOPIC, body)
+        else:
             nc = await nats.connect(url)
-            try:
-                data = msgpack.packb(body)
-                started = time.perf_counter()
-                for _ in range(messages):
-                    await nc.publish(RAW_FAN, data)
-                for i, host in enumerate(hosts):
-                    await expect(host, "done", 120, f"raw fan-out host {i}")
-                took = time.perf_counter() - started
-            finally:
-                await nc.close()
+            stack.push_async_callback(nc.close)
+            data = msgpack.packb(body)
+
+            def send() -> Awaitable[None]:
+                return nc.publish(RAW_FAN, data)
+
+        started = time.perf_counter()
+        for _ in range(messages):
+            await send()
+        for i, host in enumerate(hosts):
+            await expect(host, "done", 120, f"{side} fan-out host {i}")
+        took = time.perf_counter() - started
     return FAN_ACTORS * messages / took
 
 

@@ -46,6 +46,7 @@ from actorbus.services.router.selection import (
 )
 
 _LEVELS = ("none", "possible", "native")
+GIVE_UP_AFTER = 3  # failed calls in a row after which decide() stops asking
 _RATIONALE_CHARS = 600
 
 
@@ -90,8 +91,17 @@ class ModelRouter:
 
     async def select(self, module: Module, scenario: str = "") -> Decision:
         """The decision record for ``module`` of a scenario described by ``scenario``."""
+        decision, _ = await self._select(module, scenario, ask_model=True)
+        return decision
+
+    async def _select(
+        self, module: Module, scenario: str, *, ask_model: bool
+    ) -> tuple[Decision, bool]:
+        """The decision, and whether the model was asked and failed."""
         spans = module_spans(self.features, module, scenario)
         floor = decide_from(module, spans, self.features, self.weights)
+        if not ask_model:
+            return _fallback(floor, f"the model failed {GIVE_UP_AFTER} times in a row"), False
         own = needs_of((s for s in spans if s.source != "scenario"), self.weights)
         try:
             turn = await self.client.complete(
@@ -100,16 +110,16 @@ class ModelRouter:
             )
             choice = structured(ProtocolChoice, turn.message.content, self.client.model)
         except ModelError as exc:
-            return _fallback(floor, f"the model failed: {exc}")
+            return _fallback(floor, f"the model failed: {exc}"), True
         assert isinstance(choice, ProtocolChoice)
         protocol = _named(choice.protocol, self.features.protocols)
         if protocol is None:
-            return _fallback(floor, f"the model named {choice.protocol!r}, not a protocol")
+            return _fallback(floor, f"the model named {choice.protocol!r}, not a protocol"), False
         if protocol not in admissible(self.features, own, self.weights):
-            return _fallback(floor, f"the model chose {protocol}, which lacks a hard need")
+            return _fallback(floor, f"the model chose {protocol}, which lacks a hard need"), False
         text = " ".join((module.name, *module.tasks, *module.issues)).lower()
         quoted = [e for e in choice.evidence if e.strip() and e.strip().lower() in text]
-        return Decision(
+        decision = Decision(
             module_id=module.id,
             selected_protocol=protocol,
             evidence_spans=quoted or floor.evidence_spans,
@@ -117,10 +127,26 @@ class ModelRouter:
             needs=own,
             decided_by="model",
         )
+        return decision, False
 
     async def decide(self, scenarios: Sequence[Scenario]) -> list[list[Decision]]:
-        """Every module's decision, one call per module, in order."""
-        return [[await self.select(m, s.description) for m in s.modules] for s in scenarios]
+        """Every module's decision, one call per module, in order; after
+        ``GIVE_UP_AFTER`` failed calls in a row (a model that is not there), the
+        rest are the spec-only router's without asking."""
+        failed_in_a_row = 0
+        out: list[list[Decision]] = []
+        for s in scenarios:
+            decisions = []
+            for m in s.modules:
+                ask_model = failed_in_a_row < GIVE_UP_AFTER  # once given up, never again
+                decision, failed = await self._select(m, s.description, ask_model=ask_model)
+                if failed:
+                    failed_in_a_row += 1
+                elif ask_model:
+                    failed_in_a_row = 0
+                decisions.append(decision)
+            out.append(decisions)
+        return out
 
     async def close(self) -> None:
         await self.client.close()

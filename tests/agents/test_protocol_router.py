@@ -144,3 +144,25 @@ async def test_route_eval_with_a_model_scores_its_decisions(tmp_path: Path) -> N
     assert result["overall"]["modules"] == 16
     assert len(server.requests) == 16
     assert all(r.body["temperature"] == 0.0 for r in server.requests)
+
+
+async def test_a_model_that_is_not_there_is_asked_three_times_not_once_per_module(
+    scripted_model: ScriptedModel,
+) -> None:
+    """A whole file against a model that keeps failing: three calls, then the
+    spec-only router for the rest without waiting out more retries."""
+    from actorbus.services.router import read_scenarios
+
+    scripted_model.fallback = lambda _received: fail(503)
+    scenarios = read_scenarios(FIXTURES / "heldout_scenarios.json")
+    r = router(scripted_model)
+    try:
+        decisions = [d for ds in await r.decide(scenarios) for d in ds]
+    finally:
+        await r.close()
+    assert len(scripted_model.requests) == 3
+    assert len(decisions) == 16
+    assert all(d.decided_by.startswith("spec-only (the model failed") for d in decisions)
+    assert [d.selected_protocol for d in decisions] == [
+        select(m, s.description).selected_protocol for s in scenarios for m in s.modules
+    ]

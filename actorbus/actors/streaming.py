@@ -44,7 +44,6 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-import nats.errors
 from nats.aio.msg import Msg
 
 from actorbus.actors.messages import (
@@ -260,7 +259,7 @@ class ItemsAhead:
     for its next item, so a producer waiting for credit holds a generator
     suspended at a ``yield``, as the turn given back requires. The first item is
     made by the producer's own task and handed over alone, so the time to the
-    first item is an ask's; the task starts after it. A frame then holds what
+    first item is an ask's; the task starts once it has gone out. A frame then holds what
     was made while the previous one was sent: one item per frame for a
     generator that waits (tokens from a model), many for one that does not."""
 
@@ -283,7 +282,11 @@ class ItemsAhead:
         """Up to ``most`` items, waiting for the first; [] once the generator is
         done; the generator's exception once its items before it were taken."""
         if self._task is None and not self._ended:
-            return await self._first()
+            if not self._made:
+                return await self._first()
+            # Started only now, after the first frame was published: it is
+            # written before the generator runs on (nats-py's flusher first).
+            self._task = asyncio.create_task(self._make())
         while not self._ready:
             if self._ended:
                 if self._failure is not None:
@@ -318,7 +321,6 @@ class ItemsAhead:
             self._ended = True
             raise
         self._made = 1
-        self._task = asyncio.create_task(self._make())
         return [item]
 
     async def _make(self) -> None:
@@ -424,9 +426,7 @@ async def consume_stream(
     producer on early exit. With a session, a frame that fails its check is
     dropped (a forged one: the real one is still awaited)."""
     out, session = await prepare()
-    nc = rt.nc
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
+    inbox, frames = rt.mux.new_stream()
     finished = False
     try:
         headers = with_header(out.headers, H_BATCH, str(MAX_FRAME_ITEMS))
@@ -434,9 +434,13 @@ async def consume_stream(
         expected = 1
         while True:
             try:
-                msg = await sub.next_msg(timeout)
-            except nats.errors.TimeoutError:
+                async with asyncio.timeout(timeout):
+                    msg = await frames.get()
+            except TimeoutError:
                 raise AskTimeoutError(address, out.intent, timeout) from None
+            if isinstance(msg, BaseException):
+                finished = True
+                raise msg
             hdrs = msg.headers or {}
             if hdrs.get("Status") == NO_RESPONDERS_STATUS:
                 finished = True
@@ -472,9 +476,10 @@ async def consume_stream(
     finally:
         # Shielded: a consumer cancelled once more while it closes (a task both
         # leaving its loop and being cancelled) must still stop the producer.
+        rt.mux.discard(inbox)
         cancel = None if finished else cancel_message(out.id)
-        ending = asyncio.ensure_future(_end(rt, sub, cancel))
-        await asyncio.shield(ending)
+        if cancel is not None:
+            await asyncio.shield(asyncio.ensure_future(_cancel(rt, cancel)))
 
 
 def _frame(content: Any, address: str) -> list[tuple[str, Any]]:
@@ -495,11 +500,9 @@ def _authentic(session: OutboundSession, msg: Msg) -> bool:
     return True
 
 
-async def _end(rt: Runtime, sub: Any, cancel: bytes | None) -> None:
-    """Tell the producer to stop (if the stream did not finish), then unsubscribe."""
+async def _cancel(rt: Runtime, cancel: bytes) -> None:
+    """Tell the producer of a stream that did not finish to stop."""
     nc = rt.nc
-    if cancel is not None and nc.is_connected:
+    if nc.is_connected:
         with contextlib.suppress(Exception):
             await nc.publish(rt.subjects.control("cancel"), cancel)
-    with contextlib.suppress(Exception):
-        await sub.unsubscribe()

@@ -9,6 +9,10 @@ counter for tokens, and a heap of ``(deadline, token)`` tuples (compared in C)
 behind a single event-loop timer set for the earliest deadline. Answered
 requests leave their heap entry behind; it is dropped when its deadline comes,
 or in a rebuild once stale entries outnumber live ones.
+
+A stream's frames come to the same inbox (:meth:`RequestMux.new_stream`): a
+token whose replies go to a queue until the stream is done, so a stream costs
+no subscription of its own (no SUB and UNSUB on the server per stream).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class RequestMux:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._tokens = itertools.count(1)
+        self._streams: dict[str, asyncio.Queue[Msg | BaseException]] = {}
         self._sub: Subscription | None = None
 
     async def start(self) -> None:
@@ -58,6 +63,9 @@ class RequestMux:
         token = msg.subject[len(self.prefix) :]
         entry = self._pending.get(token)
         if entry is None:
+            frames = self._streams.get(token)
+            if frames is not None:
+                frames.put_nowait(msg)
             return
         future, _, accept = entry
         if accept is not None and not accept(msg):  # a forged reply: keep waiting
@@ -86,9 +94,20 @@ class RequestMux:
                 self._rebuild()
         return self.prefix + token, future
 
+    def new_stream(self) -> tuple[str, asyncio.Queue[Msg | BaseException]]:
+        """Reserve a reply subject for many replies, each put in the queue as it
+        comes (an exception when the connection is gone for good) until
+        ``discard``."""
+        token = format(next(self._tokens), "x")
+        frames: asyncio.Queue[Msg | BaseException] = asyncio.Queue()
+        self._streams[token] = frames
+        return self.prefix + token, frames
+
     def discard(self, inbox: str) -> None:
-        """Forget a reserved inbox whose reply is no longer awaited."""
-        self._pending.pop(inbox[len(self.prefix) :], None)
+        """Forget a reserved inbox whose replies are no longer awaited."""
+        token = inbox[len(self.prefix) :]
+        self._pending.pop(token, None)
+        self._streams.pop(token, None)
 
     async def request(
         self,
@@ -115,6 +134,9 @@ class RequestMux:
         for future, _, _ in pending.values():
             if not future.done():
                 future.set_exception(exc)
+        streams, self._streams = self._streams, {}
+        for frames in streams.values():
+            frames.put_nowait(exc)
 
     # -- deadlines -----------------------------------------------------------
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:

@@ -91,6 +91,8 @@ class ActorCell:
         self.failure: BaseException | None = None
         self.keeper: StateKeeper | None = None  # the declared state's, when there is one
         self._timers: Timers | None = None  # the instance's every(...): made by the first
+        # How a lazily activated cell starts: run by its first message, in its task.
+        self.starter: Callable[[ActorCell], Awaitable[None]] | None = None
         self.last_active = time.monotonic()  # when it last finished a message
         self._yielded_at = self.last_active
 
@@ -408,7 +410,11 @@ class ActorCell:
         durable message's delivery count (the observed cell's spans say it)."""
         inst = self.instance
         if inst is None and not self._is_ready:
-            await self._wait_ready()  # starting or restarting: hold the message
+            starter, self.starter = self.starter, None
+            if starter is not None:  # activated by this message: it starts the instance
+                await starter(self)
+            else:
+                await self._wait_ready()  # starting or restarting: hold the message
             inst = self.instance
         if inst is None or self.state != "running":
             why = f"actor {self.address} is {self.state}"

@@ -209,7 +209,7 @@ class Hosting:
         if not cells:
             cell = self.cell_class(self.env, host.cls, key, host.kwargs)
             self.residents.cells[address] = [cell]
-            self.rt.spawn_task(self._activate(cell))
+            cell.starter = self._activate  # by the message it is made for (no task of its own)
             return cell
         # Replicas of one address in this process: the least busy one takes it.
         return cells[0] if len(cells) == 1 else min(cells, key=ActorCell.load)

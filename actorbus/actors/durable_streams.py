@@ -103,8 +103,11 @@ class DurableStreams:
         if now - self._restored_at.get(type_, float("-inf")) < _RESTORE_EVERY:
             return
         self._restored_at[type_] = now
-        self._stores = None
-        await self.ready()
+        if self._stores is None:
+            await self.ready()
+        else:  # made again beside the ones in use, which stay usable until then: a
+            async with self._lock:  # failover's election can take seconds, or fail
+                self._stores = await ensure_streams(self.js, self.subjects, self.settings)
         if type_ is not None:
             host = self._queues.pop(type_, False)
             await self.queue(type_, host=host)

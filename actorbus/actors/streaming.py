@@ -208,7 +208,9 @@ class StreamProducers:
             if env.id not in self._stopped:
                 raise  # not this stream's end: its task's (a stop, a shutdown)
             self._stopped.discard(env.id)
-            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # handled here
+            this = asyncio.current_task()
+            assert this is not None
+            this.uncancel()  # the stream's end is handled here: the task goes on
             if abandoned:
                 log.warning("stream %s to %s stopped: %s", env.id, env.src, abandoned[0])
             else:
@@ -258,10 +260,10 @@ class ItemsAhead:
     to it when credit comes): with none left it waits before asking the generator
     for its next item, so a producer waiting for credit holds a generator
     suspended at a ``yield``, as the turn given back requires. The first item is
-    made by the producer's own task and handed over alone, so the time to the
-    first item is an ask's; the task starts once it has gone out. A frame then holds what
-    was made while the previous one was sent: one item per frame for a
-    generator that waits (tokens from a model), many for one that does not."""
+    made by the producer's own task and handed over alone, and the task starts
+    once it has gone out. A frame then holds what was made while the previous
+    one was sent: one item per frame for a generator that waits (tokens from a
+    model), many for one that does not."""
 
     def __init__(self, agen: AsyncIterator[Any], allowed: int) -> None:
         self._agen = agen

@@ -463,3 +463,26 @@ async def test_a_queue_made_by_someone_else_to_lose_messages_is_refused(
     await third.tell("ledger/fine", Entry(n=2), durable=True)
     progress = await spawn_ledger(third, "fine")
     await progress.reached(2)
+
+
+async def test_a_restore_that_fails_leaves_the_durable_stores_in_use(
+    system: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Something thought a stream gone (a node died) and asked to make the stores
+    again, while the cluster was still electing: the stores in use must stay
+    usable, or every reader fails with "not made yet" until a later restore (a
+    failover test lost messages that way)."""
+    import nats.js.errors
+
+    from actorbus.actors import durable_streams
+
+    durable = system.runtime.durable
+    stores = await durable.ready()
+
+    async def electing(*_: Any) -> Any:
+        raise nats.js.errors.ServiceUnavailableError()
+
+    monkeypatch.setattr(durable_streams, "ensure_streams", electing)
+    with pytest.raises(nats.js.errors.ServiceUnavailableError):
+        await durable.restore()
+    assert durable.stores is stores

@@ -149,6 +149,7 @@ class ModelRouter:
         return out
 
     async def close(self) -> None:
+        """Close the model client (its HTTP connections)."""
         await self.client.close()
 
 

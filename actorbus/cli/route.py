@@ -3,7 +3,7 @@
 - ``route eval FILE``: score the router on a ProtocolRouterBench file (scenario
   and module accuracy, macro-F1, confusion matrix, per level, and
   leave-one-level-out beside the published baselines); ``--json OUT`` writes it
-  all, decisions included.
+  all, decisions included; ``--model`` scores the model-backed router instead.
 - ``route select FILE``: the decision record of every module of a scenarios file
   (the benchmark's format; ground truth not needed), as JSON.
 - ``route dest --url URL (--skill S | --to A,B)``: ask the router service on the
@@ -187,8 +187,8 @@ def add_parser(
         "route",
         parents=[common],
         help="the router's protocol selection: decide, and score on ProtocolRouterBench",
-        description="Spec-only, deterministic protocol selection per module (A2A, ACP, "
-        "ANP, Agora) on the canonical feature model.",
+        description="Protocol selection per module (A2A, ACP, ANP, Agora): spec-only and "
+        "deterministic on the canonical feature model, or by a model (eval --model).",
     )
     what = route.add_subparsers(dest="route_command", metavar="ACTION", required=True)
     ev = what.add_parser(

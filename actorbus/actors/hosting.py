@@ -312,7 +312,7 @@ class Hosting:
         self.residents.cells.clear()
         await self.virtual.close()
         await asyncio.gather(*(self._stop_cell(c, timeout) for c in cells))
-        await self.placement.close()
+        await self.placement.close(timeout)
         if self.rt.tasks:
             await asyncio.wait(self.rt.tasks, timeout=timeout)
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("actorbus.placement")
 
 LostCallback = Callable[[str], Awaitable[None]]
+_RELEASED_AT_ONCE = 256  # records released side by side at close
 
 
 def placement_bucket(ns: str) -> str:
@@ -163,10 +164,17 @@ class Placement:
             except Exception as exc:  # NATS away: try again next round
                 log.debug("renewing this system's liveness: %r", exc)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 10.0) -> None:
+        """Release every record held (a few hundred at a time, within ``timeout``),
+        then this system's liveness: a record left behind names a holder that is
+        gone, which the next claim of its key takes over."""
         await stop_task(self._renewer, what="activation lease renewal")
-        for address in list(self._held):
-            await self.release(address)
+        held = list(self._held)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                for start in range(0, len(held), _RELEASED_AT_ONCE):
+                    chunk = held[start : start + _RELEASED_AT_ONCE]
+                    await asyncio.gather(*(self.release(address) for address in chunk))
         if self._table is not None:
             await self._table.leave()
 

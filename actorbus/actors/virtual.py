@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("actorbus.placement")
 
+_PASSIVATED_AT_ONCE = 64  # idle actors a sweep stops side by side
+
 
 class VirtualActors:
     """The keyed-actor side of one ActorSystem."""
@@ -277,12 +279,16 @@ class VirtualActors:
                 return
             await asyncio.sleep(max(0.05, min(timeouts) / 4))
             now = time.monotonic()
+            idle = []
             for address, cells in list(self.residents.cells.items()):
                 host = self.residents.hosts.get(address.split("/", 1)[0])
                 limit = host.cls.idle_timeout if host is not None else None
                 if limit and cells and all(c.idle_for(now) > limit for c in cells):
-                    log.debug("%s: idle for %gs; passivating", address, limit)
-                    await self.stop_actor(address)
+                    idle.append(address)
+            for start in range(0, len(idle), _PASSIVATED_AT_ONCE):  # side by side: a
+                chunk = idle[start : start + _PASSIVATED_AT_ONCE]  # keyed one waits a write
+                log.debug("passivating %d idle actor(s), %s first", len(chunk), chunk[0])
+                await asyncio.gather(*(self.stop_actor(address) for address in chunk))
 
     async def close(self) -> None:
         await stop_task(self._sweeper, what="passivation sweeper")

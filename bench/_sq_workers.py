@@ -20,19 +20,15 @@ import sys
 import time
 from typing import Any
 
-import msgspec
 from _child import READY, stop_when_stdin_closes
+from _edges import from_edge, to_edge
 from nats.aio.msg import Msg
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
-from actorbus.codecs.edge import load_all
-from actorbus.codecs.envelope import Envelope, EnvelopeContext
 
 WORKER = "sq-worker"
 CPU_SUBJECT = "sq.bench.cpu"  # answers with this process's CPU seconds
-_json = msgspec.json.Encoder()
-_unjson = msgspec.json.Decoder()
 
 
 class Start(BaseModel):
@@ -45,28 +41,6 @@ class Pull(BaseModel):
     worker: str
     question: int | None = None  # the question answered (None: the first pull)
     answer: Any = None  # the answer, native or the protocol's JSON
-
-
-def to_edge(protocol: str, content: Any, src: str, dst: str, n: int) -> Any:
-    """``content`` as it crosses an edge: as is (native), or as the protocol's JSON."""
-    if protocol == "native":
-        return content
-    env = Envelope(
-        id=f"m{n}-{src}",
-        ts=1_795_000_000_000 + n,
-        src=src,
-        dst=dst,
-        intent="text",
-        content=content,
-        context=EnvelopeContext(session_id=src, trace_id=f"{n:032x}"),
-    )
-    return _json.encode(load_all()[protocol].encode(env)).decode()
-
-
-def from_edge(protocol: str, wire: Any) -> Any:
-    if protocol == "native":
-        return wire
-    return load_all()[protocol].decode(_unjson.decode(wire)).content
 
 
 class SqWorker(Actor):

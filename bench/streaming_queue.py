@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _edges import from_edge, to_edge
 from _harness import (
     machine_info,
     percentile,
@@ -51,7 +52,7 @@ from _harness import (
     wait_ready,
     write_report,
 )
-from _sq_workers import CPU_SUBJECT, WORKER, Pull, Start, from_edge, to_edge
+from _sq_workers import CPU_SUBJECT, WORKER, Pull, Start
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table

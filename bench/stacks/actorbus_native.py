@@ -9,45 +9,22 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-from typing import Any
 
-import msgspec
-from _driver import Close, EchoCall, PullCall, main
+from _driver import Close, EchoCall, PullCall, main  # first: it puts bench/ on the path
+from _edges import from_edge, to_edge
 from _messages import Answer, Next, Pull, Question
 
 from actorbus import Actor, ActorSystem, handler
-from actorbus.codecs.edge import load_all
-from actorbus.codecs.envelope import Envelope, EnvelopeContext
 
 NAMESPACE = "pb"  # one echo per codec variant, each at its own key: pb-echo/<codec>
 
 
-_json = msgspec.json.Encoder()
-_unjson = msgspec.json.Decoder()
 _ids = itertools.count()
 
 
-def to_edge(codec: str, text: str, src: str, dst: str) -> str:
-    """``text`` as it crosses an edge: as is (native), or as the protocol's JSON."""
-    if codec == "native":
-        return text
-    n = next(_ids)
-    env = Envelope(
-        id=f"m{n}",
-        ts=1_795_000_000_000 + n,
-        src=src,
-        dst=dst,
-        intent="text",
-        content=text,
-        context=EnvelopeContext(session_id=src, trace_id=f"{n:032x}"),
-    )
-    return str(_json.encode(load_all()[codec].encode(env)).decode())
-
-
-def from_edge(codec: str, wire: str) -> Any:
-    if codec == "native":
-        return wire
-    return load_all()[codec].decode(_unjson.decode(wire)).content
+def crossing(codec: str, text: str, src: str, dst: str) -> str:
+    """``text`` as it crosses an edge (``_edges.to_edge``), numbered in turn."""
+    return str(to_edge(codec, text, src, dst, next(_ids)))
 
 
 class Echo(Actor):
@@ -60,7 +37,7 @@ class Echo(Actor):
     @handler
     async def echo(self, q: Question) -> Answer:
         text = from_edge(self.codec, q.text)
-        return Answer(text=to_edge(self.codec, text, self.address, "client/bench"))
+        return Answer(text=crossing(self.codec, text, self.address, "client/bench"))
 
 
 class Coordinator(Actor):
@@ -78,7 +55,7 @@ class Coordinator(Actor):
         question = await self.pull(p.worker, p.question, answer)
         if question is None:
             return Next()
-        text = to_edge(self.codec, f"question {question}", self.address, "pb-worker/w")
+        text = crossing(self.codec, f"question {question}", self.address, "pb-worker/w")
         return Next(question=question, text=text)
 
 
@@ -96,7 +73,7 @@ async def echo_client(args: argparse.Namespace) -> tuple[EchoCall, Close]:
     system = await _open(args)
 
     async def call(text: str) -> str:
-        question = Question(text=to_edge(args.codec, text, "client/bench", args.address))
+        question = Question(text=crossing(args.codec, text, "client/bench", args.address))
         answer = await system.ask(args.address, question, returns=Answer, timeout=10)
         return str(from_edge(args.codec, answer.text))
 
@@ -113,7 +90,7 @@ async def pull_client(args: argparse.Namespace) -> tuple[PullCall, Close]:
     system = await _open(args)
 
     async def call(worker: int, question: int | None, answer: str | None) -> int | None:
-        wire = None if answer is None else to_edge(args.codec, answer, "pb-worker/w", args.address)
+        wire = None if answer is None else crossing(args.codec, answer, "pb-worker/w", args.address)
         pull = Pull(worker=worker, question=question, answer=wire)
         job = await system.ask(args.address, pull, returns=Next, timeout=60)
         if job.text is not None:

@@ -14,6 +14,11 @@ It prints ``ready`` once the actor is subscribed, then runs until SIGTERM (or
 until its stdin is closed, so it never outlives the benchmark). SIGINT is
 ignored: on Ctrl-C the benchmark stops it.
 
+The same class is hosted by ``actorbus run _fail_storm_agent:Shard --workers 8
+--key {worker}`` (the benchmark's default): made without arguments, a shard takes
+its index from its key and the rest from ``FAIL_STORM_SETTINGS`` (JSON: shards,
+questions, seed, skip).
+
 The message models and the data set live here so that both processes share them.
 """
 
@@ -21,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import random
 import signal
 import time
@@ -36,6 +43,7 @@ TYPE = "shard"
 SHARDS = 8
 QUESTIONS = 800
 SEED = 20260601
+SETTINGS_ENV = "FAIL_STORM_SETTINGS"
 
 
 class Query(BaseModel):
@@ -62,16 +70,42 @@ def holder(question: str, shards: int = SHARDS) -> int:
     return int(question[1:]) % shards
 
 
+def answers_of(index: int, shards: int, seed: int, questions: int) -> dict[str, str]:
+    """The part of the data set that shard ``index`` holds."""
+    return {q: a for q, a in dataset(seed, questions).items() if holder(q, shards) == index}
+
+
 class Shard(Actor):
     type_name = TYPE
     concurrency = 256  # forwarding awaits the ring: one at a time would deadlock it
 
-    def __init__(self, index: int, shards: int, answers: dict[str, str], skip: bool) -> None:
+    def __init__(
+        self,
+        index: int = -1,
+        shards: int = SHARDS,
+        answers: dict[str, str] | None = None,
+        skip: bool = True,
+    ) -> None:
         super().__init__()
         self.index = index
         self.shards = shards
-        self.answers = answers
+        self.answers = answers or {}
         self.skip = skip
+
+    async def on_start(self) -> None:
+        if self.index >= 0:
+            return
+        # hosted by `actorbus run --workers`: the key is the index
+        settings = json.loads(os.environ.get(SETTINGS_ENV, "{}"))
+        self.index = int(self.key)
+        self.shards = settings.get("shards", SHARDS)
+        self.skip = settings.get("skip", True)
+        self.answers = answers_of(
+            self.index,
+            self.shards,
+            settings.get("seed", SEED),
+            settings.get("questions", QUESTIONS),
+        )
 
     @handler
     async def query(self, q: Query) -> Reply:
@@ -108,8 +142,7 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     stop_when_stdin_closes(loop, stop)
-    data = dataset(args.seed, args.questions)
-    mine = {q: a for q, a in data.items() if holder(q, args.shards) == args.index}
+    mine = answers_of(args.index, args.shards, args.seed, args.questions)
     system = await ActorSystem.connect(
         args.url, name=f"fail-storm-shard-{args.index}", namespace=args.namespace
     )

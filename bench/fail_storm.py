@@ -9,7 +9,17 @@ and returns its reply. Client workers issue queries continuously and record,
 per query, start time, success (correct answer) and latency.
 
 Every cycle, 3 of the 8 agent processes (seeded RNG) are SIGKILLed and started
-again ``--restart-delay`` seconds later. Metrics, after the paper:
+again ``--restart-delay`` seconds later. Who starts them again (``--restart``):
+
+- ``supervisor`` (the default, as a deployment runs): the eight shards are the
+  workers of one ``actorbus run _fail_storm_agent:Shard --workers 8 --key
+  {worker} --restart-delay 2``, which forks each from a parent that has imported
+  everything, and forks a killed one again after the delay;
+- ``process``: each shard is a process of its own that the benchmark starts
+  again from nothing (a cold start: the interpreter and every import anew), as
+  a process manager that starts a fresh interpreter does.
+
+Metrics, after the paper:
 
 - time to recovery: from the kill to the moment the last killed shard answers
   again (each restarted shard is probed with a direct ask until it answers);
@@ -19,6 +29,7 @@ again ``--restart-delay`` seconds later. Metrics, after the paper:
 - steady-state latency p50/p95 (queries answered in the pre and post windows).
 
     python bench/fail_storm.py [--cycles 3] [--window 20] [--restart-delay 2]
+                               [--restart supervisor|process]
                                [--workers 4] [--rate 40] [--timeout 1.0]
                                [--seed 7] [--no-skip] [--out bench/results]
 
@@ -31,12 +42,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
+import os
 import random
+import re
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -44,7 +59,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _fail_storm_agent import SEED, TYPE, Query, Reply, dataset, holder
+from _fail_storm_agent import SEED, SETTINGS_ENV, TYPE, Query, Reply, dataset, holder
 from _harness import (
     close_streams,
     compile_sources,
@@ -87,6 +102,7 @@ class Config:
     timeout: float
     seed: int
     skip: bool
+    restart: str  # "supervisor" or "process"
     out: Path
 
 
@@ -120,6 +136,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     parser.add_argument("--seed", type=int, default=7, help="RNG seed for kills and queries")
     parser.add_argument("--no-skip", action="store_true", help="shards do not skip dead neighbours")
     parser.add_argument(
+        "--restart",
+        choices=("supervisor", "process"),
+        default="supervisor",
+        help="who starts a killed shard again: the workers' supervisor of `actorbus run "
+        "--workers` (default) or the benchmark, as a new process",
+    )
+    parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="output directory (bench/results)"
     )
     args = parser.parse_args(argv)
@@ -139,6 +162,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         timeout=args.timeout,
         seed=args.seed,
         skip=not args.no_skip,
+        restart=args.restart,
         out=args.out,
     )
 
@@ -191,8 +215,9 @@ def window_stats(samples: Sequence[Sample], start: float, end: float) -> WindowS
 
 
 # -- agent processes -----------------------------------------------------------
-class Agents:
-    """The shard processes, by index; ``stop_all`` never leaves one behind."""
+class ProcessAgents:
+    """The shard processes, by index, each started by the benchmark; ``stop_all``
+    never leaves one behind."""
 
     def __init__(self, cfg: Config, url: str) -> None:
         self.cfg = cfg
@@ -217,8 +242,15 @@ class Agents:
         self.procs[index] = proc
         return proc
 
-    def wait_ready(self, index: int, timeout: float = READY_TIMEOUT) -> None:
-        wait_ready(self.procs[index], timeout, f"shard {index}")
+    def start_all(self) -> None:
+        for i in range(self.cfg.shards):
+            self.start(i)
+        for i in range(self.cfg.shards):
+            wait_ready(self.procs[i], READY_TIMEOUT, f"shard {i}")
+
+    def back(self, index: int) -> None:
+        """Start shard ``index`` again, until it says ready."""
+        wait_ready(self.start(index), READY_TIMEOUT, f"shard {index}")
 
     def kill(self, index: int) -> None:
         """SIGKILL, as a crash; reaps the process."""
@@ -232,6 +264,104 @@ class Agents:
         """SIGTERM every process, wait a little, then SIGKILL what is left."""
         procs, self.procs = list(self.procs.values()), {}
         stop_processes(procs)
+
+
+class SupervisedAgents:
+    """The shards as the workers of one ``actorbus run --workers``; the benchmark
+    kills a worker, and the supervisor starts it again after the restart delay.
+    The supervisor's output names each worker's pid and says when it is ready."""
+
+    STARTED = re.compile(r"worker (\d+): pid (\d+)")
+    READY = re.compile(r"worker (\d+) ready: .*\(pid (\d+)\)")
+
+    def __init__(self, cfg: Config, url: str) -> None:
+        self.cfg = cfg
+        self.url = url
+        self.proc: subprocess.Popen[str] | None = None
+        self.pids: dict[int, int] = {}
+        self.ready: dict[int, int] = {}  # index -> the pid that said ready
+        self.changed = threading.Condition()
+        self.said: list[str] = []
+
+    def start_all(self) -> None:
+        settings = {
+            "shards": self.cfg.shards,
+            "questions": self.cfg.questions,
+            "seed": SEED,
+            "skip": self.cfg.skip,
+        }
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "actorbus",
+                "run",
+                f"{AGENT_SCRIPT.stem}:Shard",
+                "--workers",
+                str(self.cfg.shards),
+                "--key",
+                "{worker}",
+                "--restart-delay",
+                str(self.cfg.restart_delay),
+                "--url",
+                self.url,
+                "--namespace",
+                NAMESPACE,
+            ],
+            cwd=HERE,
+            env={**os.environ, SETTINGS_ENV: json.dumps(settings)},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+        for i in range(self.cfg.shards):
+            self._until_ready(i)
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            with self.changed:
+                self.said = [*self.said[-40:], line.rstrip()]
+                if m := self.STARTED.search(line):
+                    self.pids[int(m[1])] = int(m[2])
+                elif m := self.READY.search(line):
+                    self.ready[int(m[1])] = int(m[2])
+                self.changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
+
+    def _until_ready(self, index: int) -> None:
+        with self.changed:
+            ok = self.changed.wait_for(
+                lambda: (
+                    index in self.ready or (self.proc is not None and self.proc.poll() is not None)
+                ),
+                READY_TIMEOUT,
+            )
+            if not ok or index not in self.ready:
+                said = "\n".join(self.said[-10:])
+                raise RuntimeError(
+                    f"worker {index} not ready after {READY_TIMEOUT:g}s; said:\n{said}"
+                )
+
+    def kill(self, index: int) -> None:
+        """SIGKILL the worker, as a crash; its supervisor reaps it."""
+        with self.changed:
+            pid = self.ready.pop(index)
+        os.kill(pid, signal.SIGKILL)
+
+    def back(self, index: int) -> None:
+        """Until the supervisor has started worker ``index`` again and it says ready."""
+        self._until_ready(index)
+
+    def stop_all(self) -> None:
+        if self.proc is not None:
+            stop_processes([self.proc], grace=20.0)
+
+
+Agents = ProcessAgents | SupervisedAgents
 
 
 # -- the run -------------------------------------------------------------------
@@ -320,8 +450,7 @@ class Storm:
             await asyncio.sleep(0.01)
 
     async def restart(self, index: int, cycle: Cycle) -> None:
-        await asyncio.to_thread(self.agents.start, index)
-        await asyncio.to_thread(self.agents.wait_ready, index)
+        await asyncio.to_thread(self.agents.back, index)
         cycle.ready_t = max(cycle.ready_t, self.now())
         await self.probe(index)
         cycle.shard_recovery_s[index] = round(self.now() - cycle.kill_t, 3)
@@ -633,15 +762,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"nats-server {machine['nats_server']} at {nats_server.url}; "
                 f"Python {machine['python']}; {machine['cpu_count']} CPUs; "
                 f"{cfg.shards} shards, {cfg.cycles} cycle(s), kill {cfg.kill}, "
-                f"window {cfg.window:g} s, restart delay {cfg.restart_delay:g} s, "
-                f"{cfg.workers} workers at {cfg.rate:g} q/s, timeout {cfg.timeout:g} s"
+                f"window {cfg.window:g} s, restart delay {cfg.restart_delay:g} s "
+                f"(by the {cfg.restart}), {cfg.workers} workers at {cfg.rate:g} q/s, "
+                f"timeout {cfg.timeout:g} s"
             )
-            agents = Agents(cfg, nats_server.url)
+            agents = (SupervisedAgents if cfg.restart == "supervisor" else ProcessAgents)(
+                cfg, nats_server.url
+            )
             try:
-                for i in range(cfg.shards):
-                    agents.start(i)
-                for i in range(cfg.shards):
-                    agents.wait_ready(i)
+                agents.start_all()
                 run = asyncio.run(measure(cfg, agents, nats_server.url, console))
             finally:
                 agents.stop_all()
@@ -661,6 +790,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "dataset_seed": SEED,
             "namespace": NAMESPACE,
             "agent_process": "bench/_fail_storm_agent.py",
+            "restarted_by": (
+                "actorbus run --workers: a fork of a warm parent"
+                if cfg.restart == "supervisor"
+                else "the benchmark: a new Python process"
+            ),
             "definitions": {
                 "recovery_s": "kill to the moment the last killed shard answers a direct ask",
                 "pre": "queries started in the window before the kill",
@@ -678,7 +812,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     o = summary["overall"]
     title = (
         f"Fail-Storm on actorbus: {cfg.shards} shards, kill {cfg.kill}/cycle, "
-        f"{cfg.cycles} cycle(s); recovery {fmt_s(o['recovery_s_mean'])} s, "
+        f"{cfg.cycles} cycle(s), restarted by the {cfg.restart}; "
+        f"recovery {fmt_s(o['recovery_s_mean'])} s, "
         f"retention {fmt_pct(o['retention'])}, steady p50 {fmt_ms(o['steady_p50_ms'])} ms"
     )
     write_report(

@@ -96,7 +96,11 @@ def quiet(logger: str, unless: bool) -> Iterator[None]:
 # -- signals -----------------------------------------------------------------
 
 
-def install_stop_signals(stop: asyncio.Event, on_signal: Callable[[str], None]) -> None:
+def install_stop_signals(
+    stop: asyncio.Event,
+    on_signal: Callable[[str], None],
+    signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+) -> None:
     """SIGINT/SIGTERM ask for a graceful stop once; a second one uses the default
     action, so a stuck shutdown can still be interrupted."""
     loop = asyncio.get_running_loop()
@@ -104,13 +108,13 @@ def install_stop_signals(stop: asyncio.Event, on_signal: Callable[[str], None]) 
         return  # signals reach the main thread only; an embedding program stops us
 
     def handle(sig: signal.Signals) -> None:
-        for s in (signal.SIGINT, signal.SIGTERM):
+        for s in signals:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(s)
         on_signal(sig.name)
         stop.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in signals:
         try:
             loop.add_signal_handler(sig, handle, sig)
         except NotImplementedError:  # pragma: no cover - Windows event loops

@@ -9,6 +9,7 @@ import importlib
 import inspect
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from actorbus.cli.common import (
     stderr,
     stdout,
 )
+from actorbus.cli.workers import WORKER_FIELD, Supervisor, check_worker_args, for_worker
 from actorbus.codecs.errors import ActorBusError
 from actorbus.extras import require
 
@@ -128,7 +130,14 @@ async def _host(
 async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
     out = stdout()
     stop = asyncio.Event()
-    install_stop_signals(stop, lambda name: out.print(f"[yellow]{name}[/]: stopping actors"))
+    worker: int | None = getattr(args, "worker", None)
+    who = "" if worker is None else f"worker {worker} "
+    install_stop_signals(
+        stop,
+        lambda name: out.print(f"[yellow]{who}{name}[/]: stopping actors"),
+        # a worker stops when its supervisor says so (SIGTERM), not on the terminal's Ctrl-C
+        signals=(signal.SIGINT, signal.SIGTERM) if worker is None else (signal.SIGTERM,),
+    )
     args.url = resolve_url(args.url)
     system = await connect(
         args.url,
@@ -150,11 +159,15 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
             raise CliError(f"cannot host actors: {exc}") from None
         except nats.errors.Error as exc:
             raise CliError(f"cannot host actors: NATS did not confirm: {exc}") from None
-        out.print(f"connected to [bold]{escape(args.url)}[/] (namespace {args.namespace})")
-        for line in lines:
-            out.print(f"  [cyan]{escape(line)}[/]")
-        # Tools (and tests) wait for this line: everything above is subscribed.
-        out.print(f"[bold green]ready[/]: hosting {len(specs)} actor type(s); Ctrl-C to stop")
+        if worker is None:
+            out.print(f"connected to [bold]{escape(args.url)}[/] (namespace {args.namespace})")
+            for line in lines:
+                out.print(f"  [cyan]{escape(line)}[/]")
+            # Tools (and tests) wait for this line: everything above is subscribed.
+            out.print(f"[bold green]ready[/]: hosting {len(specs)} actor type(s); Ctrl-C to stop")
+        else:
+            hosted = ", ".join(line.split()[0] for line in lines)
+            out.print(f"[bold green]{who}ready[/]: {escape(hosted)} (pid {os.getpid()})")
         watching = _watch(stop, out) if args.reload else None
         while not stop.is_set():
             if args.health_file and system.nc.is_connected:
@@ -166,6 +179,9 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
             # must say so and exit, not sit there looking healthy.
             if system.nc.is_closed:
                 raise CliError(f"lost the connection to NATS at {args.url}; giving up")
+            if worker is not None and os.getppid() != args.supervisor:
+                out.print(f"[yellow]{who}[/]the supervisor is gone: stopping actors")
+                break
         if watching is not None and watching.done() and not watching.cancelled():
             args.changed = watching.result()
     finally:
@@ -176,7 +192,7 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
         await system.close()
     if args.changed:
         return EXIT_OK  # cmd_run starts afresh with the new code
-    out.print("[green]stopped")
+    out.print(f"[green]{who}stopped")
     return EXIT_OK
 
 
@@ -214,6 +230,10 @@ def _restart() -> NoReturn:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.replicas is not None and args.replicas < 1:
         raise CliError("--replicas must be at least 1", EXIT_USAGE)
+    if args.workers is not None:
+        check_worker_args(args)
+    elif WORKER_FIELD in (args.key or "") + (args.health_file or ""):
+        raise CliError(f"{WORKER_FIELD} is filled in only with --workers", EXIT_USAGE)
     args.changed = ""
     if args.reload:  # before anything says ready: a missing extra is said first
         try:
@@ -230,6 +250,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         watchfiles = require("watchfiles", "reload", "actorbus run --reload")
         next(iter(watchfiles.watch(".", watch_filter=watchfiles.PythonFilter())))
         _restart()
+    if args.workers is not None:
+        # imported once here, before the fork: every worker starts warm
+        out = stdout()
+        return Supervisor(
+            count=args.workers,
+            restart_delay=args.restart_delay,
+            serve=lambda index: asyncio.run(_run(for_worker(args, index), specs)),
+            say=lambda text: out.print(f"[dim]supervisor:[/] {escape(text)}"),
+        ).run()
     code = asyncio.run(_run(args, specs))
     if args.changed:
         _restart()
@@ -279,6 +308,22 @@ def add_parser(
         default=5.0,
         metavar="SECONDS",
         help="give up if the server cannot be reached (default: 5)",
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="host in N processes forked from this one once the code is imported; one that "
+        "dies is started again, warm, after --restart-delay ({worker} in --key and "
+        "--health-file is the worker's index; Linux and macOS)",
+    )
+    run.add_argument(
+        "--restart-delay",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="with --workers: wait this long before starting a dead worker again, doubled "
+        "while it keeps dying within a second of its start (default: 1)",
     )
     run.add_argument(
         "--health-file",

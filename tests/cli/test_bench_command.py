@@ -53,3 +53,16 @@ def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(tmp_path: 
     report = (tmp_path / "protocolbench.md").read_text()
     assert "| `faststream` | skipped |" in report
     assert "## Where actorbus does not lead" in report
+
+
+@pytest.mark.timeout(120)
+def test_fail_storm_kills_shards_and_their_supervisor_starts_them_again(tmp_path: Path) -> None:
+    args = ("--cycles", "1", "--window", "2", "--restart-delay", "0.5", "--rate", "20")
+    assert main(["bench", "fail_storm", *args, "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "fail_storm.json").read_text())
+    assert data["config"]["restart"] == "supervisor"
+    [cycle] = data["cycles"]
+    assert len(cycle["victims"]) == 3
+    assert sorted(cycle["shard_recovery_s"]) == sorted(str(v) for v in cycle["victims"])
+    assert cycle["recovery_s"] >= 0.5  # none answered before its restart
+    assert cycle["post"]["rate"] == 1.0  # every shard back, every answer right

@@ -6,21 +6,19 @@ test starts is stopped by the test (SIGTERM, then SIGKILL if it must).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import os
-import signal
 import socket
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar
 
 import nats
 import pytest
+from _cli import REPO, WAIT, cli, cli_env
 from pydantic import BaseModel
 from rich.console import Console
 
@@ -35,8 +33,6 @@ from actorbus.testing import eventually
 # `actorbus up` on the default port: one such test at a time across workers.
 pytestmark = pytest.mark.usefixtures("default_port")
 
-REPO = Path(__file__).resolve().parents[2]
-WAIT = 8.0  # seconds for anything that should happen "now"
 
 EXPECTED_ANSWER = (
     "Agents built as actors recover from failures because a supervisor restarts them. "
@@ -46,88 +42,6 @@ EXPECTED_ANSWER = (
 
 
 # -- helpers -----------------------------------------------------------------
-
-
-def cli_env() -> dict[str, str]:
-    """Plain, unwrapped, unbuffered output, whatever the developer's terminal says."""
-    env = dict(os.environ)
-    env.pop("FORCE_COLOR", None)
-    env["NO_COLOR"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-class CliProcess:
-    """One ``python -m actorbus.cli ...`` child; stderr goes to a file so an unread
-    pipe can never block it."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, stderr: IO[bytes]) -> None:
-        self.proc = proc
-        self.stderr_file = stderr
-        self.lines: list[str] = []
-        self.stderr_text = ""
-
-    @property
-    def stderr(self) -> str:
-        if self.stderr_file.closed:
-            return self.stderr_text
-        self.stderr_file.seek(0)
-        self.stderr_text = self.stderr_file.read().decode(errors="replace")
-        return self.stderr_text
-
-    async def readline(self) -> str:
-        assert self.proc.stdout is not None
-        async with asyncio.timeout(WAIT):
-            raw = await self.proc.stdout.readline()
-        if not raw:
-            raise AssertionError(f"process ended; stdout={self.lines} stderr={self.stderr}")
-        line = raw.decode().rstrip("\n")
-        self.lines.append(line)
-        return line
-
-    async def wait_for_line(self, prefix: str) -> str:
-        while True:
-            line = await self.readline()
-            if line.strip().startswith(prefix):
-                return line
-
-    async def terminate(self) -> int:
-        """SIGTERM and wait for the exit code; the rest of stdout is kept in lines."""
-        assert self.proc.stdout is not None
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(WAIT):
-            rest = await self.proc.stdout.read()
-            code = await self.proc.wait()
-        self.lines.extend(rest.decode().splitlines())
-        return code
-
-
-@contextlib.asynccontextmanager
-async def cli(
-    *args: str, env: dict[str, str] | None = None, cwd: Path = REPO
-) -> AsyncIterator[CliProcess]:
-    with tempfile.TemporaryFile() as stderr:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "actorbus.cli",
-            *args,
-            cwd=cwd,
-            env={**cli_env(), **(env or {})},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-        )
-        child = CliProcess(proc, stderr)
-        try:
-            yield child
-        finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-            _ = child.stderr  # keep it readable after the file is gone
 
 
 def field(lines: list[str], name: str) -> str:

@@ -1,7 +1,8 @@
 """ProtocolBench side by side: actorbus and the stacks users choose between, on the
 same scenarios, in one run.
 
-    python bench/protocolbench.py [--rounds 3] [--quick] [--stacks a,b] [--scenarios echo,sq]
+    python bench/protocolbench.py [--rounds 3] [--quick] [--stacks a,b]
+                                  [--scenarios echo,sq,storm,safety]
     make bench-all                       # makes .venv-peers first (the peers' packages)
 
 Stacks (``bench/stacks/``, each in processes of its own, all on this machine):
@@ -25,7 +26,15 @@ Scenarios:
   another process; each worker pulls its next question when free, spends
   ``--service-ms`` on it and answers with its next pull (the paper's metrics:
   total duration, latency mean/median/min/max/std, P95, P99, success rate and
-  load-balance variance).
+  load-balance variance);
+- ``storm``: Fail-Storm (``_pb_storm.py``, ``stacks/_storm.py``): a ring of 8
+  shard processes, 3 SIGKILLed per cycle and started again 2 s later, the same
+  cold restart on every stack, and actorbus once more with its supervisor
+  (``actorbus run --workers``); time to recovery and the answers kept;
+- ``safety``: what each stack blocks out of the box (``_pb_safety.py``): an
+  attacker on the path eavesdrops, tampers and replays one marked request;
+  actorbus runs on its secured broker (its default), the peers as they come, and
+  actorbus on an open bus is the control that shows the probes see through.
 
 Rounds interleave the stacks in rotating order; figures are medians over rounds,
 with a bootstrap 95% confidence interval for the median latency (rounds and
@@ -36,17 +45,22 @@ calls resampled) and ratios to actorbus. Writes ``bench/results/protocolbench.js
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import _pb_safety
+import _pb_storm
 from _harness import (
     compile_sources,
     machine_info,
@@ -58,11 +72,13 @@ from _harness import (
     stop_processes,
     write_report,
 )
+from _pb_safety import ATTACKS, MARK, Target, blocked_count, kind_of, probe_stack
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from actorbus.bus.server import EmbeddedServer, ServerConfig
+from actorbus.security.secure_broker import SecureBroker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -76,6 +92,9 @@ DEFAULTS = {"rounds": 3, "sequential": 2000, "concurrent": 10000, "questions": 1
 QUICK = {"rounds": 1, "sequential": 300, "concurrent": 1000, "questions": 200}
 START_TIMEOUT = 60.0
 RUN_TIMEOUT = 600.0
+PROBE_TIMEOUT = 45.0  # one safety probe's caller
+NAMESPACE = "pb"  # actorbus_native's, which the secured broker admits
+OPEN_CONTROL = "actorbus (open bus)"
 
 
 @dataclass(frozen=True)
@@ -161,7 +180,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
     parser.add_argument("--questions", type=positive_int, help="Streaming Queue questions (1000)")
     parser.add_argument("--workers", default="4,8,16,32,256", help="worker counts (4,8,16,32,256)")
     parser.add_argument("--service-ms", type=float, default=10.0, help="service time (10 ms)")
-    parser.add_argument("--scenarios", default="echo,sq", help="echo,sq")
+    parser.add_argument("--scenarios", default="echo,sq,storm,safety", help="echo,sq,storm,safety")
     parser.add_argument("--stacks", default=",".join(s.name for s in STACKS))
     parser.add_argument("--peers-python", type=Path, default=PEERS_PYTHON)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -307,7 +326,7 @@ def sq_summary(rounds: list[dict[str, Any]], questions: int) -> dict[str, Any]:
                 / questions,
             }
         )
-    summary = {key: med([s[key] for s in stats]) for key in stats[0]}
+    summary: dict[str, Any] = {key: med([s[key] for s in stats]) for key in stats[0]}
     low, high = bootstrap_ci([r["latencies_ms"] for r in rounds])
     summary["median_ci95_ms"] = [low, high]
     summary["rounds"] = len(rounds)
@@ -371,6 +390,84 @@ def measure(cfg: Config, stacks: list[Stack], nats_url: str, progress: Progress)
     return {"echo": echo_raw, "sq": sq_raw}
 
 
+def measure_storm(
+    cfg: Config, stacks: list[Stack], nats_url: str, progress: Progress
+) -> dict[str, Any]:
+    """One Fail-Storm run per stack (a codec at the edges changes nothing here), then
+    actorbus with its supervisor."""
+    settings = _pb_storm.QUICK_STORM if cfg.quick else _pb_storm.STORM
+    runs = [s for s in stacks if s.name == BASELINE or s.peer or s.name == "nats"]
+    task = progress.add_task("storm", total=len(runs) + 1)
+    raw: dict[str, Any] = {}
+    for stack in runs:
+        progress.update(task, description=f"Fail-Storm on {stack.name}")
+        try:
+            raw[stack.name] = run_result(
+                stack, cfg, "storm", "--nats", nats_url, *_pb_storm.storm_args(settings)
+            )
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            raw[stack.name] = {"error": str(exc)[-500:]}
+        progress.advance(task)
+    if any(s.name == BASELINE for s in stacks):
+        progress.update(task, description="Fail-Storm on actorbus run --workers")
+        try:
+            raw[_pb_storm.SUPERVISED] = _pb_storm.supervised_run(settings, RUN_TIMEOUT)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            raw[_pb_storm.SUPERVISED] = {"error": str(exc)[-500:]}
+        progress.advance(task)
+    return {"settings": settings, "runs": raw}
+
+
+def measure_safety(
+    cfg: Config, stacks: list[Stack], open_url: str, secured: tuple[str, Path], progress: Progress
+) -> dict[str, Any]:
+    """The Safety row: each stack in its default configuration (actorbus on its
+    secured broker, ``secured``; the others on the open one), and actorbus on the
+    open broker as the control."""
+    runs: list[tuple[str, Stack, str, Path | None]] = []
+    for s in stacks:
+        if s.name == BASELINE:
+            runs += [(BASELINE, s, *secured), (OPEN_CONTROL, s, open_url, None)]
+        elif s.peer or s.name == "nats":
+            runs.append((s.name, s, open_url, None))
+    task = progress.add_task("safety", total=len(runs))
+    rows: dict[str, Any] = {}
+    for name, stack, url, home in runs:
+        progress.update(task, description=f"safety: attacking {name}")
+        env = {**os.environ, **({"ACTORBUS_HOME": str(home)} if home else {})}
+
+        def start_agent(
+            extra: list[str], stack: Stack = stack, env: dict[str, str] = env
+        ) -> subprocess.Popen[str]:
+            return subprocess.Popen(
+                command(stack, cfg, "serve-echo", *extra),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+
+        def run_caller(
+            extra: list[str], stack: Stack = stack, env: dict[str, str] = env
+        ) -> subprocess.CompletedProcess[str]:
+            args = ("echo", "--text", f"my card is {MARK.decode()}", "--warmup", "0")
+            cmd = command(stack, cfg, *args, "--sequential", "1", "--concurrent", "0", *extra)
+            try:
+                return subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT, env=env
+                )
+            except subprocess.TimeoutExpired as exc:  # a caller stuck on a broken link
+                return subprocess.CompletedProcess(cmd, -9, "", f"timed out: {exc}")
+
+        target = Target(kind_of(stack.module), nats_url=url)
+        try:
+            rows[name] = asyncio.run(probe_stack(start_agent, run_caller, target, START_TIMEOUT))
+        except RuntimeError as exc:
+            rows[name] = {"error": str(exc)}
+        progress.advance(task)
+    return rows
+
+
 def summarize(cfg: Config, raw: dict[str, Any], stacks: list[Stack]) -> dict[str, Any]:
     echo = {s.name: echo_summary(raw["echo"][s.name]) for s in stacks if raw["echo"][s.name]}
     sq = {
@@ -389,7 +486,13 @@ def summarize(cfg: Config, raw: dict[str, Any], stacks: list[Stack]) -> dict[str
             if b is not None:
                 s["duration_vs_actorbus"] = s["duration_s"] / b["duration_s"]
                 s["overhead_ms"] = s["median_ms"] - cfg.service_ms
-    return {"echo": echo, "sq": sq}
+    storm_raw = raw.get("storm", {}).get("runs", {})
+    storm = {name: r if "error" in r else _pb_storm.summary(r) for name, r in storm_raw.items()}
+    safety = raw.get("safety", {})
+    for row in safety.values():
+        if "error" not in row:
+            row["blocked"] = blocked_count(row)
+    return {"echo": echo, "sq": sq, "storm": storm, "safety": safety}
 
 
 def leads(summary: dict[str, Any]) -> list[str]:
@@ -416,6 +519,18 @@ def leads(summary: dict[str, Any]) -> list[str]:
                     f"Streaming Queue, {n} workers: {name} {s['duration_s']:.3f} s < "
                     f"actorbus {b['duration_s']:.3f} s"
                 )
+        ours_storm = summary.get("storm", {}).get(BASELINE, {})
+        theirs = summary.get("storm", {}).get(name, {})
+        ours_s, theirs_s = ours_storm.get("recovery_s"), theirs.get("recovery_s")
+        if ours_s and theirs_s and theirs_s < ours_s:
+            found.append(
+                f"Fail-Storm recovery with a cold restart: {name} {theirs_s:.2f} s < "
+                f"actorbus {ours_s:.2f} s"
+            )
+        guarded = summary.get("safety", {}).get(name, {}).get("blocked")
+        ours = summary.get("safety", {}).get(BASELINE, {}).get("blocked")
+        if guarded is not None and ours is not None and guarded > ours:
+            found.append(f"safety: {name} blocks {guarded} of 3 attacks, actorbus {ours}")
     return found
 
 
@@ -460,7 +575,7 @@ def plot(path: Path, summary: dict[str, Any]) -> bool:
     plt = pyplot()
     if plt is None:
         return False
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig, axes = plt.subplots(1, 5, figsize=(23, 4.5))
     names = list(summary["echo"])
     if names:
         p50 = [summary["echo"][n]["p50_us"] for n in names]
@@ -481,9 +596,25 @@ def plot(path: Path, summary: dict[str, Any]) -> bool:
             axes[2].plot(ns, [by_n[n]["duration_s"] for n in ns], marker="o", label=name)
     axes[2].set_xscale("log", base=2)
     axes[2].set_title("Streaming Queue total duration (s) by workers", fontsize=9)
-    axes[2].legend(fontsize=8)
-    for ax in axes[:2]:
-        ax.tick_params(axis="x", labelsize=8)
+    if any(summary["sq"].values()):
+        axes[2].legend(fontsize=8)
+    safety = {n: r["blocked"] for n, r in summary.get("safety", {}).items() if "blocked" in r}
+    if safety:
+        colors = ["#55a868" if b == len(ATTACKS) else "#c44e52" for b in safety.values()]
+        axes[3].barh(list(safety), list(safety.values()), color=colors)
+        axes[3].set_xlim(0, len(ATTACKS))
+        axes[3].set_xticks(range(len(ATTACKS) + 1))
+        axes[3].invert_yaxis()
+    axes[3].set_title("safety: attacks blocked out of the box (of 3)", fontsize=9)
+    storm = {n: r["recovery_s"] for n, r in summary.get("storm", {}).items() if "recovery_s" in r}
+    if storm:
+        axes[4].barh(list(storm), list(storm.values()), color="#8172b2")
+        axes[4].axvline(2.0, color="#999", ls="--", lw=1)  # the restart delay
+        axes[4].invert_yaxis()
+        axes[4].tick_params(axis="y", labelsize=8)
+    axes[4].set_title("Fail-Storm time to recovery (s; 2 s is the restart delay)", fontsize=9)
+    for ax in (*axes[:2], axes[3]):
+        ax.tick_params(axis="x" if ax is not axes[3] else "y", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -492,6 +623,7 @@ def plot(path: Path, summary: dict[str, Any]) -> bool:
 
 def markdown(
     cfg: Config,
+    raw_settings: dict[str, float],
     summary: dict[str, Any],
     stacks: list[Stack],
     skipped: dict[str, str],
@@ -549,6 +681,10 @@ def markdown(
                     f"{s['success']:.1%} | {s['balance_var']:.2f} | "
                     f"{s['cpu_ms_per_question']:.2f} |"
                 )
+    if summary.get("storm"):
+        lines += _pb_storm.markdown(summary["storm"], raw_settings)
+    if summary.get("safety"):
+        lines += _pb_safety.markdown(summary["safety"])
     behind = leads(summary)
     lines += ["", "## Where actorbus does not lead", ""]
     lines += [f"- {b}" for b in behind] or ["- nowhere in this run: it leads every peer."]
@@ -579,14 +715,31 @@ def main(argv: list[str] | None = None) -> int:
             skipped[stack.name] = why
             console.print(f"[yellow]skipping {stack.name}: {why}")
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    with EmbeddedServer(ServerConfig(host="127.0.0.1")) as server:
+    with (
+        EmbeddedServer(ServerConfig(host="127.0.0.1")) as server,
+        tempfile.TemporaryDirectory(prefix="protocolbench-") as home,
+    ):
         machine = machine_info(binary=server.binary, packages=["nats-py", "pydantic"], git=True)
         if any(s.peer for s in stacks):
             machine["peers"] = peer_versions(cfg)
         with Progress(console=console, transient=True) as progress:
             raw = measure(cfg, stacks, server.url, progress)
+            if "storm" in cfg.scenarios:
+                raw["storm"] = measure_storm(cfg, stacks, server.url, progress)
+            if "safety" in cfg.scenarios:
+                # actorbus's default: a broker with its keys in a home of this run's own
+                broker = SecureBroker(Path(home))
+                secured = ServerConfig(host="127.0.0.1", extra=broker.server_config([NAMESPACE]))
+                with EmbeddedServer(secured) as guarded:
+                    raw["safety"] = measure_safety(
+                        cfg, stacks, server.url, (guarded.url, Path(home)), progress
+                    )
     summary = summarize(cfg, raw, stacks)
     print_tables(console, cfg, summary)
+    if summary.get("storm"):
+        console.print(_pb_storm.table(summary["storm"]))
+    if summary.get("safety"):
+        console.print(_pb_safety.table(summary["safety"]))
     data = {
         "benchmark": "ProtocolBench side by side",
         "started": started,
@@ -601,7 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "actorbus leads every peer" if not behind else "; ".join(behind)
     write_report(console, cfg.out, "protocolbench", data, lambda p: plot(p, summary), verdict)
     report = cfg.out / "protocolbench.md"
-    report.write_text(markdown(cfg, summary, stacks, skipped, machine, argv))
+    settings = raw.get("storm", {}).get("settings", _pb_storm.STORM)
+    report.write_text(markdown(cfg, settings, summary, stacks, skipped, machine, argv))
     console.print(f"wrote {report}")
     return 0
 

@@ -6,7 +6,9 @@ A stack is one module of this directory (``nats_raw``, ``actorbus_native``,
 
 - serve an echo and call it (``serve_echo``, ``echo_client``);
 - serve the Streaming Queue's pull (``serve_pull``: the coordinator's side, in
-  the measuring process) and call it (``pull_client``: a worker's side).
+  the measuring process) and call it (``pull_client``: a worker's side);
+- serve a Fail-Storm shard and call one (``serve_shard``, ``shard_client``; see
+  ``_storm.py``).
 
 It runs as a script in the interpreter that has its packages (the peers live in
 ``.venv-peers``, apart from actorbus's own), with one command:
@@ -15,6 +17,8 @@ It runs as a script in the interpreter that has its packages (the peers live in
     python bench/stacks/<stack>.py echo --address A ...         # prints "result {JSON}"
     python bench/stacks/<stack>.py sq --nats URL --workers N .. # the same; + a workers process
     python bench/stacks/<stack>.py sq-workers --address A ...   # (started by sq)
+    python bench/stacks/<stack>.py storm --nats URL ...         # Fail-Storm (_storm.py)
+    python bench/stacks/<stack>.py serve-shard --index I ...    # (started by storm)
 
 Only the standard library here (and ``bench/_child.py``, which has only it too):
 this file runs under both interpreters.
@@ -40,6 +44,7 @@ from typing import Any
 
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 from _child import READY, stop_when_stdin_closes
+from _storm import serve as serve_shard_until, storm_run
 
 # serve-echo's line is "ready ADDRESS"
 RESULT = "result"  # echo's and sq's line: "result {JSON}" (a stack's own logs may come first)
@@ -58,11 +63,26 @@ def answer_of(question: int) -> str:
     return f"answer-{question}"
 
 
+# -- the safety probes' marks (bench/_pb_safety.py) --------------------------------
+MARK = "PII:card=4111-1111-1111-1111"  # what an eavesdropper looks for
+TAMPERED = "PII:card=4000-0000-0000-0002"  # what a tamperer puts in its place (same length)
+_watching = False
+
+
+def handled(text: str) -> None:
+    """(An echo server, under ``serve-echo --watch``) say on stdout which text the
+    agent handled: the marked one, the tampered one, or another. A safety probe
+    counts these lines to tell whether a replayed or altered request got through."""
+    if _watching:
+        kind = "mark" if MARK in text else "tampered" if TAMPERED in text else "other"
+        print("handled", kind, flush=True)
+
+
 # -- echo ------------------------------------------------------------------------
 async def echo_run(call: EchoCall, args: argparse.Namespace) -> dict[str, Any]:
     """Warm-up, ``--sequential`` calls one at a time (latency), then ``--concurrent``
     calls from ``--inflight`` workers (throughput)."""
-    text = payload(args.size)
+    text = args.text or payload(args.size)
     for _ in range(args.warmup):
         if await call(text) != text:
             raise RuntimeError("the echo came back different")
@@ -201,7 +221,9 @@ async def sq_run(stack: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
 # -- the command line --------------------------------------------------------------
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("command", choices=("serve-echo", "echo", "sq", "sq-workers"))
+    parser.add_argument(
+        "command", choices=("serve-echo", "echo", "sq", "sq-workers", "storm", "serve-shard")
+    )
     parser.add_argument("--nats", default="", help="the NATS server's URL (NATS stacks)")
     parser.add_argument("--address", default="", help="what serve-echo / serve_pull printed")
     parser.add_argument("--size", type=int, default=200)
@@ -214,6 +236,21 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--service-ms", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--codec", default="native", help="(actorbus) a codec at the edges")
+    parser.add_argument("--text", default="", help="(echo) this text instead of --size bytes")
+    parser.add_argument("--watch", action="store_true", help="(serve-echo) say what it handled")
+    parser.add_argument("--advertise", default="", help="(serve-echo, HTTP) the URL to publish")
+    storm = parser.add_argument_group("Fail-Storm (storm, serve-shard)")
+    storm.add_argument("--index", type=int, default=0, help="(serve-shard) this shard")
+    storm.add_argument("--shards", type=int, default=8)
+    storm.add_argument("--kill", type=int, default=3, help="shards killed per cycle")
+    storm.add_argument("--cycles", type=int, default=2)
+    storm.add_argument("--window", type=float, default=10.0, help="seconds before/after")
+    storm.add_argument("--restart-delay", type=float, default=2.0)
+    storm.add_argument("--rate", type=float, default=40.0, help="queries/s, all clients")
+    storm.add_argument("--clients", type=int, default=4)
+    storm.add_argument("--query-timeout", type=float, default=1.0)
+    storm.add_argument("--seed", type=int, default=7)
+    storm.add_argument("--ports", default="", help="(A2A) each shard's port")
     return parser.parse_args(argv)
 
 
@@ -228,10 +265,18 @@ async def _main(stack: ModuleType, args: argparse.Namespace) -> None:
     if args.command == "sq":
         print(RESULT, json.dumps(await sq_run(stack, args)), flush=True)
         return
+    if args.command == "storm":
+        print(RESULT, json.dumps(await storm_run(stack, args)), flush=True)
+        return
     stop = asyncio.Event()
     stop_when_stdin_closes(asyncio.get_running_loop(), stop)
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    if args.command == "serve-shard":
+        await serve_shard_until(stack, args, stop)
+        return
     if args.command == "serve-echo":
+        global _watching
+        _watching = args.watch
         address, close = await stack.serve_echo(args)
         print(f"{READY} {address}", flush=True)
         try:

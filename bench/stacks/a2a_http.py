@@ -21,7 +21,8 @@ from typing import Any
 
 import httpx
 import uvicorn
-from _driver import Close, EchoCall, PullCall, main
+from _driver import Close, EchoCall, PullCall, handled, main
+from _storm import Handle, ShardCall, Unreachable
 from a2a.client import ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
 from a2a.helpers.proto_helpers import new_text_message
@@ -69,12 +70,17 @@ def _card(base: str, name: str) -> Any:
     )
 
 
-async def _serve(name: str, answer: Answer) -> tuple[str, Close]:
+async def _serve(
+    name: str, answer: Answer, advertise: str = "", port: int = 0
+) -> tuple[str, Close]:
+    """Serve ``answer`` as an A2A agent on ``port`` (0: any); its card names
+    ``advertise`` as its URL when given (a relay in front of it), else its own."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restarted shard's port
+    sock.bind(("127.0.0.1", port))
     sock.listen(1024)
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    card = _card(base, name)
+    card = _card(advertise or base, name)
     handler = DefaultRequestHandler(
         agent_executor=Executor(answer), task_store=InMemoryTaskStore(), agent_card=card
     )
@@ -117,9 +123,10 @@ async def _client(base: str, connections: int) -> tuple[Callable[[str], Awaitabl
 
 async def serve_echo(args: argparse.Namespace) -> tuple[str, Close]:
     async def echo(text: str) -> str:
+        handled(text)
         return text
 
-    return await _serve("echo", echo)
+    return await _serve("echo", echo, args.advertise)
 
 
 async def echo_client(args: argparse.Namespace) -> tuple[EchoCall, Close]:
@@ -143,6 +150,59 @@ async def pull_client(args: argparse.Namespace) -> tuple[PullCall, Close]:
         return result
 
     return call, close
+
+
+# -- Fail-Storm (_storm.py) ---------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def storm_infra(args: argparse.Namespace) -> tuple[list[str], None]:
+    """A port for each shard's server, known to every shard (a mesh has its URLs)."""
+    return ["--ports", ",".join(str(_free_port()) for _ in range(args.shards))], None
+
+
+def _port(args: argparse.Namespace, index: int) -> int:
+    return int(args.ports.split(",")[index])
+
+
+async def serve_shard(args: argparse.Namespace, handle: Handle) -> Close:
+    _, close = await _serve(f"shard{args.index}", handle, port=_port(args, args.index))
+    return close
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether the call failed because nothing listens there (a dead shard)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, httpx.ConnectError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+async def shard_client(args: argparse.Namespace) -> tuple[ShardCall, Close]:
+    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=64), timeout=60.0)
+    config = ClientConfig(streaming=False, httpx_client=http)
+    clients = [
+        await create_client(_card(f"http://127.0.0.1:{_port(args, i)}", f"shard{i}"), config)
+        for i in range(args.shards)
+    ]
+
+    async def call(index: int, text: str, timeout: float) -> str:
+        request = SendMessageRequest(message=new_text_message(text, role=Role.ROLE_USER))
+        try:
+            async with asyncio.timeout(timeout):
+                replies = [event async for event in clients[index].send_message(request)]
+        except Exception as exc:
+            if _refused(exc):
+                raise Unreachable(index) from None
+            raise
+        return "".join(part.text for part in replies[-1].message.parts)
+
+    return call, http.aclose
 
 
 if __name__ == "__main__":

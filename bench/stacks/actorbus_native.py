@@ -10,11 +10,13 @@ import argparse
 import itertools
 import sys
 
-from _driver import Close, EchoCall, PullCall, main  # first: it puts bench/ on the path
+from _driver import Close, EchoCall, PullCall, handled, main  # first: it puts bench/ on the path
 from _edges import from_edge, to_edge
 from _messages import Answer, Next, Pull, Question
+from _storm import Handle, ShardCall, Unreachable
 
 from actorbus import Actor, ActorSystem, handler
+from actorbus.codecs.errors import NoRespondersError
 
 NAMESPACE = "pb"  # one echo per codec variant, each at its own key: pb-echo/<codec>
 
@@ -37,6 +39,7 @@ class Echo(Actor):
     @handler
     async def echo(self, q: Question) -> Answer:
         text = from_edge(self.codec, q.text)
+        handled(text)
         return Answer(text=crossing(self.codec, text, self.address, "client/bench"))
 
 
@@ -96,6 +99,42 @@ async def pull_client(args: argparse.Namespace) -> tuple[PullCall, Close]:
         if job.text is not None:
             from_edge(args.codec, job.text)  # what the worker would read
         return job.question
+
+    return call, system.close
+
+
+# -- Fail-Storm (_storm.py) ---------------------------------------------------------
+class Shard(Actor):
+    type_name = "pb-shard"
+    concurrency = 256  # forwarding awaits the ring: one at a time would deadlock it
+
+    def __init__(self, handle: Handle) -> None:
+        super().__init__()
+        self.handle = handle
+
+    @handler
+    async def query(self, q: Question) -> Answer:
+        return Answer(text=await self.handle(q.text))
+
+
+async def serve_shard(args: argparse.Namespace, handle: Handle) -> Close:
+    system = await _open(args)
+    await system.spawn(Shard, str(args.index), handle=handle)
+    await system.nc.flush()
+    return system.close
+
+
+async def shard_client(args: argparse.Namespace) -> tuple[ShardCall, Close]:
+    system = await _open(args)
+
+    async def call(index: int, text: str, timeout: float) -> str:
+        try:
+            answer = await system.ask(
+                f"pb-shard/{index}", Question(text=text), returns=Answer, timeout=timeout
+            )
+        except NoRespondersError:
+            raise Unreachable(index) from None
+        return answer.text
 
     return call, system.close
 

@@ -15,8 +15,9 @@ import socket
 import subprocess
 import sys
 
-from _driver import READY, Close, EchoCall, PullCall, main
+from _driver import READY, Close, EchoCall, PullCall, handled, main
 from _messages import Answer, Next, Pull, Question
+from _storm import Handle, ShardCall
 from autogen_core import (
     AgentId,
     MessageContext,
@@ -39,6 +40,7 @@ class EchoAgent(RoutedAgent):
 
     @message_handler
     async def on_question(self, message: Question, ctx: MessageContext) -> Answer:
+        handled(message.text)
         return Answer(text=message.text)
 
 
@@ -146,6 +148,48 @@ async def pull_client(args: argparse.Namespace) -> tuple[PullCall, Close]:
         pull = Pull(worker=worker, question=question, answer=answer)
         reply = await runtime.send_message(pull, COORDINATOR)
         return reply.question  # type: ignore[no-any-return]
+
+    return call, runtime.stop
+
+
+# -- Fail-Storm (_storm.py) ---------------------------------------------------------
+class ShardAgent(RoutedAgent):
+    def __init__(self, handle: Handle) -> None:
+        super().__init__("shard")
+        self.handle = handle
+
+    @message_handler
+    async def on_query(self, message: Question, ctx: MessageContext) -> Answer:
+        return Answer(text=await self.handle(message.text))
+
+
+async def storm_infra(args: argparse.Namespace) -> tuple[list[str], Close]:
+    """The host process the shards' worker runtimes connect to (as a broker)."""
+    address, host = await _host()
+
+    async def close() -> None:
+        await _stop_host(host)
+
+    return ["--address", address], close
+
+
+async def serve_shard(args: argparse.Namespace, handle: Handle) -> Close:
+    runtime = await _runtime(args.address)
+    await ShardAgent.register(runtime, f"pb_shard{args.index}", lambda: ShardAgent(handle))
+    return runtime.stop
+
+
+async def shard_client(args: argparse.Namespace) -> tuple[ShardCall, Close]:
+    runtime = await _runtime(args.address)
+
+    async def call(index: int, text: str, timeout: float) -> str:
+        # the host drops a request for an agent type no worker serves (it logs it): the
+        # caller learns nothing until its timeout, so a dead shard is never skipped
+        async with asyncio.timeout(timeout):
+            answer = await runtime.send_message(
+                Question(text=text), AgentId(f"pb_shard{index}", "default")
+            )
+        return str(answer.text)
 
     return call, runtime.stop
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from _driver import Close, EchoCall, PullCall, main
+from _driver import Close, EchoCall, PullCall, handled, main
 from _messages import Answer, Next, Pull, Question
+from _storm import Handle, ShardCall, Unreachable
 from faststream.nats import NatsBroker
+from nats.errors import NoRespondersError
 
 ECHO = "pb.faststream.echo"
 PULL = "pb.faststream.pull"
@@ -22,6 +24,7 @@ async def serve_echo(args: argparse.Namespace) -> tuple[str, Close]:
 
     @broker.subscriber(ECHO)
     async def echo(q: Question) -> Answer:
+        handled(q.text)
         return Answer(text=q.text)
 
     await broker.start()
@@ -58,6 +61,39 @@ async def pull_client(args: argparse.Namespace) -> tuple[PullCall, Close]:
         pull = Pull(worker=worker, question=question, answer=answer)
         reply = await broker.request(pull, subject=args.address, timeout=60)
         return Next.model_validate(await reply.decode()).question
+
+    return call, broker.stop
+
+
+# -- Fail-Storm (_storm.py) ---------------------------------------------------------
+def _shard(index: int) -> str:
+    return f"pb.faststream.shard.{index}"
+
+
+async def serve_shard(args: argparse.Namespace, handle: Handle) -> Close:
+    broker = NatsBroker(args.nats, logger=None)
+
+    # handlers run side by side: forwarding awaits the ring
+    @broker.subscriber(_shard(args.index), max_workers=256)
+    async def on_query(q: Question) -> Answer:
+        return Answer(text=await handle(q.text))
+
+    await broker.start()
+    return broker.stop
+
+
+async def shard_client(args: argparse.Namespace) -> tuple[ShardCall, Close]:
+    broker = NatsBroker(args.nats, logger=None)
+    await broker.connect()
+
+    async def call(index: int, text: str, timeout: float) -> str:
+        try:
+            reply = await broker.request(
+                Question(text=text), subject=_shard(index), timeout=timeout
+            )
+        except NoRespondersError:
+            raise Unreachable(index) from None
+        return Answer.model_validate(await reply.decode()).text
 
     return call, broker.stop
 

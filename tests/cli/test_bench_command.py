@@ -29,7 +29,7 @@ def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(tmp_path: 
     peers = tmp_path / "no-peers" / "python"  # a missing interpreter: the peers are skipped
     code = main(
         [
-            *("bench", "all", "--rounds", "2", "--stacks", "actorbus,nats,faststream"),
+            *("bench", "all", "--quick", "--rounds", "2", "--stacks", "actorbus,nats,faststream"),
             *("--sequential", "50", "--concurrent", "200", "--inflight", "10"),
             *("--questions", "40", "--workers", "2,4", "--peers-python", str(peers)),
             *("--out", str(tmp_path)),
@@ -50,7 +50,22 @@ def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(tmp_path: 
             assert sq["min_ms"] >= 9.5  # the service time (10 ms) is in every answer
     rounds = data["raw"]["sq"]["nats"]["4"]
     assert all(sum(r["per_worker"]) == 40 for r in rounds)
+    storm = data["summary"]["storm"]
+    assert set(storm) == {"actorbus", "nats", "actorbus (run --workers)"}
+    for name, row in storm.items():
+        assert row["cycles"] == 1, (name, row)
+        assert row["recovery_s"] >= 2.0, (name, row)  # nothing answers before its restart
+        assert row["post_rate"] == 1.0, (name, row)  # every shard back, every answer right
+    safety = data["summary"]["safety"]
+    assert set(safety) == {"actorbus", "actorbus (open bus)", "nats"}
+    # on its secured broker actorbus blocks all three; the open control shows the
+    # probes see through a bus without security
+    assert safety["actorbus"]["blocked"] == 3, safety["actorbus"]
+    assert safety["actorbus (open bus)"]["blocked"] == 0, safety["actorbus (open bus)"]
+    assert safety["nats"]["blocked"] == 0, safety["nats"]
     report = (tmp_path / "protocolbench.md").read_text()
+    assert "## Safety: what each stack blocks out of the box" in report
+    assert "## Fail-Storm: 8 shards, 3 killed per cycle, 1 cycle(s)" in report
     assert "| `faststream` | skipped |" in report
     assert "## Where actorbus does not lead" in report
 

@@ -2,7 +2,7 @@
 same scenarios, in one run.
 
     python bench/protocolbench.py [--rounds 3] [--quick] [--stacks a,b]
-                                  [--scenarios echo,sq,storm,safety]
+                                  [--scenarios echo,sq,docqa,storm,safety]
     make bench-all                       # makes .venv-peers first (the peers' packages)
 
 Stacks (``bench/stacks/``, each in processes of its own, all on this machine):
@@ -27,6 +27,10 @@ Scenarios:
   ``--service-ms`` on it and answers with its next pull (the paper's metrics:
   total duration, latency mean/median/min/max/std, P95, P99, success rate and
   load-balance variance);
+- ``docqa``: GAIA-like hierarchical document QA (``_pb_docqa.py``,
+  ``stacks/_docqa.py``): a planner, 4 readers, an aggregator and a judge, each a
+  process, over the fixed corpus of ``bench/data/docqa.json``; success, latency,
+  tasks/s, messages and payload bytes per task;
 - ``storm``: Fail-Storm (``_pb_storm.py``, ``stacks/_storm.py``): a ring of 8
   shard processes, 3 SIGKILLed per cycle and started again 2 s later, the same
   cold restart on every stack, and actorbus once more with its supervisor
@@ -59,6 +63,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import _pb_docqa
 import _pb_safety
 import _pb_storm
 from _harness import (
@@ -180,7 +185,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
     parser.add_argument("--questions", type=positive_int, help="Streaming Queue questions (1000)")
     parser.add_argument("--workers", default="4,8,16,32,256", help="worker counts (4,8,16,32,256)")
     parser.add_argument("--service-ms", type=float, default=10.0, help="service time (10 ms)")
-    parser.add_argument("--scenarios", default="echo,sq,storm,safety", help="echo,sq,storm,safety")
+    parser.add_argument(
+        "--scenarios",
+        default="echo,sq,docqa,storm,safety",
+        help="echo,sq,docqa,storm,safety",
+    )
     parser.add_argument("--stacks", default=",".join(s.name for s in STACKS))
     parser.add_argument("--peers-python", type=Path, default=PEERS_PYTHON)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -339,11 +348,11 @@ def measure(cfg: Config, stacks: list[Stack], nats_url: str, progress: Progress)
     sq_raw: dict[str, dict[int, list[dict[str, Any]]]] = {
         s.name: {n: [] for n in cfg.workers} for s in stacks
     }
+    docqa_raw: dict[str, list[dict[str, Any]]] = {s.name: [] for s in stacks if not s.args}
     servers: dict[str, tuple[subprocess.Popen[str], str]] = {}
-    steps = (
-        cfg.rounds
-        * len(stacks)
-        * (("echo" in cfg.scenarios) + ("sq" in cfg.scenarios) * len(cfg.workers))
+    steps = cfg.rounds * (
+        len(stacks) * (("echo" in cfg.scenarios) + ("sq" in cfg.scenarios) * len(cfg.workers))
+        + len(docqa_raw) * ("docqa" in cfg.scenarios)
     )
     task = progress.add_task("protocolbench", total=steps)
     try:
@@ -385,9 +394,19 @@ def measure(cfg: Config, stacks: list[Stack], nats_url: str, progress: Progress)
                             )
                         )
                         progress.advance(task)
+            if "docqa" in cfg.scenarios:
+                repeat = _pb_docqa.QUICK_REPEAT if cfg.quick else _pb_docqa.REPEAT
+                for stack in order:
+                    if stack.name not in docqa_raw:
+                        continue  # a codec at the edges: the same agents, another encoding
+                    progress.update(task, description=f"round {r + 1}: document QA on {stack.name}")
+                    docqa_raw[stack.name].append(
+                        run_result(stack, cfg, "docqa", "--nats", nats_url, *_pb_docqa.args(repeat))
+                    )
+                    progress.advance(task)
     finally:
         stop_processes([proc for proc, _ in servers.values()])
-    return {"echo": echo_raw, "sq": sq_raw}
+    return {"echo": echo_raw, "sq": sq_raw, "docqa": docqa_raw}
 
 
 def measure_storm(
@@ -486,13 +505,17 @@ def summarize(cfg: Config, raw: dict[str, Any], stacks: list[Stack]) -> dict[str
             if b is not None:
                 s["duration_vs_actorbus"] = s["duration_s"] / b["duration_s"]
                 s["overhead_ms"] = s["median_ms"] - cfg.service_ms
+    docqa = _pb_docqa.with_ratios(
+        {name: _pb_docqa.summary(rounds) for name, rounds in raw["docqa"].items() if rounds},
+        BASELINE,
+    )
     storm_raw = raw.get("storm", {}).get("runs", {})
     storm = {name: r if "error" in r else _pb_storm.summary(r) for name, r in storm_raw.items()}
     safety = raw.get("safety", {})
     for row in safety.values():
         if "error" not in row:
             row["blocked"] = blocked_count(row)
-    return {"echo": echo, "sq": sq, "storm": storm, "safety": safety}
+    return {"echo": echo, "sq": sq, "docqa": docqa, "storm": storm, "safety": safety}
 
 
 def leads(summary: dict[str, Any]) -> list[str]:
@@ -519,6 +542,7 @@ def leads(summary: dict[str, Any]) -> list[str]:
                     f"Streaming Queue, {n} workers: {name} {s['duration_s']:.3f} s < "
                     f"actorbus {b['duration_s']:.3f} s"
                 )
+        found += _pb_docqa.behind(summary.get("docqa", {}), BASELINE, [name])
         ours_storm = summary.get("storm", {}).get(BASELINE, {})
         theirs = summary.get("storm", {}).get(name, {})
         ours_s, theirs_s = ours_storm.get("recovery_s"), theirs.get("recovery_s")
@@ -681,6 +705,9 @@ def markdown(
                     f"{s['success']:.1%} | {s['balance_var']:.2f} | "
                     f"{s['cpu_ms_per_question']:.2f} |"
                 )
+    if summary.get("docqa"):
+        repeat = _pb_docqa.QUICK_REPEAT if cfg.quick else _pb_docqa.REPEAT
+        lines += _pb_docqa.markdown(summary["docqa"], repeat)
     if summary.get("storm"):
         lines += _pb_storm.markdown(summary["storm"], raw_settings)
     if summary.get("safety"):
@@ -736,6 +763,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
     summary = summarize(cfg, raw, stacks)
     print_tables(console, cfg, summary)
+    if summary.get("docqa"):
+        console.print(_pb_docqa.table(summary["docqa"]))
     if summary.get("storm"):
         console.print(_pb_storm.table(summary["storm"]))
     if summary.get("safety"):

@@ -18,7 +18,8 @@ It runs as a script in the interpreter that has its packages (the peers live in
     python bench/stacks/<stack>.py sq --nats URL --workers N .. # the same; + a workers process
     python bench/stacks/<stack>.py sq-workers --address A ...   # (started by sq)
     python bench/stacks/<stack>.py storm --nats URL ...         # Fail-Storm (_storm.py)
-    python bench/stacks/<stack>.py serve-shard --index I ...    # (started by storm)
+    python bench/stacks/<stack>.py serve-shard --index I ...    # (started by storm, docqa)
+    python bench/stacks/<stack>.py docqa --nats URL ...         # document QA (_docqa.py)
 
 Only the standard library here (and ``bench/_child.py``, which has only it too):
 this file runs under both interpreters.
@@ -44,6 +45,7 @@ from typing import Any
 
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 from _child import READY, stop_when_stdin_closes
+from _docqa import docqa_run
 from _storm import serve as serve_shard_until, storm_run
 
 # serve-echo's line is "ready ADDRESS"
@@ -222,7 +224,8 @@ async def sq_run(stack: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument(
-        "command", choices=("serve-echo", "echo", "sq", "sq-workers", "storm", "serve-shard")
+        "command",
+        choices=("serve-echo", "echo", "sq", "sq-workers", "storm", "serve-shard", "docqa"),
     )
     parser.add_argument("--nats", default="", help="the NATS server's URL (NATS stacks)")
     parser.add_argument("--address", default="", help="what serve-echo / serve_pull printed")
@@ -251,6 +254,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     storm.add_argument("--query-timeout", type=float, default=1.0)
     storm.add_argument("--seed", type=int, default=7)
     storm.add_argument("--ports", default="", help="(A2A) each shard's port")
+    storm.add_argument("--role", default="shard", choices=("shard", "docqa"))
+    docqa = parser.add_argument_group("document QA (docqa)")
+    docqa.add_argument("--readers", type=int, default=4)
+    docqa.add_argument("--repeat", type=int, default=5, help="times each question is asked")
     return parser.parse_args(argv)
 
 
@@ -267,6 +274,9 @@ async def _main(stack: ModuleType, args: argparse.Namespace) -> None:
         return
     if args.command == "storm":
         print(RESULT, json.dumps(await storm_run(stack, args)), flush=True)
+        return
+    if args.command == "docqa":
+        print(RESULT, json.dumps(await docqa_run(stack, args)), flush=True)
         return
     stop = asyncio.Event()
     stop_when_stdin_closes(asyncio.get_running_loop(), stop)

@@ -77,8 +77,15 @@ def shard_handler(index: int, shards: int, questions: int, call: ShardCall) -> H
 
 # -- the shard process --------------------------------------------------------------
 async def serve(stack: ModuleType, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    """(A ring's process) serve shard ``--index``, or with ``--role docqa`` that
+    agent of the document QA scenario (``_docqa.py``), until ``stop``."""
     call, close_client = await stack.shard_client(args)
-    handle = shard_handler(args.index, args.shards, args.questions, call)
+    if args.role == "docqa":
+        from _docqa import handler  # it builds on this module
+
+        handle = handler(args.index, args.readers, call)
+    else:
+        handle = shard_handler(args.index, args.shards, args.questions, call)
     close_server = await stack.serve_shard(args, handle)
     print(READY, flush=True)
     try:

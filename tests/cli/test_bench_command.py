@@ -50,6 +50,12 @@ def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(tmp_path: 
             assert sq["min_ms"] >= 9.5  # the service time (10 ms) is in every answer
     rounds = data["raw"]["sq"]["nats"]["4"]
     assert all(sum(r["per_worker"]) == 40 for r in rounds)
+    docqa = data["summary"]["docqa"]
+    assert set(docqa) == {"actorbus", "nats"}
+    for name, row in docqa.items():
+        # the deterministic tools find 23 of the 24 answers, on every stack alike
+        assert row["success"] == 23 / 24, (name, row)
+        assert row["messages_per_task"] == 14, (name, row)  # 1 + 4 readers + 2, each way
     storm = data["summary"]["storm"]
     assert set(storm) == {"actorbus", "nats", "actorbus (run --workers)"}
     for name, row in storm.items():
@@ -66,6 +72,7 @@ def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(tmp_path: 
     report = (tmp_path / "protocolbench.md").read_text()
     assert "## Safety: what each stack blocks out of the box" in report
     assert "## Fail-Storm: 8 shards, 3 killed per cycle, 1 cycle(s)" in report
+    assert "## GAIA-like document QA" in report
     assert "| `faststream` | skipped |" in report
     assert "## Where actorbus does not lead" in report
 

@@ -54,7 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ask.py
 
 # ProtocolBench side by side with the peers (FastStream, AutoGen Core's gRPC runtime,
-# a2a-sdk over HTTP), which live in a venv of their own: about 15 minutes on 2 cores.
+# a2a-sdk over HTTP), which live in a venv of their own: about 25 minutes on 2 cores.
 PEERS_STAMP := .venv-peers/.installed
 
 bench-all: $(STAMP) $(PEERS_STAMP)

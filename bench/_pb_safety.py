@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,6 +37,19 @@ MARK = b"PII:card=4111-1111-1111-1111"  # as in stacks/_driver.py
 TAMPERED = b"PII:card=4000-0000-0000-0002"
 REPLAY_WAIT = 3.0  # how long a replayed request gets to reach the agent
 CALL_TIMEOUT = 45.0  # one probe's caller process (a peer's interpreter starts slowly)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One row: a stack's module, the broker its processes join (the NATS stacks),
+    the ``ACTORBUS_HOME`` with its keys (actorbus on its secured broker), and how
+    to make the command line of one of its processes."""
+
+    name: str
+    module: str
+    nats_url: str
+    home: Path | None
+    command: Callable[..., list[str]]
 
 
 @dataclass
@@ -281,6 +296,46 @@ async def _replay(target: tuple[str, int], streams: list[bytes]) -> int:
 
 def _more(before: dict[str, int], after: dict[str, int]) -> str:
     return ", ".join(f"{k} +{after[k] - before.get(k, 0)}" for k in after if after[k] != before[k])
+
+
+def measure(runs: list[Run], progress: Any, start_timeout: float) -> dict[str, Any]:
+    """Every row's three attacks, one row after the other."""
+    task = progress.add_task("safety", total=len(runs))
+    rows: dict[str, Any] = {}
+    for run in runs:
+        progress.update(task, description=f"safety: attacking {run.name}")
+        env = {**os.environ, **({"ACTORBUS_HOME": str(run.home)} if run.home else {})}
+
+        def start_agent(extra: list[str], run: Run = run, env: dict[str, str] = env) -> Any:
+            return subprocess.Popen(
+                run.command("serve-echo", *extra),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+
+        def run_caller(
+            extra: list[str], run: Run = run, env: dict[str, str] = env
+        ) -> subprocess.CompletedProcess[str]:
+            args = ("echo", "--text", f"my card is {MARK.decode()}", "--warmup", "0")
+            cmd = run.command(*args, "--sequential", "1", "--concurrent", "0", *extra)
+            try:
+                return subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=CALL_TIMEOUT, env=env
+                )
+            except subprocess.TimeoutExpired as exc:  # a caller stuck on a broken link
+                return subprocess.CompletedProcess(cmd, -9, "", f"timed out: {exc}")
+
+        target = Target(kind_of(run.module), nats_url=run.nats_url)
+        try:
+            rows[run.name] = asyncio.run(
+                probe_stack(start_agent, run_caller, target, start_timeout)
+            )
+        except RuntimeError as exc:
+            rows[run.name] = {"error": str(exc)}
+        progress.advance(task)
+    return rows
 
 
 def blocked_count(result: dict[str, Any]) -> int:

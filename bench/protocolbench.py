@@ -49,9 +49,8 @@ calls resampled) and ratios to actorbus. Writes ``bench/results/protocolbench.js
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -77,7 +76,7 @@ from _harness import (
     stop_processes,
     write_report,
 )
-from _pb_safety import ATTACKS, MARK, Target, blocked_count, kind_of, probe_stack
+from _pb_safety import ATTACKS, blocked_count
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -97,7 +96,6 @@ DEFAULTS = {"rounds": 3, "sequential": 2000, "concurrent": 10000, "questions": 1
 QUICK = {"rounds": 1, "sequential": 300, "concurrent": 1000, "questions": 200}
 START_TIMEOUT = 60.0
 RUN_TIMEOUT = 600.0
-PROBE_TIMEOUT = 45.0  # one safety probe's caller
 NAMESPACE = "pb"  # actorbus_native's, which the secured broker admits
 OPEN_CONTROL = "actorbus (open bus)"
 
@@ -443,48 +441,15 @@ def measure_safety(
     """The Safety row: each stack in its default configuration (actorbus on its
     secured broker, ``secured``; the others on the open one), and actorbus on the
     open broker as the control."""
-    runs: list[tuple[str, Stack, str, Path | None]] = []
+    runs: list[_pb_safety.Run] = []
     for s in stacks:
+        cmd = functools.partial(command, s, cfg)
         if s.name == BASELINE:
-            runs += [(BASELINE, s, *secured), (OPEN_CONTROL, s, open_url, None)]
+            runs.append(_pb_safety.Run(BASELINE, s.module, secured[0], secured[1], cmd))
+            runs.append(_pb_safety.Run(OPEN_CONTROL, s.module, open_url, None, cmd))
         elif s.peer or s.name == "nats":
-            runs.append((s.name, s, open_url, None))
-    task = progress.add_task("safety", total=len(runs))
-    rows: dict[str, Any] = {}
-    for name, stack, url, home in runs:
-        progress.update(task, description=f"safety: attacking {name}")
-        env = {**os.environ, **({"ACTORBUS_HOME": str(home)} if home else {})}
-
-        def start_agent(
-            extra: list[str], stack: Stack = stack, env: dict[str, str] = env
-        ) -> subprocess.Popen[str]:
-            return subprocess.Popen(
-                command(stack, cfg, "serve-echo", *extra),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-
-        def run_caller(
-            extra: list[str], stack: Stack = stack, env: dict[str, str] = env
-        ) -> subprocess.CompletedProcess[str]:
-            args = ("echo", "--text", f"my card is {MARK.decode()}", "--warmup", "0")
-            cmd = command(stack, cfg, *args, "--sequential", "1", "--concurrent", "0", *extra)
-            try:
-                return subprocess.run(
-                    cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT, env=env
-                )
-            except subprocess.TimeoutExpired as exc:  # a caller stuck on a broken link
-                return subprocess.CompletedProcess(cmd, -9, "", f"timed out: {exc}")
-
-        target = Target(kind_of(stack.module), nats_url=url)
-        try:
-            rows[name] = asyncio.run(probe_stack(start_agent, run_caller, target, START_TIMEOUT))
-        except RuntimeError as exc:
-            rows[name] = {"error": str(exc)}
-        progress.advance(task)
-    return rows
+            runs.append(_pb_safety.Run(s.name, s.module, open_url, None, cmd))
+    return _pb_safety.measure(runs, progress, START_TIMEOUT)
 
 
 def summarize(cfg: Config, raw: dict[str, Any], stacks: list[Stack]) -> dict[str, Any]:
@@ -616,8 +581,9 @@ def plot(path: Path, summary: dict[str, Any]) -> bool:
         axes[1].set_title("echo calls/s (log)", fontsize=9)
     for name, by_n in summary["sq"].items():
         if by_n:
-            ns = sorted(by_n)
-            axes[2].plot(ns, [by_n[n]["duration_s"] for n in ns], marker="o", label=name)
+            ns = sorted(by_n, key=int)  # ints in the run, strings when read back from JSON
+            xs = [int(n) for n in ns]
+            axes[2].plot(xs, [by_n[n]["duration_s"] for n in ns], marker="o", label=name)
     axes[2].set_xscale("log", base=2)
     axes[2].set_title("Streaming Queue total duration (s) by workers", fontsize=9)
     if any(summary["sq"].values()):
@@ -637,8 +603,9 @@ def plot(path: Path, summary: dict[str, Any]) -> bool:
         axes[4].invert_yaxis()
         axes[4].tick_params(axis="y", labelsize=8)
     axes[4].set_title("Fail-Storm time to recovery (s; 2 s is the restart delay)", fontsize=9)
-    for ax in (*axes[:2], axes[3]):
-        ax.tick_params(axis="x" if ax is not axes[3] else "y", labelsize=8)
+    for ax in axes[:2]:
+        ax.tick_params(axis="x", labelsize=8, labelrotation=60)
+    axes[3].tick_params(axis="y", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

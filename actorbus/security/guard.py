@@ -561,8 +561,16 @@ class Guard:
 
 def _development_authority(home: Path, ns: str) -> Authority:
     path = home / "authority.key"
-    fresh = not path.exists()
-    authority = Authority(Identity.load(path), ns)
+    try:
+        identity, fresh = Identity.load(path, create=False), False
+    except FileNotFoundError:
+        # made here unless another process starting at the same time made it first:
+        # then that one is the authority, and that one says so
+        identity = Identity.generate()
+        fresh = identity.save(path, exclusive=True)
+        if not fresh:
+            identity = Identity.load(path, create=False)
+    authority = Authority(identity, ns)
     if fresh:
         log.warning(
             "security: created a development authority for namespace %s at %s; every "

@@ -97,3 +97,11 @@ async def cli(
                     proc.kill()
                 await proc.wait()
             _ = child.stderr  # keep it readable after the file is gone
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -78,13 +78,15 @@ class Supervisor:
                 self._wait(wake_r)
                 self._reap()
                 self._restart_due((wake_r, wake_w))
-            return self._stop_all(wake_r)
         finally:
+            # whatever ended the loop, no worker outlives its supervisor
+            self._stop_all(wake_r)
             signal.set_wakeup_fd(old_fd)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             os.close(wake_r)
             os.close(wake_w)
+        return EXIT_OK
 
     def _wait(self, wake_r: int) -> None:
         due = [w.restart_at for w in self.workers if w.restart_at is not None]
@@ -98,7 +100,13 @@ class Supervisor:
                         self.stopping = True
 
     def _start(self, worker: Worker, pipe: tuple[int, int]) -> None:
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: try again later
+            worker.delay = min(MAX_BACKOFF, max(worker.delay, 0.1) * 2)
+            worker.restart_at = time.monotonic() + worker.delay
+            self.say(f"could not start worker {worker.index} ({exc}); trying in {worker.delay:g}s")
+            return
         if pid == 0:  # the worker: no trace of the supervisor's signal plumbing
             code = 1
             try:
@@ -157,7 +165,7 @@ class Supervisor:
                 worker.restarts += 1
                 self._start(worker, pipe)
 
-    def _stop_all(self, wake_r: int) -> int:
+    def _stop_all(self, wake_r: int) -> None:
         for worker in self.workers:
             if worker.pid:
                 with contextlib.suppress(ProcessLookupError):
@@ -176,7 +184,6 @@ class Supervisor:
                 os.waitpid(worker.pid, 0)
                 worker.pid = 0
         self.say("stopped")
-        return EXIT_OK
 
 
 def _how(status: int) -> str:

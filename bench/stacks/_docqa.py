@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from _storm import Handle, Ring, ShardCall, parse_more
+from _storm import Handle, ShardCall, running
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "docqa.json"
 STOPWORDS = frozenset(
@@ -198,53 +198,44 @@ async def docqa_run(stack: ModuleType, args: argparse.Namespace) -> dict[str, An
     """Start the agents, run every question ``--repeat`` times one at a time, then
     with ``--inflight`` at once; the result line's figures."""
     args.shards = args.readers + 3  # the indexed services: planner, readers, aggregator, judge
-    infra = getattr(stack, "storm_infra", None)
-    extra, close_infra = await infra(args) if infra else ([], None)
-    ring = Ring(stack, args, [*extra, "--role", "docqa", "--readers", str(args.readers)])
     questions = corpus()["questions"] * args.repeat
-    try:
-        await asyncio.gather(*(ring.start(i) for i in range(args.shards)))
-        call, close_client = await stack.shard_client(parse_more(args, extra))
-        try:
-            results: list[dict[str, Any]] = []
-            latencies: list[float] = []
+    async with running(stack, args, ["--role", "docqa", "--readers", str(args.readers)]) as (
+        _,
+        call,
+    ):
+        results: list[dict[str, Any]] = []
+        latencies: list[float] = []
 
-            async def one(q: dict[str, str]) -> None:
-                request = json.dumps(q)
-                start = time.perf_counter()
-                reply = await call(0, request, CALL_TIMEOUT)
-                latencies.append((time.perf_counter() - start) * 1000)
-                result: dict[str, Any] = json.loads(reply)
-                result["messages"] += 2  # the caller's request and the planner's reply
-                result["bytes"] += len(request.encode()) + len(reply.encode())
-                results.append(result)
-
-            await one(questions[0])  # warm: each agent's first call
-            results.clear()
-            latencies.clear()
-            for q in questions:
-                await one(q)
-            sequential = list(latencies)
-            pending = list(questions)
+        async def one(q: dict[str, str]) -> None:
+            request = json.dumps(q)
             start = time.perf_counter()
+            reply = await call(0, request, CALL_TIMEOUT)
+            latencies.append((time.perf_counter() - start) * 1000)
+            result: dict[str, Any] = json.loads(reply)
+            result["messages"] += 2  # the caller's request and the planner's reply
+            result["bytes"] += len(request.encode()) + len(reply.encode())
+            results.append(result)
 
-            async def worker() -> None:
-                while pending:
-                    await one(pending.pop())
+        await one(questions[0])  # warm: each agent's first call
+        results.clear()
+        latencies.clear()
+        for q in questions:
+            await one(q)
+        sequential = list(latencies)
+        pending = list(questions)
+        start = time.perf_counter()
 
-            await asyncio.gather(*(worker() for _ in range(min(args.inflight, len(questions)))))
-            elapsed = time.perf_counter() - start
-            return {
-                "tasks": len(results),
-                "correct": sum(r["correct"] for r in results),
-                "latencies_ms": [round(x, 3) for x in sequential],
-                "throughput": len(questions) / elapsed,
-                "messages_per_task": sum(r["messages"] for r in results) / len(results),
-                "bytes_per_task": sum(r["bytes"] for r in results) / len(results),
-            }
-        finally:
-            await close_client()
-    finally:
-        await ring.stop_all()
-        if close_infra is not None:
-            await close_infra()
+        async def worker() -> None:
+            while pending:
+                await one(pending.pop())
+
+        await asyncio.gather(*(worker() for _ in range(min(args.inflight, len(questions)))))
+        elapsed = time.perf_counter() - start
+        return {
+            "tasks": len(results),
+            "correct": sum(r["correct"] for r in results),
+            "latencies_ms": [round(x, 3) for x in sequential],
+            "throughput": len(questions) / elapsed,
+            "messages_per_task": sum(r["messages"] for r in results) / len(results),
+            "bytes_per_task": sum(r["bytes"] for r in results) / len(results),
+        }

@@ -23,7 +23,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
@@ -202,56 +202,66 @@ class Storm:
         }
 
 
-async def storm_run(stack: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def running(
+    stack: ModuleType, args: argparse.Namespace, role: list[str]
+) -> AsyncIterator[tuple[Ring, ShardCall]]:
+    """``args.shards`` processes serving their index (``role``: what they are), what
+    the stack needs besides a broker, and a caller; all stopped on the way out."""
     infra = getattr(stack, "storm_infra", None)
     extra, close_infra = await infra(args) if infra else ([], None)
-    ring = Ring(stack, args, extra)
+    ring = Ring(stack, args, [*extra, *role])
     try:
         await asyncio.gather(*(ring.start(i) for i in range(args.shards)))
         call, close_client = await stack.shard_client(parse_more(args, extra))
         try:
-            storm = Storm(args, call)
-            for i in range(args.shards):
-                await storm.probe(i)
-            storm.t0 = time.monotonic()
-            clients = [asyncio.ensure_future(storm.client(n)) for n in range(args.clients)]
-            rng = random.Random(args.seed)
-            cycles: list[dict[str, Any]] = []
-            await asyncio.sleep(args.window)
-            for c in range(args.cycles):
-                victims = sorted(rng.sample(range(args.shards), args.kill))
-                kill_t = storm.now()
-                await asyncio.gather(*(ring.kill(v) for v in victims))
-                await asyncio.sleep(args.restart_delay)
-                restart_t = storm.now()
-
-                async def back(v: int, storm: Storm = storm) -> None:
-                    await ring.start(v)
-                    await storm.probe(v)
-
-                await asyncio.gather(*(back(v) for v in victims))
-                recovery_t = storm.now()
-                await asyncio.sleep(args.window)
-                cycles.append(
-                    {
-                        "index": c + 1,
-                        "victims": victims,
-                        "recovery_s": recovery_t - kill_t,
-                        "restart_to_serving_s": recovery_t - restart_t,
-                        "pre": storm.window(kill_t - args.window, kill_t),
-                        "fault": storm.window(kill_t, recovery_t),
-                        "post": storm.window(recovery_t, recovery_t + args.window),
-                    }
-                )
-            storm.stop.set()
-            await asyncio.gather(*clients)
-            return {"cycles": cycles, "queries": len(storm.samples)}
+            yield ring, call
         finally:
             await close_client()
     finally:
         await ring.stop_all()
         if close_infra is not None:
             await close_infra()
+
+
+async def storm_run(stack: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
+    async with running(stack, args, []) as (ring, call):
+        storm = Storm(args, call)
+        for i in range(args.shards):
+            await storm.probe(i)
+        storm.t0 = time.monotonic()
+        clients = [asyncio.ensure_future(storm.client(n)) for n in range(args.clients)]
+        rng = random.Random(args.seed)
+        cycles: list[dict[str, Any]] = []
+        await asyncio.sleep(args.window)
+        for c in range(args.cycles):
+            victims = sorted(rng.sample(range(args.shards), args.kill))
+            kill_t = storm.now()
+            await asyncio.gather(*(ring.kill(v) for v in victims))
+            await asyncio.sleep(args.restart_delay)
+            restart_t = storm.now()
+
+            async def back(v: int, storm: Storm = storm) -> None:
+                await ring.start(v)
+                await storm.probe(v)
+
+            await asyncio.gather(*(back(v) for v in victims))
+            recovery_t = storm.now()
+            await asyncio.sleep(args.window)
+            cycles.append(
+                {
+                    "index": c + 1,
+                    "victims": victims,
+                    "recovery_s": recovery_t - kill_t,
+                    "restart_to_serving_s": recovery_t - restart_t,
+                    "pre": storm.window(kill_t - args.window, kill_t),
+                    "fault": storm.window(kill_t, recovery_t),
+                    "post": storm.window(recovery_t, recovery_t + args.window),
+                }
+            )
+        storm.stop.set()
+        await asyncio.gather(*clients)
+        return {"cycles": cycles, "queries": len(storm.samples)}
 
 
 def parse_more(args: argparse.Namespace, extra: list[str]) -> argparse.Namespace:

@@ -8,17 +8,16 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import nats
 import pytest
-from _cli import REPO, WAIT, cli, cli_env
+from _cli import REPO, WAIT, cli, cli_env, pid_alive
 from pydantic import BaseModel
 from rich.console import Console
 
@@ -58,25 +57,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedServer]:
-    """A real nats-server for the ``run`` tests (started here, in the main thread)."""
-    srv = EmbeddedServer()
-    srv.start_sync()
-    try:
-        yield srv
-    finally:
-        srv.stop_sync()
 
 
 # -- actorbus demo -----------------------------------------------------------

@@ -9,10 +9,9 @@ import re
 import signal
 import sys
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from _cli import REPO, WAIT, CliProcess, cli
+from _cli import REPO, WAIT, CliProcess, cli, pid_alive
 
 from actorbus import ActorSystem
 from actorbus.bus.server import EmbeddedServer
@@ -20,24 +19,6 @@ from actorbus.cli import main
 from actorbus.testing import eventually
 
 STARTED = re.compile(r"worker (\d+): pid (\d+)")
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedServer]:
-    srv = EmbeddedServer()
-    srv.start_sync()
-    try:
-        yield srv
-    finally:
-        srv.stop_sync()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def started(p: CliProcess, count: int) -> dict[int, int]:

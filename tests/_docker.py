@@ -293,7 +293,12 @@ def running(
     and the images built (once), ``up`` (of ``services``, or all), the host its
     client as an operator would be (``Project.as_client``); then taken down,
     checked to leave nothing behind. Skips, with the reason, where no engine runs
-    or starts."""
+    or starts.
+
+    On a fresh machine the first build (a Debian base image, Phoenix's image, the
+    wheels) takes several minutes, each step bounded by its own timeout: the
+    tests that use this mark their timeout ``func_only``, so that it times their
+    own run, not this."""
     try:
         with exclusive("docker-engine"), engine(tmp.mktemp("dockerd") / "dockerd.log"):
             with exclusive("source-build"):  # its wheels are built from the source tree

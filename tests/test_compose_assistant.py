@@ -46,7 +46,7 @@ def assistant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
         yield p
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_the_assistant_answers_over_a2a_with_a_tool_in_another_container(
     assistant: Project,
 ) -> None:
@@ -62,7 +62,7 @@ def test_the_assistant_answers_over_a2a_with_a_tool_in_another_container(
     assert text == "(scripted) the tool said: 42.0"  # the calculator's container computed it
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_the_assistant_answers_the_mcp_client_with_a_tool_in_another_container(
     assistant: Project,
 ) -> None:

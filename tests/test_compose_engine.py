@@ -87,7 +87,7 @@ def eventually(what: str, check: Any, timeout: float = 30) -> Any:
     return value
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -> None:
     p = project
     wait_health(p, all_containers(p))
@@ -221,7 +221,7 @@ def issue_member(p: Project, home: Path, actor_type: str) -> Path:
     return home
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_a_durable_flow_loses_nothing_when_a_nats_node_container_is_killed(
     project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -249,7 +249,7 @@ def test_a_durable_flow_loses_nothing_when_a_nats_node_container_is_killed(
     wait_health(p, [p.container("nats-2")])
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_a_durable_agent_container_killed_mid_flow_loses_and_repeats_nothing(
     project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -304,7 +304,7 @@ def logs(container: str) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_each_agent_container_checks_its_own_process(project: Project) -> None:
     """A wedged replica (its process stopped: no event loop turns) turns
     unhealthy while its sibling, which answers the same address, stays healthy;
@@ -321,7 +321,7 @@ def test_each_agent_container_checks_its_own_process(project: Project) -> None:
     wait_health(p, [wedged], timeout=60)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_a_crashed_agent_container_is_restarted_by_its_policy(project: Project) -> None:
     """SIGKILL of the agent's process from the host (a crash, not `docker stop`):
     `restart: unless-stopped` brings the container back, healthy, while its
@@ -354,7 +354,7 @@ def test_a_crashed_agent_container_is_restarted_by_its_policy(project: Project) 
     wait_health(p, [victim], timeout=90)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_stop_is_graceful(project: Project) -> None:
     """`stop` sends SIGTERM: every actorbus process finishes and exits 0."""
     p = project

@@ -47,7 +47,7 @@ def laptop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
         yield p
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_your_own_agents_on_a_single_node(laptop: Project) -> None:
     p = laptop
     wait_health(p, [p.container(n) for n in ("nats", "registry", "gateway", "agents")])

@@ -72,7 +72,7 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
         "fault_rate": mean(lambda c: c["fault"]["rate"]),
         "post_rate": post,
         "retention": post / pre if pre and post is not None else None,
-        "steady_p50_ms": mean(lambda c: c["pre"]["p50_ms"]),
+        "p50_before_kill_ms": mean(lambda c: c["pre"]["p50_ms"]),
         "cycles": len(cycles),
     }
 
@@ -94,7 +94,7 @@ def table_rows(storm: dict[str, Any]) -> list[list[str]]:
             _num(s["restart_to_serving_s"]),
             f"{_pct(s['pre_rate'])} / {_pct(s['fault_rate'])} / {_pct(s['post_rate'])}",
             _pct(s["retention"]),
-            _num(s["steady_p50_ms"], 1),
+            _num(s["p50_before_kill_ms"], 1),
         ]
         for name, s in storm.items()
         if "error" not in s
@@ -118,7 +118,7 @@ def markdown(storm: dict[str, Any], settings: dict[str, float]) -> list[str]:
         "parent (`bench/fail_storm.py`).",
         "",
         "| stack | recovery s, mean (max) | restart to serving s | answered pre / during / "
-        "post | retention | steady p50 ms |",
+        "post | retention | p50 ms before the kill |",
         "|---|---|---|---|---|---|",
     ]
     lines += [f"| `{r[0]}` | " + " | ".join(r[1:]) + " |" for r in table_rows(storm)]
@@ -137,7 +137,7 @@ def table(storm: dict[str, Any]) -> Any:
     out = Table(title="Fail-Storm: recovery after 3 of 8 shards are SIGKILLed")
     for col in ("stack", "recovery s (max)", "restart to serving s", "pre/during/post", "kept"):
         out.add_column(col)
-    out.add_column("p50 ms")
+    out.add_column("p50 ms before the kill")
     for row in table_rows(storm):
         out.add_row(*row)
     for name, s in storm.items():

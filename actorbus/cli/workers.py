@@ -47,7 +47,6 @@ class Worker:
     started: float = 0.0
     delay: float = 0.0
     restart_at: float | None = None  # monotonic time of the next start, while it is down
-    restarts: int = 0
 
 
 @dataclass
@@ -162,7 +161,6 @@ class Supervisor:
         now = time.monotonic()
         for worker in self.workers:
             if worker.restart_at is not None and worker.restart_at <= now and not self.stopping:
-                worker.restarts += 1
                 self._start(worker, pipe)
 
     def _stop_all(self, wake_r: int) -> None:

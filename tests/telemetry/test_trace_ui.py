@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _cli import pid_alive
 from _screenshots import capture_page, find_chromium
 
 from actorbus.services.trace_ui import (
@@ -107,14 +108,6 @@ def run_three_process_flow(url: str, ns: str, env_for: Callable[[str], dict[str,
 # -- with a real Phoenix -------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(1.0)
@@ -130,7 +123,7 @@ def phoenix() -> Iterator[PhoenixServer]:
         yield server
     finally:
         server.stop()
-        assert not _alive(server.pid), "Phoenix outlived stop()"
+        assert not pid_alive(server.pid), "Phoenix outlived stop()"
         assert not _listening(server.port)
         assert not server.working_dir.exists()
 
@@ -325,7 +318,7 @@ def test_start_timeout_kills_a_server_that_ignores_sigterm(
         start_phoenix(python=fake, startup_timeout=1.0)
     assert time.monotonic() - started < 10
     pid = int(pidfile.read_text())
-    assert not _alive(pid)
+    assert not pid_alive(pid)
 
 
 def test_missing_phoenix_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -288,3 +288,11 @@ def guard_of(system: Any) -> Guard:
     security = system.runtime.security
     assert isinstance(security, Guard), f"the system is not secured: {security!r}"
     return security
+
+
+async def kv_keys(kv: Any) -> list[str]:
+    """The live keys of a JetStream key-value bucket (nats-py's ``keys()`` can
+    miss them all: see ``actorbus.bus.kv_watch``)."""
+    from actorbus.bus.kv_watch import current_entries
+
+    return [entry.key for entry in await current_entries(kv)]

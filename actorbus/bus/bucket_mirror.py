@@ -20,6 +20,7 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
+from actorbus.bus.kv_watch import caught_up
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.errors import ActorBusError
 
@@ -101,10 +102,13 @@ class BucketMirror:
                 await watcher.stop()  # type: ignore[no-untyped-call]
 
     async def _follow(self, watcher: KeyValue.KeyWatcher) -> None:
+        seen = 0  # entries this watcher gave
         async for entry in watcher:
-            if entry is None:  # the initial values are all in
-                self._loaded.set()
+            if entry is None:  # "the initial values are all in", says nats-py
+                if await caught_up(watcher, seen):
+                    self._loaded.set()
                 continue
+            seen += 1
             rev = entry.revision or 0
             deleted = entry.operation in (KV_DEL, KV_PURGE)
             created = int(entry.created.timestamp() * 1000) if entry.created else now_ms()

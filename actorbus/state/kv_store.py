@@ -27,6 +27,7 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
 from actorbus.bus.bucket_mirror import open_bucket
+from actorbus.bus.kv_watch import current_entries
 from actorbus.bus.requests import NoResponders
 from actorbus.codecs.errors import StateConflictError, StateTooLargeError
 from actorbus.state.store import StoredState
@@ -173,16 +174,9 @@ class KeyValueStateStore:
 
     async def keys(self, type_: str) -> AsyncIterator[str]:
         kv = await self._bucket()
-        # A watch filtered by the server (nats-py's keys() filters by substring).
-        watcher = await kv.watch(f"{type_}.>", ignore_deletes=True, meta_only=True)
-        found: list[str] = []
-        try:
-            while (entry := await watcher.updates(timeout=5.0)) is not None:  # type: ignore[no-untyped-call]
-                if entry.operation is None:  # a purged or deleted one is no state
-                    found.append(actor_key_of(entry.key.partition(".")[2]))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        for key in sorted(found):
+        # Filtered by the server (nats-py's keys() filters by substring).
+        entries = await current_entries(kv, f"{type_}.>")
+        for key in sorted(actor_key_of(entry.key.partition(".")[2]) for entry in entries):
             yield key
 
     async def close(self) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import nats
 import pytest
-from _util import WAIT, guard_of
+from _util import WAIT, guard_of, kv_keys
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
@@ -74,7 +74,7 @@ async def records(system: ActorSystem, ns: str) -> dict[str, dict[str, Any]]:
     """The sender-key records in the namespace's bucket, by skid."""
     kv = await system.runtime.js.key_value(topic_keys_bucket(ns))
     out = {}
-    for key in await kv.keys():
+    for key in await kv_keys(kv):
         entry = await kv.get(key)
         out[key.removeprefix("k.")] = msgpack.unpackb(entry.value or b"")
     return out

@@ -5,7 +5,8 @@ Usage: python tests/_host.py module:Class url namespace key replicas [ack_wait]
 With ``ack_wait`` (seconds), durable queues use it and short retries, so a test
 that kills this process sees the in-flight message come back quickly
 (``ACTORBUS_TEST_READER_LEASE``, seconds, shortens a lazily hosted type's reader
-lease too).
+lease too). ``ACTORBUS_TEST_PLACEMENT_TTL`` (seconds) shortens the life of its
+keyed actors' placement records.
 
 Spawns ``replicas`` instances of the class at ``type/key`` (key ``*``: hosts the
 type lazily with ``register()``), prints "ready" and serves until SIGTERM (or
@@ -41,8 +42,13 @@ async def main(
         durable = DurableSettings(
             ack_wait=ack_wait, backoff=(0.1, 0.2, 0.4), reader_lease_ttl=lease
         )
+    placement_ttl = float(os.environ.get("ACTORBUS_TEST_PLACEMENT_TTL", "3600"))
     system = await ActorSystem.connect(
-        url, namespace=namespace, durable=durable, activation_ttl=1.5
+        url,
+        namespace=namespace,
+        durable=durable,
+        activation_ttl=1.5,
+        placement_ttl=placement_ttl,
     )
     try:
         if key == "*":

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from actorbus.actors.options import SystemOptions
+from actorbus.bus.claims import RECORD_TTL
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding, SizeLimits
@@ -48,11 +49,19 @@ class SystemConfig:
     durable: DurableSettings = field(default_factory=DurableSettings)
     state: StateSettings = field(default_factory=StateSettings)
     activation_ttl: float = 5.0  # a keyed activation's lease
+    placement_ttl: float = RECORD_TTL  # longest life of a keyed activation's record
     gc_young: int | None = 20_000  # the collector's young threshold in a hosting process
     registry: bool = True  # announce hosted types and answer discovery
     connect: ConnectOptions | None = None  # None: as the server asks (connect())
     tracing: bool | None = None  # None: as the OTEL_* variables say
     security: SecuritySettings | None = None  # None: an open bus
+
+    def __post_init__(self) -> None:
+        if self.placement_ttl < max(2.0, 4 * self.activation_ttl):
+            raise ValueError(
+                f"placement_ttl ({self.placement_ttl:g}) must be at least 2 s and four "
+                f"times activation_ttl ({self.activation_ttl:g})"
+            )
 
     @classmethod
     def of(cls, options: SystemOptions) -> SystemConfig:
@@ -78,6 +87,7 @@ class SystemConfig:
             durable=o.get("durable") or DurableSettings(),
             state=o.get("state") or StateSettings(),
             activation_ttl=o.get("activation_ttl", cls.activation_ttl),
+            placement_ttl=o.get("placement_ttl", cls.placement_ttl),
             gc_young=o.get("gc_young", cls.gc_young),
             registry=o.get("registry", cls.registry),
             connect=o.get("connect_options"),

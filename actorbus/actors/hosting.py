@@ -44,8 +44,10 @@ class Hosting:
         rt: Runtime,
         context: ActorContext,
         streams: StreamProducers,
-        activation_ttl: float,
         on_host: Callable[[type[Actor]], None],
+        *,
+        activation_ttl: float,
+        placement_ttl: float,
         gc_young: int | None = None,
     ) -> None:
         self.rt = rt
@@ -62,6 +64,7 @@ class Hosting:
             activation_ttl,
             replicas=rt.durable_settings.replicas,
             on_lost=self.stop_actor,
+            record_ttl=placement_ttl,
         )
         self.virtual = VirtualActors(
             rt, self.placement, self.residents, self.lazy_cell, self.stop_actor

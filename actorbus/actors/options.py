@@ -30,6 +30,7 @@ class SystemOptions(TypedDict, total=False):
     durable: DurableSettings | None
     state: StateSettings | None
     activation_ttl: float
+    placement_ttl: float
     gc_young: int | None
     registry: bool
     name: str

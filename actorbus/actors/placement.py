@@ -6,10 +6,13 @@ claim table (``bus/claims.py``): a record in the ``actorbus-{ns}-placement``
 bucket naming the hosting ActorSystem, valid for as long as that system's
 liveness lease in ``actorbus-{ns}-hosts`` lives. The system renews that one
 lease every ``ttl / 3``, however many actors it hosts; passivation and shutdown
-release the records. A process that gets a message for a key another live
-process holds forwards it there (``actors/virtual.py``); when the holder died,
-its liveness runs out within ``ttl`` and the next message takes the key over
-where it arrives. A holder that finds its own liveness lapsed (it was cut off
+release the records. A record lives ``record_ttl`` at most (an hour by default),
+so a crashed holder's records go away even for keys never activated again; the
+holder writes each of its records again once half of that has passed (spread
+over time as the activations were: about 28 writes a second for 50,000 keys).
+A process that gets a message for a key another live process holds forwards
+it there (``actors/virtual.py``); when the holder died, its liveness runs out
+within ``ttl`` and the next message takes the key over where it arrives. A holder that finds its own liveness lapsed (it was cut off
 for longer than ``ttl``) stops every instance it hosted: any of them may live
 elsewhere now.
 """
@@ -19,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from actorbus.bus.claims import ClaimTable
+from actorbus.bus.claims import RECORD_TTL, ClaimTable
 from actorbus.bus.leases import LeaseLostError, lease_key
 from actorbus.bus.tasks import stop_task, supervise
 
@@ -56,11 +61,13 @@ class Placement:
         ttl: float,
         replicas: int,
         on_lost: LostCallback,
+        record_ttl: float = RECORD_TTL,
     ) -> None:
         self.js = js
         self.namespace = namespace
         self.holder = holder
         self.ttl = ttl
+        self.record_ttl = record_ttl
         self.replicas = replicas
         self.on_lost = on_lost
         self._table: ClaimTable | None = None
@@ -69,6 +76,8 @@ class Placement:
         self._claims: dict[str, asyncio.Future[str | None]] = {}
         self._owners: dict[str, str] = {}  # who hosts what, as last seen (may be stale)
         self._renewer: asyncio.Task[None] | None = None
+        # (when, address, revision): records to write again, in the order they are due
+        self._due: deque[tuple[float, str, int]] = deque()
 
     async def table(self) -> ClaimTable:
         if self._table is None:
@@ -81,6 +90,7 @@ class Placement:
                         self.ttl,
                         self.holder,
                         replicas=self.replicas,
+                        record_ttl=self.record_ttl,
                     )
                     self.ttl = self._table.ttl
         return self._table
@@ -124,7 +134,7 @@ class Placement:
         table = await self.table()
         claim = await table.claim(_key(address))
         if claim.revision is not None:
-            self._held[address] = claim.revision
+            self._hold(address, claim.revision)
             self._ensure_renewer()
             return None
         if len(self._owners) >= 100_000:
@@ -137,6 +147,46 @@ class Placement:
         if revision is not None and self._table is not None:
             with contextlib.suppress(Exception):
                 await self._table.release(_key(address), revision)
+
+    def _hold(self, address: str, revision: int) -> None:
+        self._held[address] = revision
+        self._due.append((time.monotonic() + self.record_ttl / 2, address, revision))
+        if len(self._due) > 2 * len(self._held) + _RELEASED_AT_ONCE:
+            # Released keys leave their entries behind: drop them now and then.
+            held = self._held
+            self._due = deque(d for d in self._due if held.get(d[1]) == d[2])
+
+    async def _refresh_due(self, table: ClaimTable) -> None:
+        """Write again the records due (half their ttl gone), a few hundred side by
+        side, for a sixth of the liveness ttl at most so that the liveness is
+        renewed in time; one found changed or gone was lost: its instance stops."""
+        started = time.monotonic()
+        while self._due and self._due[0][0] <= started:
+            if time.monotonic() - started > self.ttl / 6:
+                return  # the rest at the next round
+            due: list[tuple[str, int]] = []
+            while self._due and self._due[0][0] <= started and len(due) < _RELEASED_AT_ONCE:
+                _, address, revision = self._due.popleft()
+                if self._held.get(address) == revision:  # else released or written since
+                    due.append((address, revision))
+            outcomes = await asyncio.gather(
+                *(table.refresh(_key(address), revision) for address, revision in due),
+                return_exceptions=True,
+            )
+            away = False
+            for (address, revision), outcome in zip(due, outcomes, strict=True):
+                if isinstance(outcome, int):
+                    self._hold(address, outcome)
+                elif outcome is None:
+                    log.warning("%s: its placement record changed or expired: stopping it", address)
+                    if self._held.pop(address, None) is not None:
+                        await self.on_lost(address)
+                else:  # NATS away: due again at the next round
+                    self._due.appendleft((started, address, revision))
+                    log.debug("writing the placement record of %s again: %r", address, outcome)
+                    away = True
+            if away:
+                return
 
     def _ensure_renewer(self) -> None:
         if self._renewer is None or self._renewer.done():
@@ -161,8 +211,11 @@ class Placement:
                 for address in lost:
                     if self._held.pop(address, None) is not None:
                         await self.on_lost(address)
+                continue
             except Exception as exc:  # NATS away: try again next round
                 log.debug("renewing this system's liveness: %r", exc)
+                continue
+            await self._refresh_due(table)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Release every record held (a few hundred at a time, within ``timeout``),

@@ -86,7 +86,13 @@ class ActorSystem:
         # Actors talk to the world through this facade (ActorContext is its part they use).
         context = cast(ActorContext, self)
         self.hosting = Hosting(
-            rt, context, self.streams, config.activation_ttl, self._hosted, config.gc_young
+            rt,
+            context,
+            self.streams,
+            self._hosted,
+            activation_ttl=config.activation_ttl,
+            placement_ttl=config.placement_ttl,
+            gc_young=config.gc_young,
         )
         self.placement = self.hosting.placement
         rt.restorers.append(self.placement.restore_if_lost)

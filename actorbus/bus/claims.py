@@ -18,14 +18,20 @@ is a record naming it in the ``placement`` bucket, which has no ttl:
   :class:`LeaseLostError`, every claim it held may have been taken over: the
   holder must stop acting on all of them.
 
-What a crashed holder leaves are records naming a dead holder, taken over (and
-so cleaned) by the next claim of each name.
+A record also lives no longer than ``record_ttl`` (a per-message TTL, nats-server
+2.11+): what a crashed holder leaves behind, records naming a dead holder, is
+taken over by the next claim of its name or gone by then, so names that are
+never claimed again (a conversation's id) do not pile up in the bucket. A live
+holder writes each of its records again (:meth:`ClaimTable.refresh`) before half
+of that has passed; one it finds changed or gone was lost, and it must stop
+acting on that name.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 
 import nats.js.errors
@@ -34,6 +40,8 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
 from actorbus.bus.leases import WRONG_LAST_SEQUENCE, Lease, LeaseBucket, LeaseLostError, lease_key
+
+RECORD_TTL = 3600.0  # seconds a claim record outlives its holder at most
 
 
 @dataclass(frozen=True)
@@ -49,13 +57,25 @@ class ClaimTable:
     """Names claimed by holders that renew one liveness lease each."""
 
     def __init__(
-        self, liveness: LeaseBucket, records: KeyValue, config: KeyValueConfig, holder: str
+        self,
+        liveness: LeaseBucket,
+        records: KeyValue,
+        config: KeyValueConfig,
+        holder: str,
+        record_ttl: float = RECORD_TTL,
     ) -> None:
+        if record_ttl < max(2.0, 4 * liveness.ttl):
+            raise ValueError(
+                f"a claim record's ttl ({record_ttl:g}s) must be at least 2 s and four "
+                f"times the liveness ttl ({liveness.ttl:g}s): a holder refreshes its "
+                "records at half of it, between two renewals of its liveness"
+            )
         self.liveness = liveness
         self.records = records
         self.config = config  # the records bucket's, as made again after a store loss
         self.holder = holder
         self.ttl = liveness.ttl
+        self.record_ttl = record_ttl
         self._alive: Lease | None = None
         self._liveness_turn = asyncio.Lock()  # one write of our liveness at a time
 
@@ -69,6 +89,7 @@ class ClaimTable:
         holder: str,
         *,
         replicas: int = 1,
+        record_ttl: float = RECORD_TTL,
     ) -> ClaimTable:
         """Bind to (or create) the liveness bucket ``hosts`` and the records bucket
         ``records``; ``ttl`` as ``LeaseBucket.open`` takes it."""
@@ -80,7 +101,8 @@ class ClaimTable:
             kv = await js.create_key_value(config)
         except nats.js.errors.BadRequestError:
             kv = await js.key_value(records)
-        return cls(liveness, kv, config, holder)
+            await _allow_record_ttl(js, kv)
+        return cls(liveness, kv, config, holder, record_ttl)
 
     async def claim(self, name: str) -> Claim:
         """The record of ``name``: taken for this holder when free or its holder is
@@ -89,7 +111,9 @@ class ClaimTable:
         me = self.holder.encode()
         for _ in range(4):  # released, expired or taken between two of our steps: again
             try:
-                return Claim(self.holder, await self.records.create(name, me))
+                return Claim(
+                    self.holder, await self.records.create(name, me, msg_ttl=self.record_ttl)
+                )
             except nats.js.errors.KeyWrongLastSequenceError:
                 pass
             except nats.js.errors.KeyNotFoundError:
@@ -99,15 +123,26 @@ class ClaimTable:
             except nats.js.errors.KeyNotFoundError:
                 continue
             holder = entry.value.decode() if entry.value else ""
-            if holder == self.holder and entry.revision is not None:
-                return Claim(holder, entry.revision)  # ours from before: adopted
-            if holder and await self.is_alive(holder):
+            if holder and holder != self.holder and await self.is_alive(holder):
                 return Claim(holder, None)
-            try:  # its holder is gone: take it over, unless someone just did
-                return Claim(self.holder, await self.records.update(name, me, last=entry.revision))
-            except nats.js.errors.KeyWrongLastSequenceError:
-                continue
+            # Ours from before (adopted, its ttl made whole), or its holder is gone:
+            # take it over, unless someone just did.
+            revision = await self.refresh(name, entry.revision or 0)
+            if revision is not None:
+                return Claim(self.holder, revision)
         raise LeaseLostError(name, self.holder, "could not take or read its record")
+
+    async def refresh(self, name: str, revision: int) -> int | None:
+        """Write the record of ``name`` again for this holder, with its whole ttl,
+        if it is still at ``revision``: its new revision; None when it changed or
+        is gone (taken over, or expired: the name may be someone else's now)."""
+        try:
+            # nats-py's update() takes no ttl; the method it calls does.
+            return await self.records._update(
+                name, self.holder.encode(), last=revision, msg_ttl=self.record_ttl
+            )
+        except nats.js.errors.KeyWrongLastSequenceError:
+            return None
 
     async def release(self, name: str, revision: int) -> bool:
         """Give ``name`` up if it is still ours (True)."""
@@ -164,6 +199,14 @@ class ClaimTable:
         if lease is None:
             raise LeaseLostError(key, self.holder, "its liveness key is held by another")
         return lease
+
+
+async def _allow_record_ttl(js: JetStreamContext, kv: KeyValue) -> None:
+    """A records bucket made before its records had a ttl (or by a client that did
+    not allow one) is changed to take them: the server refuses a TTL otherwise."""
+    info = (await kv.status()).stream_info
+    if not info.config.allow_msg_ttl:
+        await js.update_stream(dataclasses.replace(info.config, allow_msg_ttl=True))
 
 
 def _liveness_key(holder: str) -> str:

@@ -135,6 +135,18 @@ class MemoryKeyValue(KeyValue):
     async def update(
         self, key: str, value: bytes, last: int | None = None, validate_keys: bool = True
     ) -> int:
+        return await self._update(key, value, last, validate_keys)
+
+    async def _update(
+        self,
+        key: str,
+        value: bytes,
+        last: int | None = None,
+        validate_keys: bool = True,
+        msg_ttl: float | None = None,
+    ) -> int:
+        # A per-entry ttl is not kept: one process leaves no crashed holder's
+        # records behind (what it is for on a server).
         entry = self._live(key)
         if (entry.revision if entry else 0) != (last or 0):
             raise self._wrong_last(key, entry)

@@ -218,3 +218,62 @@ async def test_closing_a_process_releases_every_key_it_held(make_system, raw_nc,
     assert len(await kv_keys(records)) == 500
     await system.close()
     assert await kv_keys(records) == []
+
+
+@pytest.mark.transports("nats")
+async def test_a_live_process_keeps_its_records_past_their_ttl_and_one_lost_stops_its_actor(
+    make_system, raw_nc, ns: str, monkeypatch
+) -> None:
+    """With ``placement_ttl`` 2 s, each record is written again at half of it, so
+    all stay while their holder lives; one changed from outside was lost, and the
+    instance it placed is stopped."""
+    from actorbus.actors.placement import placement_bucket
+    from actorbus.bus.kv_watch import current_entries
+
+    monkeypatch.setattr(Many, "stops", 0)
+    system = await make_system(activation_ttl=0.5, placement_ttl=2)
+    await system.register(Many)
+    await activate_many(system, 20)
+    records = await raw_nc.jetstream().key_value(placement_bucket(ns))
+    last = {e.key: e.revision for e in await current_entries(records)}
+    assert len(last) == 20
+    writes = dict.fromkeys(last, 0)
+
+    async def each_written_twice() -> bool:
+        for entry in await current_entries(records):
+            if entry.revision != last[entry.key]:
+                last[entry.key], writes[entry.key] = entry.revision, writes[entry.key] + 1
+        assert len(last) == 20
+        return min(writes.values()) >= 2
+
+    await eventually(each_written_twice, 2 + 2 * WAIT, "every record written again twice")
+    assert len(system.local_actors()) == 20
+    assert Many.stops == 0
+    lost = sorted(last)[0]
+    await records.put(lost, b"someone-else")
+    await eventually(lambda: len(system.local_actors()) == 19, 2 + WAIT, "the lost one stopped")
+    assert Many.stops == 1
+
+
+@pytest.mark.transports("nats")
+async def test_the_records_of_a_killed_process_expire_with_their_ttl(
+    make_system, nats_server: Any, raw_nc, ns: str
+) -> None:
+    """Keys that are never used again leave nothing behind: the records a
+    SIGKILLed host held are gone once their ``placement_ttl`` passed."""
+    from actorbus.actors.placement import placement_bucket
+
+    caller = await make_system()
+    env = {"ACTORBUS_TEST_PLACEMENT_TTL": "6"}  # the least its 1.5 s activation ttl allows
+    async with run_host("_actors:VCounter", nats_server.url, ns, "*", env=env) as host:
+        for key in ("a", "b", "c"):
+            assert (await caller.ask(f"vcounter/{key}", Bump(), returns=Bumped)).pid == host.pid
+        records = await raw_nc.jetstream().key_value(placement_bucket(ns))
+        assert len(await kv_keys(records)) == 3
+        host.proc.send_signal(signal.SIGKILL)
+        await host.proc.wait()
+
+        async def expired() -> bool:
+            return await kv_keys(records) == []
+
+        await eventually(expired, 6 + WAIT, "the records expired", 0.5)

@@ -12,9 +12,9 @@ holder writes each of its records again once half of that has passed (spread
 over time as the activations were: about 28 writes a second for 50,000 keys).
 A process that gets a message for a key another live process holds forwards
 it there (``actors/virtual.py``); when the holder died, its liveness runs out
-within ``ttl`` and the next message takes the key over where it arrives. A holder that finds its own liveness lapsed (it was cut off
-for longer than ``ttl``) stops every instance it hosted: any of them may live
-elsewhere now.
+within ``ttl`` and the next message takes the key over where it arrives. A
+holder that finds its own liveness lapsed (it was cut off for longer than
+``ttl``) stops every instance it hosted: any of them may live elsewhere now.
 """
 
 from __future__ import annotations

@@ -199,11 +199,29 @@ class LocalClient(Client):
             await asyncio.sleep(0)
 
     # -- the wire ------------------------------------------------------------
+    def publish_now(
+        self,
+        subject: str,
+        payload: bytes,
+        reply: str = "",
+        headers: EncodedHeaders | None = None,
+    ) -> bool:
+        """Routed at once, as ``publish`` does here (no buffer, no flusher)."""
+        if not self.is_connected or not subject or len(payload) > self._max_payload:
+            return False
+        self._route(subject, reply, payload, len(payload), headers)
+        return True
+
     async def _send_publish(
         self, subject: str, reply: str, payload: bytes, payload_size: int, headers: Any
     ) -> None:
         if not subject:
             raise nats.errors.BadSubjectError
+        self._route(subject, reply, payload, payload_size, headers)
+
+    def _route(
+        self, subject: str, reply: str, payload: bytes, payload_size: int, headers: Any
+    ) -> None:
         if headers is None:
             block = b""
         elif isinstance(headers, EncodedHeaders):

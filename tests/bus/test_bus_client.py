@@ -122,6 +122,48 @@ async def test_fast_path_bytes_equal_nats_py_bytes(nats_server: Any, ns: str) ->
         await sub.close()
 
 
+async def test_publishes_keep_their_order_and_their_errors_on_either_path(
+    nats_server: Any, ns: str
+) -> None:
+    """Plain bodies and encoded headers go straight to the write buffer, dict
+    headers through nats-py: interleaved, they arrive in the order sent, and what
+    nats-py refuses is refused the same way on both."""
+    subject = f"{ns}.order"
+    stock = await nats.connect(nats_server.url, allow_reconnect=False)
+    ours = Client()
+    await ours.connect(nats_server.url, allow_reconnect=False)
+    got: list[bytes] = []
+    all_in = asyncio.Event()
+
+    async def keep(msg: Any) -> None:
+        got.append(msg.data)
+        if len(got) == 300:
+            all_in.set()
+
+    try:
+        await stock.subscribe(subject, cb=keep)
+        await stock.flush()
+        for i in range(300):
+            body = str(i).encode()
+            if i % 3 == 0:
+                await ours.publish(subject, body, headers={"N": str(i)})
+            elif i % 3 == 1:
+                await ours.publish(subject, body)
+            else:
+                await ours.publish(subject, body, headers=encode_headers({"N": str(i)}))  # type: ignore[arg-type]
+        await asyncio.wait_for(all_in.wait(), 5)
+        assert got == [str(i).encode() for i in range(300)]
+        with pytest.raises(nats.errors.BadSubjectError):
+            await ours.publish("bad subject", b"x")
+        with pytest.raises(nats.errors.BadSubjectError):
+            await ours.publish(subject, b"x", reply="bad\r\nPUB x 1")
+        with pytest.raises(nats.errors.MaxPayloadError):
+            await ours.publish(subject, b"x" * (ours.max_payload + 1))
+    finally:
+        await ours.close()
+        await stock.close()
+
+
 async def test_headers_round_trip_between_clients(nats_server: Any, ns: str) -> None:
     subject = f"{ns}.rt"
     ours = Client()

@@ -176,7 +176,11 @@ class Placement:
             away = False
             for (address, revision), outcome in zip(due, outcomes, strict=True):
                 if isinstance(outcome, int):
-                    self._hold(address, outcome)
+                    if self._held.get(address) == revision:
+                        self._hold(address, outcome)
+                    else:  # released meanwhile (its delete missed the new revision)
+                        with contextlib.suppress(Exception):
+                            await table.release(_key(address), outcome)
                 elif outcome is None:
                     log.warning("%s: its placement record changed or expired: stopping it", address)
                     if self._held.pop(address, None) is not None:

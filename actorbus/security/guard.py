@@ -362,7 +362,7 @@ class Guard:
         if policy == "off":
             refuse_sealed(env)
             return None
-        headers = msg.headers or {}
+        headers = msg.headers if msg.headers is not None else {}  # never parsed to ask
         if env.dst.startswith(_TOPIC_PREFIX):
             await self._admit_topic(msg.data, headers, env, address, policy, stored_ms, redelivered)
             return None

@@ -41,7 +41,8 @@ _RELEASED_AT_ONCE = 256  # records released side by side at close
 
 
 def placement_bucket(ns: str) -> str:
-    """Who hosts each activated ``type/key`` (no ttl: valid while its host lives)."""
+    """Who hosts each activated ``type/key``: valid while its host lives (and
+    written again by it before its ``record_ttl`` runs out)."""
     return f"actorbus-{ns}-placement"
 
 

@@ -6,7 +6,7 @@ default 5 s ttl would have needed 12,000 writes a second only to keep them,
 could not, and lost all of them within seconds (measured: 20,000 activations,
 none left 8 s later). Here a holder renews one lease, its own liveness (a key
 in the ``hosts`` bucket, whose ``max_age`` is the ttl), and each name it claims
-is a record naming it in the ``placement`` bucket, which has no ttl:
+is a record naming it in the ``placement`` bucket (whose ttl, below, is long):
 
 - :meth:`ClaimTable.claim` is a KV *create* of the record. When the record is
   there, its holder is read: a live holder keeps it (the claimant is told who);

@@ -431,6 +431,13 @@ async def test_an_unknown_option_is_a_clear_error(nats_server) -> None:
         await ActorSystem.connect(nats_server.url, namepsace="typo")  # type: ignore[call-arg]
 
 
+async def test_a_placement_ttl_too_short_for_its_renewals_is_a_clear_error(nats_server) -> None:
+    from actorbus import ActorSystem
+
+    with pytest.raises(ValueError, match=r"placement_ttl \(8\) must be .* four times"):
+        await ActorSystem.connect(nats_server.url, activation_ttl=5, placement_ttl=8)
+
+
 async def test_typed_options_reach_the_system(nats_server, ns: str) -> None:
     from actorbus import ActorSystem, DurableSettings, Encoding
 

@@ -51,14 +51,14 @@ class Replies:
         the receiver for an answer (a stream's first frame)."""
         enc = Encoding.MSGPACK if msg is None or msg.headers is None else request_encoding(msg)
         try:
-            body, headers = encode_answer(
+            body, encoded = encode_answer(
                 env, src or env.dst, intent, content, enc, self.limits, headers
             )
         except ActorBusError as err:
             # The answer itself is bad (too large, not encodable): tell the caller why.
             await self.send_error(inbox, err, env, headers, src=src, msg=msg)
             return
-        await self.conn.publish(inbox, body, headers, reply=reply)
+        await self.conn.publish(inbox, body, encoded, reply=reply)
 
     async def send_items(
         self,
@@ -117,7 +117,7 @@ class Replies:
         tb = getattr(err, "remote_traceback", None) if self.debug else None
         content = err.to_wire(include_traceback=tb)
         src = src or (env.dst if env else "")
-        body, headers = encode_answer(
+        body, encoded = encode_answer(
             env, src, INTENT_ERROR, content, request_encoding(msg), self.limits, headers
         )
-        await self.conn.publish(inbox, body, headers)
+        await self.conn.publish(inbox, body, encoded)

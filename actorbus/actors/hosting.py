@@ -45,13 +45,9 @@ class Hosting:
         context: ActorContext,
         streams: StreamProducers,
         on_host: Callable[[type[Actor]], None],
-        *,
-        activation_ttl: float,
-        placement_ttl: float,
-        gc_young: int | None = None,
     ) -> None:
         self.rt = rt
-        self.gc_young = gc_young
+        self.gc_young = rt.config.gc_young
         self.on_host = on_host  # a type is hosted here now: learn and announce it
         self.residents = Residents()
         self.env = CellEnv(rt, streams, context, self.forget_cell)
@@ -61,10 +57,10 @@ class Hosting:
             rt.js,
             rt.namespace,
             rt.system_id,
-            activation_ttl,
+            rt.config.activation_ttl,
             replicas=rt.durable_settings.replicas,
             on_lost=self.stop_actor,
-            record_ttl=placement_ttl,
+            record_ttl=rt.config.placement_ttl,
         )
         self.virtual = VirtualActors(
             rt, self.placement, self.residents, self.lazy_cell, self.stop_actor

@@ -176,8 +176,7 @@ def encode_answer(
 ) -> tuple[bytes, EncodedHeaders | None]:
     """An answer to ``to`` (a reply, an error, a stream frame), in the encoding the
     request came in: the body and the headers to send it with (encoded here, as
-    a request's are: nats-py's own header path costs a stream frame more than
-    the rest of its publish).
+    a request's are, so that it takes the client's direct publish path).
 
     The plain msgpack reply is the hot path of the whole system: no headers, one
     pack; its size is only measured when it could be too large. EncodeError or

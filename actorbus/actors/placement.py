@@ -9,7 +9,7 @@ lease every ``ttl / 3``, however many actors it hosts; passivation and shutdown
 release the records. A record lives ``record_ttl`` at most (an hour by default),
 so a crashed holder's records go away even for keys never activated again; the
 holder writes each of its records again once half of that has passed (spread
-over time as the activations were: about 28 writes a second for 50,000 keys).
+over time as the activations were: 50,000 keys make 28 writes a second).
 A process that gets a message for a key another live process holds forwards
 it there (``actors/virtual.py``); when the holder died, its liveness runs out
 within ``ttl`` and the next message takes the key over where it arrives. A

@@ -85,15 +85,7 @@ class ActorSystem:
         self.streams = StreamProducers(rt)
         # Actors talk to the world through this facade (ActorContext is its part they use).
         context = cast(ActorContext, self)
-        self.hosting = Hosting(
-            rt,
-            context,
-            self.streams,
-            self._hosted,
-            activation_ttl=config.activation_ttl,
-            placement_ttl=config.placement_ttl,
-            gc_young=config.gc_young,
-        )
+        self.hosting = Hosting(rt, context, self.streams, self._hosted)
         self.placement = self.hosting.placement
         rt.restorers.append(self.placement.restore_if_lost)
         self.virtual = self.hosting.virtual

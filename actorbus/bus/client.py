@@ -183,7 +183,7 @@ class Client(_NatsClient):
         headers: EncodedHeaders | None = None,
     ) -> bool:
         """Queue a publish at once, as nats-py's ``publish`` would, without its four
-        coroutines (a tenth of what an actor adds to an ask). False, with nothing
+        coroutines (measured: an actor's CPU per ask 66 -> 60 µs). False, with nothing
         done, when that path must take it: not connected (it buffers or raises),
         the buffer over its limit (it waits for the flush), a payload too large or
         a bad subject (it says why)."""

@@ -39,6 +39,7 @@ from _child import READY, stop_when_stdin_closes
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorSystem, handler
+from actorbus.bus.client import Client
 from actorbus.codecs.envelope import new_id, now_ms
 
 PROGRESS = "bench.scale.progress"
@@ -203,7 +204,11 @@ async def sender(url: str, ns: str, type_name: str, n: int) -> None:
         )
         for k in range(n)
     ]
-    nc = await nats.connect(url)
+    # actorbus's client: nats-py's own flush() writes its PING ahead of the
+    # publishes still in the buffer, so a close right after it could drop the
+    # last few thousand of them (a pass then waited for messages never sent).
+    nc = Client()
+    await nc.connect(url)
     handled = 0
     moved = asyncio.Event()
 

@@ -38,6 +38,11 @@ log = logging.getLogger("actorbus.placement")
 
 LostCallback = Callable[[str], Awaitable[None]]
 _RELEASED_AT_ONCE = 256  # records released side by side at close
+# Claims in flight at once. A burst of first messages to new keys (50,000 at
+# once) sent every claim to the server together: on a slow machine their acks
+# came after the client's timeout and a third of the messages were refused
+# ("could not place"). Past this many, a claim waits here, where no timer runs.
+_CLAIMS_AT_ONCE = 256
 
 
 def placement_bucket(ns: str) -> str:
@@ -75,6 +80,7 @@ class Placement:
         self._opening = asyncio.Lock()
         self._held: dict[str, int] = {}  # address -> its record's revision
         self._claims: dict[str, asyncio.Future[str | None]] = {}
+        self._claiming = asyncio.Semaphore(_CLAIMS_AT_ONCE)
         self._owners: dict[str, str] = {}  # who hosts what, as last seen (may be stale)
         self._renewer: asyncio.Task[None] | None = None
         # (when, address, revision): records to write again, in the order they are due
@@ -133,7 +139,8 @@ class Placement:
 
     async def _claim(self, address: str) -> str | None:
         table = await self.table()
-        claim = await table.claim(_key(address))
+        async with self._claiming:
+            claim = await table.claim(_key(address))
         if claim.revision is not None:
             self._hold(address, claim.revision)
             self._ensure_renewer()

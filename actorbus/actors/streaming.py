@@ -436,8 +436,7 @@ async def consume_stream(
         expected = 1
         while True:
             try:
-                async with asyncio.timeout(timeout):
-                    msg = await frames.get()
+                msg = await frames.get(timeout)
             except TimeoutError:
                 raise AskTimeoutError(address, out.intent, timeout) from None
             if isinstance(msg, BaseException):

@@ -11,8 +11,9 @@ requests leave their heap entry behind; it is dropped when its deadline comes,
 or in a rebuild once stale entries outnumber live ones.
 
 A stream's frames come to the same inbox (:meth:`RequestMux.new_stream`): a
-token whose replies go to a queue until the stream is done, so a stream costs
-no subscription of its own (no SUB and UNSUB on the server per stream).
+token whose replies go to its :class:`StreamFrames` until the stream is done, so
+a stream costs no subscription of its own (no SUB and UNSUB on the server per
+stream).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 import heapq
 import itertools
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +44,49 @@ class NoResponders(Exception):
     """The server said nobody is subscribed on the subject."""
 
 
+class StreamFrames:
+    """One stream's frames as they come, for its one reader.
+
+    A deque, and a future while the reader waits: the wait for each frame is on
+    its caller's critical path, and an ``asyncio.Queue`` read inside an
+    ``asyncio.timeout`` does far more than one future and one timer (a timeout
+    object, a rescheduled timer, the task's cancel count checked on the way
+    out). A frame already there is taken with no timer at all."""
+
+    __slots__ = ("_ready", "_waiter")
+
+    def __init__(self) -> None:
+        self._ready: deque[Msg | BaseException] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, frame: Msg | BaseException) -> None:
+        self._ready.append(frame)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self, timeout: float) -> Msg | BaseException:
+        """The next frame (an exception when the connection is gone for good);
+        TimeoutError when none comes within ``timeout`` seconds."""
+        if not self._ready:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            expiry = loop.call_later(timeout, _expire, waiter)
+            try:
+                await waiter
+            finally:
+                expiry.cancel()
+                self._waiter = None
+            if not self._ready:
+                raise TimeoutError
+        return self._ready.popleft()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class RequestMux:
     def __init__(self, nc: Messaging, prefix: str) -> None:
         self.nc = nc
@@ -53,7 +98,7 @@ class RequestMux:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._tokens = itertools.count(1)
-        self._streams: dict[str, asyncio.Queue[Msg | BaseException]] = {}
+        self._streams: dict[str, StreamFrames] = {}
         self._sub: Subscription | None = None
 
     async def start(self) -> None:
@@ -65,7 +110,7 @@ class RequestMux:
         if entry is None:
             frames = self._streams.get(token)
             if frames is not None:
-                frames.put_nowait(msg)
+                frames.put(msg)
             return
         future, _, accept = entry
         if accept is not None and not accept(msg):  # a forged reply: keep waiting
@@ -94,12 +139,12 @@ class RequestMux:
                 self._rebuild()
         return self.prefix + token, future
 
-    def new_stream(self) -> tuple[str, asyncio.Queue[Msg | BaseException]]:
-        """Reserve a reply subject for many replies, each put in the queue as it
-        comes (an exception when the connection is gone for good) until
+    def new_stream(self) -> tuple[str, StreamFrames]:
+        """Reserve a reply subject for many replies, each kept in the frames as
+        it comes (an exception when the connection is gone for good) until
         ``discard``."""
         token = format(next(self._tokens), "x")
-        frames: asyncio.Queue[Msg | BaseException] = asyncio.Queue()
+        frames = StreamFrames()
         self._streams[token] = frames
         return self.prefix + token, frames
 
@@ -136,7 +181,7 @@ class RequestMux:
                 future.set_exception(exc)
         streams, self._streams = self._streams, {}
         for frames in streams.values():
-            frames.put_nowait(exc)
+            frames.put(exc)
 
     # -- deadlines -----------------------------------------------------------
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -74,15 +75,37 @@ async def _supervised(
 
 
 def spawn(
-    coro: Coroutine[Any, Any, T], what: str, tasks: set[asyncio.Task[Any]] | None = None
+    coro: Coroutine[Any, Any, T],
+    what: str,
+    tasks: set[asyncio.Task[Any]] | None = None,
+    *,
+    eager: bool = False,
 ) -> asyncio.Task[T]:
     """A one-shot task whose failure is logged (never "never retrieved");
-    kept in ``tasks`` (if given) until it ends, so it can be waited for."""
-    task = asyncio.create_task(coro, name=what)
+    kept in ``tasks`` (if given) until it ends, so it can be waited for.
+
+    ``eager``: on Python 3.12+ the task runs at once, up to its first real wait,
+    inside this call (``eager_start``), instead of one pass of the loop later. It
+    is its own task from its first line (``current_task()``, a cancel, a timeout
+    are its own). Python 3.11 has no eager start: there it starts on the next
+    pass, as without it."""
+    task = _eager_task(coro, what) if eager else asyncio.create_task(coro, name=what)
     if tasks is not None:
         tasks.add(task)
     task.add_done_callback(lambda t: _settled(t, what, tasks))
     return task
+
+
+if sys.version_info >= (3, 12):
+
+    def _eager_task(coro: Coroutine[Any, Any, T], what: str) -> asyncio.Task[T]:
+        loop = asyncio.get_running_loop()
+        return asyncio.Task(coro, loop=loop, name=what, eager_start=True)
+
+else:
+
+    def _eager_task(coro: Coroutine[Any, Any, T], what: str) -> asyncio.Task[T]:
+        return asyncio.create_task(coro, name=what)
 
 
 def _settled(task: asyncio.Task[Any], what: str, tasks: set[asyncio.Task[Any]] | None) -> None:

@@ -183,6 +183,36 @@ async def test_a_process_keeps_more_keyed_actors_than_it_could_renew_one_by_one(
 
 
 @pytest.mark.transports("nats")
+async def test_a_burst_of_new_keys_is_claimed_a_few_hundred_at_a_time(
+    make_system, monkeypatch
+) -> None:
+    """2,000 first messages to new keys at once: every claim used to go to the
+    server together, and on a slow machine their acks came after the client's
+    timeout (a third of 50,000 refused with "could not place"). Past a bound the
+    claims wait in the process, where no timer runs, and every key is placed."""
+    monkeypatch.setattr(Many, "stops", 0)
+    system = await make_system(activation_ttl=TTL)
+    await system.register(Many)
+    placement = system.hosting.virtual.placement
+    table = await placement.table()
+    claim, in_flight, most = table.claim, 0, 0
+
+    async def counted(name: str) -> Any:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            return await claim(name)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(table, "claim", counted)
+    await asyncio.gather(*(system.tell(f"many/k{k}", {}) for k in range(2000)))
+    await eventually(lambda: len(system.local_actors()) == 2000, 60, "2,000 keys placed")
+    assert 0 < most <= 256, f"{most} claims in flight at once"
+
+
+@pytest.mark.transports("nats")
 async def test_a_process_whose_liveness_lapsed_stops_its_keyed_actors(
     make_system, raw_nc, ns: str, monkeypatch
 ) -> None:

@@ -9,7 +9,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from actorbus.bus.client import Client
-from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
+from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout, StreamFrames
 
 
 @pytest.fixture
@@ -62,3 +62,33 @@ async def test_no_responders_is_reported_at_once(nc: Client) -> None:
     await mux.start()
     with pytest.raises(NoResponders):
         await asyncio.wait_for(mux.request("nobody.here", b"", None, 30.0), 5)
+
+
+async def test_stream_frames_come_in_order_and_a_silent_stream_times_out() -> None:
+    frames = StreamFrames()
+    first, second = Msg(_client=None, subject="a"), Msg(_client=None, subject="b")  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.01, frames.put, first)
+    assert await frames.get(5.0) is first  # waited for
+    frames.put(second)
+    lost = ConnectionError("gone")
+    frames.put(lost)
+    assert await frames.get(0.0) is second  # already there: no wait, whatever the timeout
+    assert await frames.get(0.0) is lost
+    started = loop.time()
+    with pytest.raises(TimeoutError):
+        await frames.get(0.05)
+    assert 0.04 <= loop.time() - started < 2.0
+    frames.put(first)  # a frame after a timeout is still there for the next read
+    assert await frames.get(1.0) is first
+
+
+async def test_a_cancelled_read_of_stream_frames_leaves_them_usable() -> None:
+    frames = StreamFrames()
+    reader = asyncio.create_task(frames.get(30.0))
+    await asyncio.sleep(0)
+    reader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+    frames.put(ConnectionError("late"))  # nobody waits: kept, not handed to a dead future
+    assert isinstance(await frames.get(0.0), ConnectionError)

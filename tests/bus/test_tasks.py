@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from typing import Any
 
@@ -50,6 +51,38 @@ async def test_a_one_shot_failure_is_logged_not_left_unretrieved(caplog: Any) ->
         await asyncio.sleep(0)
     assert not tasks
     assert any("one-shot failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_eager_task_runs_at_once_where_python_can_and_is_its_own_task() -> None:
+    seen: list[Any] = []
+    go_on = asyncio.Event()
+
+    async def turn() -> None:
+        seen.append(asyncio.current_task())
+        await go_on.wait()
+        seen.append("after its wait")
+
+    tasks: set[asyncio.Task[Any]] = set()
+    task = spawn(turn(), "eager turn", tasks, eager=True)
+    # Python 3.12+ runs it up to its first wait inside spawn(); 3.11 cannot.
+    assert seen == ([task] if sys.version_info >= (3, 12) else [])
+    assert task in tasks
+    go_on.set()
+    await asyncio.wait_for(task, 5)
+    assert seen == [task, "after its wait"]
+    await asyncio.sleep(0)  # its done-callback runs on the next pass
+    assert not tasks
+
+
+async def test_an_eager_task_that_fails_at_once_is_logged(caplog: Any) -> None:
+    async def boom() -> None:
+        raise ValueError("boom at once")
+
+    with caplog.at_level(logging.ERROR, logger="actorbus.tasks"):
+        task = spawn(boom(), "eager one-shot", eager=True)
+        await asyncio.wait({task})
+        await asyncio.sleep(0)
+    assert any("eager one-shot failed" in r.getMessage() for r in caplog.records)
 
 
 async def test_stop_task_stops_a_task_that_swallows_cancellation() -> None:

@@ -205,9 +205,12 @@ class Placement:
             self._renewer = supervise("activation lease renewal", self._renew_forever, logger=log)
 
     async def _renew_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        renewed = loop.time()  # when the liveness was last known to hold
         while self._held:
             await asyncio.sleep(self.ttl / 3)
             table = await self.table()
+            asked = loop.time()
             try:
                 await table.renew()
             except LeaseLostError:
@@ -215,11 +218,15 @@ class Placement:
                 # elsewhere now, so none of our instances may go on as the one.
                 lost = list(self._held)
                 log.warning(
-                    "this system's liveness lapsed (cut off for over %gs): stopping its "
-                    "%d keyed actor(s); their next messages activate them again",
+                    "this system's liveness lapsed (cut off for over %gs: last renewed "
+                    "%.1fs ago, this renewal took %.1fs): stopping its %d keyed actor(s); "
+                    "their next messages activate them again",
                     self.ttl,
+                    asked - renewed,
+                    loop.time() - asked,
                     len(lost),
                 )
+                renewed = loop.time()  # a new liveness comes with the next claim
                 for address in lost:
                     if self._held.pop(address, None) is not None:
                         await self.on_lost(address)
@@ -227,6 +234,16 @@ class Placement:
             except Exception as exc:  # NATS away: try again next round
                 log.debug("renewing this system's liveness: %r", exc)
                 continue
+            renewed = loop.time()
+            if renewed - asked > self.ttl / 3:
+                # The step before a lapse, said while there is still time to act.
+                log.warning(
+                    "renewing this system's liveness took %.1fs of its %gs ttl: the "
+                    "broker is slow to store (a busy disk or cluster); past the ttl its "
+                    "keyed actors stop. A longer activation_ttl gives more room",
+                    renewed - asked,
+                    self.ttl,
+                )
             await self._refresh_due(table)
 
     async def close(self, timeout: float = 10.0) -> None:

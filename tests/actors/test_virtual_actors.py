@@ -213,6 +213,35 @@ async def test_a_burst_of_new_keys_is_claimed_a_few_hundred_at_a_time(
 
 
 @pytest.mark.transports("nats")
+async def test_a_slow_liveness_renewal_is_reported_before_it_lapses(
+    make_system, monkeypatch, caplog
+) -> None:
+    """A broker slow to store (a busy disk) delays each renewal's ack; past the
+    ttl every keyed actor stops. The process says so while there is still time."""
+    system = await make_system(activation_ttl=TTL)
+    await system.register(Many)
+    await system.ask("many/slow", {}, timeout=10)
+    table = await system.hosting.virtual.placement.table()
+    renew = table.renew
+
+    async def slow_renew() -> None:
+        await asyncio.sleep(TTL / 2)  # more than the third of the ttl between renewals
+        await renew()
+
+    monkeypatch.setattr(table, "renew", slow_renew)
+    with caplog.at_level("WARNING", logger="actorbus.placement"):
+        await eventually(
+            lambda: any("liveness took" in r.getMessage() for r in caplog.records),
+            10 * TTL,
+            "a warning about the slow renewal",
+        )
+    said = next(r.getMessage() for r in caplog.records if "liveness took" in r.getMessage())
+    assert f"of its {TTL:g}s ttl" in said
+    assert "activation_ttl" in said
+    assert "many/slow" in system.local_actors()  # slow, not lapsed: still hosted
+
+
+@pytest.mark.transports("nats")
 async def test_a_process_whose_liveness_lapsed_stops_its_keyed_actors(
     make_system, raw_nc, ns: str, monkeypatch
 ) -> None:

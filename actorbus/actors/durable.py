@@ -55,6 +55,7 @@ from actorbus.bus.jetstream import (
     patiently,
     store_message,
     stream_name,
+    withdraw_pulls,
 )
 from actorbus.bus.subjects import Address
 from actorbus.bus.tasks import stop_task, supervise
@@ -105,6 +106,10 @@ class DurableReader:
         self.skipped = 0
         self._stopping = False
         self._stop = asyncio.Event()  # set with _stopping: wakes a retry waiting its turn
+        # Set while no pull request of this reader can take a message: one handed
+        # back before then could come straight back to it, behind its key's later ones.
+        self._pulls_withdrawn = asyncio.Event()
+        self._pulls_withdrawn.set()
         self._task: asyncio.Task[None] | None = None
         self._gauge: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
@@ -140,6 +145,7 @@ class DurableReader:
 
         self._pull_subscribe = pull_subscribe
         self._psub = await self._patiently(pull_subscribe)
+        self._pulls_withdrawn.clear()
         if self._beat is None:
             self._beat = supervise(
                 f"in-progress acks of {self.what}", self._in_hand.keep_in_progress, logger=log
@@ -181,14 +187,16 @@ class DurableReader:
         if self._task is not None:  # ends within a fetch wait plus the message in hand
             await asyncio.wait({self._task}, timeout=timeout)
             await stop_task(self._task, what=f"durable reader of {self.what}")
+        if self._psub is not None:  # before anything goes back: see withdraw_pulls
+            for msg in await withdraw_pulls(self._psub):
+                self._in_hand.take(msg)  # handed back below, in order
+            self._psub = None
+        self._pulls_withdrawn.set()
         await self._drained(timeout)
         for held in sorted(self._in_hand, key=lambda h: h.seq):  # in order, per key too
             await self._hand_back(held)
         await stop_task(self._beat, what=f"in-progress acks of {self.what}")
         self._beat = None
-        if self._psub is not None:
-            with contextlib.suppress(Exception):
-                await self._psub.unsubscribe()
 
     async def _hand_back(self, held: Held) -> None:
         """Give a held message back to JetStream now (another reader may take it)."""

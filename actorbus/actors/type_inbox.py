@@ -62,10 +62,6 @@ class TypeInbox(DurableReader):
         self._workers: set[asyncio.Task[None]] = set()
         self._election: LeaderElection | None = None
         self._stop_timeout = 10.0
-        # Set while no fetch is outstanding: a message handed back before then could
-        # come straight back to this stopping reader, behind its key's later ones.
-        self._not_fetching = asyncio.Event()
-        self._not_fetching.set()
 
     async def start(self) -> None:
         rt = self.rt
@@ -110,13 +106,6 @@ class TypeInbox(DurableReader):
         await super().stop(self._stop_timeout)
 
     async def _run(self) -> None:
-        self._not_fetching.clear()
-        try:
-            await self._fetch_loop()
-        finally:
-            self._not_fetching.set()
-
-    async def _fetch_loop(self) -> None:
         while not self._stopping:
             batch = await self._fetch_free(self._slots)
             if batch is None:
@@ -143,7 +132,7 @@ class TypeInbox(DurableReader):
             while queued:
                 held = queued[0]
                 if self._stopping:  # hand the rest back at once: another host takes them
-                    await self._not_fetching.wait()
+                    await self._pulls_withdrawn.wait()
                     await self._hand_back(held)
                 else:
                     await self._one(held, key)
@@ -184,7 +173,7 @@ class TypeInbox(DurableReader):
                 # Handed back at once, not after its backoff: the messages queued
                 # behind it on this key are handed back now too, and a delayed one
                 # would come back after them, out of order.
-                await self._not_fetching.wait()
+                await self._pulls_withdrawn.wait()
                 await self._hand_back(held)
                 return
 

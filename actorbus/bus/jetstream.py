@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 import nats.errors
 import nats.js.errors
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -479,3 +480,25 @@ async def consumer_gone(js: JetStreamContext, stream: str, consumer: str) -> boo
     except Exception:  # the broker away: not a reason to make anything again
         return False
     return False
+
+
+async def withdraw_pulls(psub: JetStreamContext.PullSubscription) -> list[Msg]:
+    """End a pull subscription; returns the messages delivered to it that no fetch
+    took (each waits for its ``ack_wait`` unless its reader hands it back).
+
+    A fetch can time out on the client a moment before the server lets its pull
+    request expire (common under load): until then the server delivers to it,
+    so a message handed back at a stop could go straight to the stopping reader
+    and wait out ``ack_wait`` while its key's later messages go elsewhere first.
+    The server checks a pull request's interest before each delivery, so after
+    this no request of this subscription takes anything more.
+    """
+    with contextlib.suppress(Exception):  # the connection closed: nothing to withdraw
+        await psub.unsubscribe()
+    queue = psub._sub._pending_queue  # nats-py has no public way to take them out
+    left: list[Msg] = []
+    while not queue.empty():
+        msg = queue.get_nowait()
+        if not JetStreamContext.is_status_msg(msg):  # a pull's end (408, 404)
+            left.append(msg)
+    return left

@@ -4,12 +4,13 @@ in order per key, retries that hold only their own key, shared by host processes
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import defaultdict
 
 import pytest
 from test_durable import FAST, Entry, Progress, wait_for_dead_letters
 
-from actorbus import Actor, ActorBusError, handler
+from actorbus import Actor, ActorBusError, DurableSettings, handler
 
 
 class Book(Actor):
@@ -122,6 +123,33 @@ async def test_host_processes_share_a_type_and_each_message_runs_once(make_syste
     for key in keys:
         await books.progress[key].reached(21)
         assert books.progress[key].seen == list(range(21))  # one reader at a time
+
+
+async def test_a_pull_request_outliving_its_fetch_takes_nothing_handed_back(
+    make_system,
+) -> None:
+    """Under load a fetch times out on the client a moment before the server lets
+    its pull request expire. Here one is left waiting for three seconds: a message
+    handed back at close must not go to it (it would be held there for ack_wait
+    while the key's later message went to the next host first)."""
+    slow = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=30.0)
+    books = Books()
+    books.fail[("h", 0)] = 2
+    first = await make_system(durable=slow)
+    await first.register(Book, **books.kwargs())
+    await first.tell("book/h", Entry(n=0))
+    await first.tell("book/h", Entry(n=1))
+    await asyncio.wait_for(books.failed.wait(), 5)
+    psub = first.hosting.residents.hosts["book"].inbox._psub
+    # A pull request as the server sees it, from this subscription (nats-py's names).
+    request = json.dumps({"batch": 10, "expires": 3_000_000_000}).encode()
+    await first.nc.publish(psub._nms, request, psub._deliver)
+    await first.nc.flush()
+    await asyncio.wait_for(first.close(), 10)
+    second = await make_system(durable=slow)
+    await second.register(Book, **books.kwargs())
+    await books.progress["h"].reached(2, timeout=5)  # not after ack_wait
+    assert books.progress["h"].seen == [0, 1]
 
 
 async def test_spawning_and_registering_one_durable_type_is_refused(make_system) -> None:

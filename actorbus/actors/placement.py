@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from actorbus.bus.claims import RECORD_TTL, ClaimTable
 from actorbus.bus.leases import LeaseLostError, lease_key
-from actorbus.bus.tasks import stop_task, supervise
+from actorbus.bus.tasks import spawn, stop_task, supervise
 
 if TYPE_CHECKING:
     from nats.js import JetStreamContext
@@ -83,6 +83,7 @@ class Placement:
         self._claiming = asyncio.Semaphore(_CLAIMS_AT_ONCE)
         self._owners: dict[str, str] = {}  # who hosts what, as last seen (may be stale)
         self._renewer: asyncio.Task[None] | None = None
+        self._refresher: asyncio.Task[None] | None = None
         # (when, address, revision): records to write again, in the order they are due
         self._due: deque[tuple[float, str, int]] = deque()
 
@@ -166,12 +167,11 @@ class Placement:
 
     async def _refresh_due(self, table: ClaimTable) -> None:
         """Write again the records due (half their ttl gone), a few hundred side by
-        side, for a sixth of the liveness ttl at most so that the liveness is
-        renewed in time; one found changed or gone was lost: its instance stops."""
+        side; one found changed or gone was lost: its instance stops. It runs in a
+        task of its own: under a burst of claims each write waits for the disk, and
+        the liveness renewal must not wait for them."""
         started = time.monotonic()
         while self._due and self._due[0][0] <= started:
-            if time.monotonic() - started > self.ttl / 6:
-                return  # the rest at the next round
             due: list[tuple[str, int]] = []
             while self._due and self._due[0][0] <= started and len(due) < _RELEASED_AT_ONCE:
                 _, address, revision = self._due.popleft()
@@ -204,11 +204,21 @@ class Placement:
         if self._renewer is None or self._renewer.done():
             self._renewer = supervise("activation lease renewal", self._renew_forever, logger=log)
 
+    def _refresh_in_background(self, table: ClaimTable) -> None:
+        idle = self._refresher is None or self._refresher.done()
+        if idle and self._due and self._due[0][0] <= time.monotonic():
+            self._refresher = spawn(self._refresh_due(table), "placement record refresh")
+
     async def _renew_forever(self) -> None:
         loop = asyncio.get_running_loop()
         renewed = loop.time()  # when the liveness was last known to hold
+        period = self.ttl / 3
+        next_at = renewed
         while self._held:
-            await asyncio.sleep(self.ttl / 3)
+            # A third of the ttl after the last one began, however long it took
+            # (at once if it took longer).
+            next_at = max(next_at + period, loop.time())
+            await asyncio.sleep(next_at - loop.time())
             table = await self.table()
             asked = loop.time()
             try:
@@ -235,7 +245,7 @@ class Placement:
                 log.debug("renewing this system's liveness: %r", exc)
                 continue
             renewed = loop.time()
-            if renewed - asked > self.ttl / 3:
+            if renewed - asked > period:
                 # The step before a lapse, said while there is still time to act.
                 log.warning(
                     "renewing this system's liveness took %.1fs of its %gs ttl: the "
@@ -244,13 +254,14 @@ class Placement:
                     renewed - asked,
                     self.ttl,
                 )
-            await self._refresh_due(table)
+            self._refresh_in_background(table)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Release every record held (a few hundred at a time, within ``timeout``),
         then this system's liveness: a record left behind names a holder that is
         gone, which the next claim of its key takes over."""
         await stop_task(self._renewer, what="activation lease renewal")
+        await stop_task(self._refresher, what="placement record refresh")
         held = list(self._held)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):

@@ -242,6 +242,34 @@ async def test_a_slow_liveness_renewal_is_reported_before_it_lapses(
 
 
 @pytest.mark.transports("nats")
+async def test_slow_record_refreshes_never_hold_up_the_liveness_renewal(
+    make_system, monkeypatch, caplog
+) -> None:
+    """Rewriting the keys' records can take long under a burst of claims (every
+    write waits for the disk); the liveness lease must still be renewed on time,
+    or every keyed actor of the process stops."""
+    system = await make_system(activation_ttl=TTL, placement_ttl=4 * TTL)
+    await system.register(Many)
+    await system.ask("many/busy", {}, timeout=10)
+    table = await system.hosting.virtual.placement.table()
+    refresh, refreshed = table.refresh, asyncio.Event()
+
+    async def slow_refresh(name: str, revision: int) -> int | None:
+        await asyncio.sleep(1.5 * TTL)  # longer than the ttl, within the record's
+        outcome = await refresh(name, revision)
+        refreshed.set()
+        return outcome
+
+    monkeypatch.setattr(table, "refresh", slow_refresh)
+    with caplog.at_level("WARNING", logger="actorbus.placement"):
+        await asyncio.wait_for(refreshed.wait(), 10 * TTL)  # due at half the record's ttl
+        await asyncio.sleep(TTL)  # the point of this test is time: renewals went on
+    assert not [r.getMessage() for r in caplog.records if "liveness" in r.getMessage()]
+    assert "many/busy" in system.local_actors()
+    assert await system.ask("many/busy", {}, timeout=10) == system.system_id
+
+
+@pytest.mark.transports("nats")
 async def test_a_process_whose_liveness_lapsed_stops_its_keyed_actors(
     make_system, raw_nc, ns: str, monkeypatch
 ) -> None:

@@ -85,7 +85,7 @@ class BusConnection:
         self.on_lost: list[Callable[[ConnectionLostError], None]] = []
         # A subscription's pending limit was reached and nats-py dropped a message.
         self.on_slow_consumer: list[Callable[[SlowConsumerError], Awaitable[None]]] = []
-        self.loop_watch = LoopWatch()
+        self.loop_watch = LoopWatch(lambda: self.nc.stats["in_msgs"])
         self._loop_task: asyncio.Task[None] | None = None
         self._refused: asyncio.Future[Exception] | None = None  # while first connecting
 

@@ -14,6 +14,12 @@ every object the process keeps, about a second per few million (a process
 hosting a million idle activations has four million). The watch times the
 collector (``gc.callbacks``) so that a block it caused is said to be its, with
 the advice that fits, instead of blaming a handler.
+
+A loop can also be late without anyone blocking it: a burst of thousands of
+messages makes thousands of short turns ready together, and the loop runs them
+all before it looks at its timers. A late tick while that many messages came in
+is said to be a burst (and the advice is more processes), not a handler: a
+blocking handler keeps the connection from reading, so few come in meanwhile.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import asyncio
 import gc
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("actorbus.bus")
@@ -29,6 +36,7 @@ log = logging.getLogger("actorbus.bus")
 TICK = 0.1
 BLOCKED = 0.5  # a tick this late: the loop was blocked
 WARN_EVERY = 10.0
+BURST = 1_000  # messages received while the loop was late: a burst, not a block
 
 
 class CollectorTime:
@@ -54,8 +62,10 @@ class CollectorTime:
 
 
 class LoopWatch:
-    def __init__(self) -> None:
+    def __init__(self, received: Callable[[], int] = lambda: 0) -> None:
+        """``received``: how many messages the connection has read so far."""
         CollectorTime.install()
+        self.received = received
         self.last_tick = time.monotonic()
         self.longest = 0.0  # the longest block seen, in seconds
         self.blocks = 0
@@ -69,13 +79,13 @@ class LoopWatch:
     async def run(self) -> None:
         while True:
             self.last_tick = time.monotonic()
-            collected = CollectorTime.total
+            collected, received = CollectorTime.total, self.received()
             await asyncio.sleep(TICK)
             late = time.monotonic() - self.last_tick - TICK
             if late > BLOCKED:
-                self._blocked(late, CollectorTime.total - collected)
+                self._blocked(late, CollectorTime.total - collected, self.received() - received)
 
-    def _blocked(self, late: float, in_collector: float = 0.0) -> None:
+    def _blocked(self, late: float, in_collector: float = 0.0, arrived: int = 0) -> None:
         self.blocks += 1
         self.longest = max(self.longest, late)
         now = time.monotonic()
@@ -90,6 +100,16 @@ class LoopWatch:
                 "this process reads no messages",
                 late,
                 in_collector,
+            )
+            return
+        if arrived >= BURST:
+            log.warning(
+                "the event loop fell %.2fs behind while %d messages came in: a burst "
+                "of more work at once than this process keeps up with (the messages "
+                "wait their turn; more processes share a type's messages: actorbus run "
+                "--workers N), unless a handler also does blocking work",
+                late,
+                arrived,
             )
             return
         log.warning(

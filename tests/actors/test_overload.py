@@ -255,6 +255,41 @@ async def test_a_blocked_event_loop_is_reported(system: Any, caplog: Any) -> Non
     assert system.runtime.conn.loop_watch.longest >= 0.5
 
 
+class Busy(Actor):
+    """A lazily hosted type whose every turn does a little work of its own."""
+
+    type_name = "busy"
+
+    @handler
+    async def work(self, _: dict[str, Any]) -> None:
+        spent = time.perf_counter() + 0.0005
+        while time.perf_counter() < spent:
+            pass
+
+
+@pytest.mark.transports("nats")  # counts what the NATS connection read
+async def test_a_burst_of_short_turns_is_not_blamed_on_a_handler(
+    make_system: Any, caplog: Any
+) -> None:
+    """Thousands of messages at once make thousands of turns ready together: the
+    loop falls behind with nobody blocking it. The warning says it was a burst,
+    with the advice that fits (more processes), not a blocking handler."""
+    host, sender = await make_system(), await make_system()
+    await host.register(Busy)
+    with caplog.at_level(logging.WARNING, logger="actorbus.bus"):
+        for n in range(4_000):
+            await sender.tell(f"busy/k{n % 50}", {})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while not any("event loop" in r.getMessage() for r in caplog.records):
+            assert loop.time() < deadline
+            await asyncio.sleep(0.05)
+    said = next(r.getMessage() for r in caplog.records if "event loop" in r.getMessage())
+    assert "messages came in" in said
+    assert "--workers" in said
+    assert "a handler is doing blocking work" not in said
+
+
 @pytest.mark.transports("nats")  # the collector is the process's, whatever the bus
 async def test_a_loop_blocked_by_the_garbage_collector_is_said_to_be_its(
     system: Any, caplog: Any

@@ -250,16 +250,62 @@ def exclusive(what: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def on_a_fresh_store(server: Any, store_dir: Path) -> Any:
-    """Stop ``server`` and start a new one on its port with an empty ``store_dir``
-    (a broker that lost its JetStream data); returns the new one, started."""
-    from actorbus.bus.server import EmbeddedServer, ServerConfig
+class OwnBroker:
+    """A nats-server of one test's own, on a store under ``tmp_path``, which the
+    test may kill, restart or bring back on a fresh store (same port), and the
+    systems connected to it, which ride such a restart out."""
 
-    port = server.config.port
-    server.stop_sync()
-    fresh = EmbeddedServer(ServerConfig(port=port, store_dir=store_dir))
-    fresh.start_sync()
-    return fresh
+    def __init__(self, tmp_path: Path) -> None:
+        from actorbus.bus.server import EmbeddedServer, ServerConfig
+
+        self.tmp_path = tmp_path
+        self.stores = 1
+        self.server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "store1"))
+        self.server.start_sync()
+        self.systems: list[Any] = []
+
+    @property
+    def url(self) -> str:
+        return str(self.server.url)
+
+    async def system(self, ns: str, **options: Any) -> Any:
+        """A system on this broker that keeps reconnecting for 30 s (closed at the end)."""
+        from actorbus import ActorSystem
+        from actorbus.bus.connection import ConnectOptions
+
+        options.setdefault("connect_options", ConnectOptions(reconnect_deadline=30.0))
+        system = await ActorSystem.connect(self.url, namespace=ns, **options)
+        self.systems.append(system)
+        return system
+
+    def kill_and_restart(self) -> None:
+        """SIGKILL (no shutdown, nothing flushed beyond what was synced), then the
+        same server again: same port, same store."""
+        self.server.kill()
+        self.server.start_sync()
+
+    def on_a_fresh_store(self) -> None:
+        """The broker comes back with its JetStream data gone (same port)."""
+        from actorbus.bus.server import EmbeddedServer, ServerConfig
+
+        port = self.server.config.port
+        self.server.stop_sync()
+        self.stores += 1
+        store = self.tmp_path / f"store{self.stores}"
+        self.server = EmbeddedServer(ServerConfig(port=port, store_dir=store))
+        self.server.start_sync()
+
+
+@contextlib.asynccontextmanager
+async def own_broker(tmp_path: Path) -> AsyncIterator[OwnBroker]:
+    """An :class:`OwnBroker`; its systems are closed and its server stopped at the end."""
+    broker = OwnBroker(tmp_path)
+    try:
+        yield broker
+    finally:
+        for system in reversed(broker.systems):
+            await system.close(timeout=2)
+        broker.server.stop_sync()
 
 
 async def raw_member(

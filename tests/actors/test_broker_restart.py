@@ -6,10 +6,11 @@ without a restart of its own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
-from _util import on_a_fresh_store, until_it_works
+from _util import own_broker, until_it_works
 from pydantic import BaseModel
 
 from actorbus import Actor, ActorBusError, ActorSystem, handler
@@ -47,18 +48,9 @@ class Clerk(Actor):
 async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
     tmp_path: Path, ns: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "before"))
-    server.start_sync()
-    options = ConnectOptions(reconnect_deadline=30.0)
-    systems: list[ActorSystem] = []
-    try:
-        host = await ActorSystem.connect(
-            server.url, namespace=ns, durable=FAST, connect_options=options
-        )
-        caller = await ActorSystem.connect(
-            server.url, namespace=ns, durable=FAST, connect_options=options
-        )
-        systems += [host, caller]
+    async with own_broker(tmp_path) as broker:
+        host = await broker.system(ns, durable=FAST)
+        caller = await broker.system(ns, durable=FAST)
         notes: list[int] = []
         noted = asyncio.Event()
         await host.register(Clerk, notes=notes, noted=noted)
@@ -67,7 +59,7 @@ async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
         await caller.tell("clerk/a", ClerkNote(n=1), durable=True)
         await asyncio.wait_for(noted.wait(), 10)
 
-        server = on_a_fresh_store(server, tmp_path / "after")
+        broker.on_a_fresh_store()
 
         async def asked() -> bool:
             try:
@@ -76,8 +68,7 @@ async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
                 return False
 
         await eventually(asked, what="an ask sealed and answered again", timeout=20)
-        newcomer = await ActorSystem.connect(server.url, namespace=ns, durable=FAST)
-        systems.append(newcomer)
+        newcomer = await broker.system(ns, durable=FAST)
         assert await newcomer.ask("clerk/c", "new", timeout=5) == "c: new"
 
         async def listed() -> bool:
@@ -94,10 +85,6 @@ async def test_processes_serve_again_after_the_broker_returns_on_a_fresh_store(
         assert notes == [1, 2]
         crashed = [r.getMessage() for r in caplog.records if r.name == "actorbus.tasks"]
         assert not crashed, "a background task crashed (a lost store is no crash)"
-    finally:
-        for system in systems:
-            await system.close(timeout=2)
-        server.stop_sync()
 
 
 async def test_the_gateway_says_what_is_wrong_and_lists_the_agents_again(
@@ -108,19 +95,11 @@ async def test_the_gateway_says_what_is_wrong_and_lists_the_agents_again(
     import aiohttp
     from _gateway import running_gateway
 
-    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "before"))
-    server.start_sync()
-    host = None
-    try:
-        host = await ActorSystem.connect(
-            server.url,
-            namespace=ns,
-            durable=FAST,
-            connect_options=ConnectOptions(reconnect_deadline=30.0),
-        )
+    async with own_broker(tmp_path) as broker:
+        host = await broker.system(ns, durable=FAST)
         await host.register(Clerk, notes=[], noted=asyncio.Event())
         async with (
-            running_gateway(server.url, ns, tmp_path / "gw.db", "clerk") as gw,
+            running_gateway(broker.url, ns, tmp_path / "gw.db", "clerk") as gw,
             aiohttp.ClientSession() as http,
         ):
 
@@ -129,16 +108,12 @@ async def test_the_gateway_says_what_is_wrong_and_lists_the_agents_again(
                     return resp.status, await resp.json()
 
             assert await health() == (200, {"ok": True, "agents": 1})
-            server = on_a_fresh_store(server, tmp_path / "after")
+            broker.on_a_fresh_store()
 
             async def healthy_again() -> bool:
                 return await health() == (200, {"ok": True, "agents": 1})
 
             await eventually(healthy_again, what="the gateway listing the agent again", timeout=20)
-    finally:
-        if host is not None:
-            await host.close(timeout=2)
-        server.stop_sync()
 
 
 async def test_a_system_whose_broker_is_gone_closes_at_once(tmp_path: Path, ns: str) -> None:
@@ -171,17 +146,15 @@ async def test_a_registry_bucket_made_again_by_another_member_is_followed(
 
     from actorbus.bus.service_records import ServiceRecords
 
-    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "before"))
-    server.start_sync()
     connections = []
-    try:
+    async with own_broker(tmp_path) as broker, contextlib.AsyncExitStack() as closing:
         for _ in range(2):
-            connections.append(
-                await nats.connect(server.url, max_reconnect_attempts=-1, reconnect_time_wait=0.05)
-            )
+            nc = await nats.connect(broker.url, max_reconnect_attempts=-1, reconnect_time_wait=0.05)
+            closing.push_async_callback(nc.close)
+            connections.append(nc)
         first, second = [await ServiceRecords.open(nc.jetstream(), ns) for nc in connections]
         assert not await second.restore_if_lost()  # nothing lost yet
-        server = on_a_fresh_store(server, tmp_path / "after")
+        broker.on_a_fresh_store()
         await eventually(
             lambda: all(nc.is_connected and nc.stats["reconnects"] for nc in connections),
             what="both reconnected",
@@ -198,7 +171,3 @@ async def test_a_registry_bucket_made_again_by_another_member_is_followed(
         assert not await second.restore_if_lost()
         await first.close()
         await second.close()
-    finally:
-        for nc in connections:
-            await nc.close()
-        server.stop_sync()

@@ -7,11 +7,10 @@ import asyncio
 import time
 from typing import Any
 
+from _util import own_broker
 from test_durable import FAST, Entry, spawn_ledger
 
-from actorbus import ActorSystem, ConnectionLostError
-from actorbus.bus.connection import ConnectOptions
-from actorbus.bus.server import EmbeddedServer
+from actorbus import ConnectionLostError
 
 WAIT = 60.0
 
@@ -19,24 +18,13 @@ WAIT = 60.0
 async def test_every_message_whose_send_returned_survives_a_broker_sigkill(
     tmp_path: Any, ns: str
 ) -> None:
-    from actorbus.bus.server import ServerConfig
-
-    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "store"))
-    server.start_sync()
-    system = None
-    try:
-        system = await ActorSystem.connect(
-            server.url,
-            namespace=ns,
-            durable=FAST,
-            connect_options=ConnectOptions(reconnect_deadline=30.0),
-        )
+    async with own_broker(tmp_path) as broker:
+        system = await broker.system(ns, durable=FAST)
         confirmed: list[int] = []
         for n in range(200):
             await system.tell("ledger/survivor", Entry(n=n), durable=True)
             confirmed.append(n)
-        server.kill()  # SIGKILL: no shutdown, no flush beyond sync_interval: always
-        server.start_sync()  # same port, same store
+        broker.kill_and_restart()  # no flush beyond sync_interval: always
         # the client reconnects on its own; a durable send proves the link is back
         deadline = time.monotonic() + WAIT
         while True:
@@ -50,10 +38,6 @@ async def test_every_message_whose_send_returned_survives_a_broker_sigkill(
         progress = await spawn_ledger(system, "survivor")
         await progress.reached(len(confirmed), timeout=WAIT)
         assert progress.seen[: len(confirmed)] == confirmed
-    finally:
-        if system is not None:
-            await system.close(timeout=2)
-        server.stop_sync()
 
 
 async def test_ten_thousand_messages_sent_while_the_actor_is_down_arrive_in_order(

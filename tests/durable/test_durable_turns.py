@@ -8,7 +8,7 @@ import asyncio
 import logging
 
 import pytest
-from _util import on_a_fresh_store, until_it_works
+from _util import own_broker, until_it_works
 from test_durable import Entry, Progress
 
 from actorbus import Actor, handler
@@ -206,26 +206,14 @@ async def test_readers_and_senders_carry_on_after_the_broker_returns_on_a_fresh_
 ) -> None:
     """The broker restarts on an empty store (same port): the durable streams,
     buckets and consumers are made again, without restarting the actor's process."""
-    from actorbus import ActorSystem
-    from actorbus.bus.connection import ConnectOptions
-    from actorbus.bus.server import EmbeddedServer, ServerConfig
-
-    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "one"))
-    server.start_sync()
-    system = None
-    try:
-        system = await ActorSystem.connect(
-            server.url,
-            namespace=ns,
-            durable=SHORT,
-            connect_options=ConnectOptions(reconnect_deadline=30.0),
-        )
+    async with own_broker(tmp_path) as broker:
+        system = await broker.system(ns, durable=SHORT)
         starts: list[int] = []
         done = Progress()
         await system.spawn(Slow, "f", starts=starts, done=done, seconds=0.0)
         await system.tell("slow/f", Entry(n=0), durable=True)
         await done.reached(1)
-        server = on_a_fresh_store(server, tmp_path / "two")
+        broker.on_a_fresh_store()
         await until_it_works(
             lambda: system.tell("slow/f", Entry(n=1), durable=True, timeout=2.0),
             what="a durable send to the fresh store",
@@ -233,19 +221,12 @@ async def test_readers_and_senders_carry_on_after_the_broker_returns_on_a_fresh_
         await done.reached(2)
         assert starts == [0, 1]
         # A process that only sends makes the stream again too.
-        server = on_a_fresh_store(server, tmp_path / "three")
-        sender = await ActorSystem.connect(server.url, namespace=ns, durable=SHORT)
-        try:
-            await sender.durable_ready("slow")
-            server = on_a_fresh_store(server, tmp_path / "four")
-            await until_it_works(
-                lambda: sender.tell("slow/g", Entry(n=9), durable=True, timeout=2.0),
-                what="a sender's send to the fresh store",
-            )
-            assert (await sender.queue_stats("slow/g")).pending == 1
-        finally:
-            await sender.close(timeout=2)
-    finally:
-        if system is not None:
-            await system.close(timeout=2)
-        server.stop_sync()
+        broker.on_a_fresh_store()
+        sender = await broker.system(ns, durable=SHORT)
+        await sender.durable_ready("slow")
+        broker.on_a_fresh_store()
+        await until_it_works(
+            lambda: sender.tell("slow/g", Entry(n=9), durable=True, timeout=2.0),
+            what="a sender's send to the fresh store",
+        )
+        assert (await sender.queue_stats("slow/g")).pending == 1

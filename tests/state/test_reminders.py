@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from _actors import Nudge, Nudged, Nudges
-from _util import raw_member
+from _util import own_broker, raw_member
 
 from actorbus import ActorSystem
 from actorbus.testing import eventually
@@ -252,25 +252,15 @@ async def test_reminders_survive_a_broker_restart(tmp_path: Any, ns: str) -> Non
     """SIGKILL the broker with a one-time reminder pending and a repeating one
     running; on the same store, the one-time one fires once and the repeating
     one goes on."""
-    from actorbus.bus.connection import ConnectOptions
     from actorbus.bus.jetstream import DurableSettings
-    from actorbus.bus.server import EmbeddedServer, ServerConfig
 
-    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "store"))
-    server.start_sync()
-    system = None
-    try:
-        system = await ActorSystem.connect(
-            server.url,
-            namespace=ns,
-            durable=DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=5.0),
-            connect_options=ConnectOptions(reconnect_deadline=30.0),
-        )
+    async with own_broker(tmp_path) as broker:
+        durable = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=5.0)
+        system = await broker.system(ns, durable=durable)
         await system.register(Nudged)
         await system.ask("rm-nudged/b", {"name": "soon", "after": 2}, intent="remind")
         await system.ask("rm-nudged/b", {"name": "tick", "every": 1}, intent="remind")
-        server.kill()
-        server.start_sync()  # same port, same store
+        broker.kill_and_restart()
 
         async def fired() -> Nudges | None:
             try:  # an ask sent while the client reconnects is lost: ask again soon
@@ -285,10 +275,6 @@ async def test_reminders_survive_a_broker_restart(tmp_path: Any, ns: str) -> Non
         seen = await eventually(fired, 45.0, "both reminders after the restart")
         assert seen.notes.count("soon") == 1
         assert [r.name for r in await system.reminders.list("rm-nudged/b")] == ["tick"]
-    finally:
-        if system is not None:
-            await system.close(timeout=2)
-        server.stop_sync()
 
 
 async def test_an_in_memory_timer_ticks_without_keeping_its_actor_alive(

@@ -25,7 +25,7 @@ from nats.errors import SlowConsumerError
 from actorbus._nats_import import enable_websockets
 from actorbus.bus.client import Client
 from actorbus.bus.loopwatch import LoopWatch
-from actorbus.bus.tasks import backoff_delay, stop_task, supervise
+from actorbus.bus.tasks import backoff_delay
 from actorbus.codecs.errors import ConnectionLostError
 
 log = logging.getLogger("actorbus.bus")
@@ -85,8 +85,7 @@ class BusConnection:
         self.on_lost: list[Callable[[ConnectionLostError], None]] = []
         # A subscription's pending limit was reached and nats-py dropped a message.
         self.on_slow_consumer: list[Callable[[SlowConsumerError], Awaitable[None]]] = []
-        self.loop_watch = LoopWatch(lambda: self.nc.stats["in_msgs"])
-        self._loop_task: asyncio.Task[None] | None = None
+        self.loop_watch: LoopWatch | None = None  # the event loop's, once connected
         self._refused: asyncio.Future[Exception] | None = None  # while first connecting
 
     @classmethod
@@ -128,7 +127,10 @@ class BusConnection:
 
     def watch_loop(self) -> None:
         """Start telling when the event loop was blocked (a slow consumer's cause)."""
-        self._loop_task = supervise("event loop watch", self.loop_watch.run, logger=log)
+        self.loop_watch = LoopWatch.join(self._received)
+
+    def _received(self) -> int:
+        return int(self.nc.stats["in_msgs"])
 
     async def _first_connect(self, kwargs: dict[str, Any]) -> None:
         o = self.options
@@ -207,7 +209,7 @@ class BusConnection:
         if self.nc.is_closed or self._lost_since is not None:
             return
         self._lost_since = time.monotonic()
-        blocked = self.loop_watch.blocked_for()
+        blocked = self.loop_watch.blocked_for() if self.loop_watch is not None else 0.0
         if blocked:
             log.error(
                 "lost connection to NATS right after the event loop was blocked for %.2fs: "
@@ -294,7 +296,8 @@ class BusConnection:
         server died a moment ago and the client has not noticed yet."""
         if self._watchdog is not None:
             self._watchdog.cancel()
-        await stop_task(self._loop_task, what="event loop watch")
+        if self.loop_watch is not None:
+            await self.loop_watch.leave(self._received)
         if self.nc.is_closed:
             return
         bound = self.options.drain_timeout if timeout is None else timeout

@@ -19,17 +19,25 @@ A loop can also be late without anyone blocking it: a burst of thousands of
 messages makes thousands of short turns ready together, and the loop runs them
 all before it looks at its timers. A late tick while that many messages came in
 is said to be a burst (and the advice is more processes), not a handler: a
-blocking handler keeps the connection from reading, so few come in meanwhile.
+blocking handler keeps the connections from reading, so few come in meanwhile.
+
+One watch per event loop, whatever the number of connections on it (systems in
+one process): a block is the loop's, so it is said once, counting the messages
+every connection read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
+
+from actorbus.bus.tasks import stop_task, supervise
 
 log = logging.getLogger("actorbus.bus")
 
@@ -62,14 +70,42 @@ class CollectorTime:
 
 
 class LoopWatch:
-    def __init__(self, received: Callable[[], int] = lambda: 0) -> None:
-        """``received``: how many messages the connection has read so far."""
+    _of_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWatch]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self) -> None:
         CollectorTime.install()
-        self.received = received
         self.last_tick = time.monotonic()
         self.longest = 0.0  # the longest block seen, in seconds
         self.blocks = 0
         self._warned_at = -WARN_EVERY
+        self._counters: list[Callable[[], int]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def join(cls, received: Callable[[], int]) -> LoopWatch:
+        """The running loop's watch, started if need be; ``received`` says how many
+        messages a connection on it has read so far (until :meth:`leave`)."""
+        loop = asyncio.get_running_loop()
+        watch = cls._of_loop.get(loop)
+        if watch is None:
+            watch = cls._of_loop[loop] = cls()
+        watch._counters.append(received)
+        if watch._task is None or watch._task.done():
+            watch._task = supervise("event loop watch", watch.run, logger=log)
+        return watch
+
+    async def leave(self, received: Callable[[], int]) -> None:
+        """A connection closed; the last one to leave stops the watch."""
+        with contextlib.suppress(ValueError):
+            self._counters.remove(received)
+        if not self._counters:
+            task, self._task = self._task, None
+            await stop_task(task, what="event loop watch")
+
+    def received(self) -> int:
+        return sum(count() for count in self._counters)
 
     def blocked_for(self) -> float:
         """How long the loop has gone without a tick, right now (0 if it ticks)."""

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import gc
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -140,13 +141,17 @@ class Hosting:
         s = self.rt.subjects
 
         async def on_direct(msg: Msg) -> None:
+            started = time.monotonic()
             await self._route_lazy(host, s.key_of(msg.subject), msg)
+            await host.reading.after(started)
 
         limits = ENTRANCE  # each activated key's own mailbox bound is in deliver_later
         everyone = f"{type_name}/*"
 
         async def on_anycast(msg: Msg) -> None:
+            started = time.monotonic()
             await self._route_lazy(host, self._anycast_key(host), msg, anycast=True)
+            await host.reading.after(started)
 
         direct = await self.rt.nc.subscribe(
             s.direct_all(type_name), queue=s.lazy_queue(type_name), cb=on_direct, **limits

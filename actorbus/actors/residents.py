@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from nats.aio.subscription import Subscription
 
+from actorbus.bus.tasks import YieldEvery
+
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.cell import ActorCell
@@ -26,6 +28,7 @@ class TypeHost:
         self.subs: list[Subscription] = []
         self.rr = itertools.count()
         self.inbox: TypeInbox | None = None  # its durable messages, when it has any
+        self.reading = YieldEvery()  # its shared subscriptions give the loop a turn
 
 
 class Residents:

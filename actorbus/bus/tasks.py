@@ -20,6 +20,7 @@ import asyncio
 import logging
 import random
 import sys
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -94,6 +95,29 @@ def spawn(
         tasks.add(task)
     task.add_done_callback(lambda t: _settled(t, what, tasks))
     return task
+
+
+class YieldEvery:
+    """Gives the event loop a turn after ``every`` seconds of work back to back in
+    one task. nats-py hands a subscription's queued messages to its callback
+    without returning to the loop, so a callback that never waits (or starts
+    tasks that run at once, 3.12's eager tasks) would keep the connection from
+    reading through a whole burst, until NATS cut it off as a slow consumer."""
+
+    __slots__ = ("_last", "_since", "every")
+
+    def __init__(self, every: float = 0.002) -> None:
+        self.every = every
+        self._since = self._last = time.monotonic()
+
+    async def after(self, started: float) -> None:
+        """One piece of work, begun at ``started`` (``time.monotonic()``), is done."""
+        if started - self._last > self.every:
+            self._since = started  # idle before it: the loop had its turn since
+        self._last = now = time.monotonic()
+        if now - self._since > self.every:
+            self._since = now
+            await asyncio.sleep(0)
 
 
 if sys.version_info >= (3, 12):

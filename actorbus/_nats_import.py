@@ -33,9 +33,13 @@ def import_nats() -> None:
         del sys.modules["aiohttp"]  # a later `import aiohttp` (the gateway's) works
 
 
+def is_websocket(url: str) -> bool:
+    return url.startswith(_WEBSOCKET_SCHEMES)
+
+
 def enable_websockets(servers: list[str]) -> None:
     """Give nats-py the aiohttp it left out when any of ``servers`` is a WebSocket URL."""
-    if not any(url.startswith(_WEBSOCKET_SCHEMES) for url in servers):
+    if not any(is_websocket(url) for url in servers):
         return
     transport = vars(importlib.import_module("nats.aio.transport"))
     if transport["aiohttp"] is None:

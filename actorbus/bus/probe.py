@@ -13,6 +13,7 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from actorbus._nats_import import is_websocket
 from actorbus.codecs.errors import ConnectionLostError
 
 
@@ -22,7 +23,7 @@ async def server_info(url: str, timeout: float = 2.0) -> dict[str, Any]:
     parts = urlsplit(url if "://" in url else f"nats://{url}")
     try:
         async with asyncio.timeout(timeout):
-            if parts.scheme in ("ws", "wss"):
+            if is_websocket(url):
                 line = await _websocket_greeting(url)
             else:
                 host, port = parts.hostname or "127.0.0.1", parts.port or 4222

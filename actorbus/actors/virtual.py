@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from nats.aio.msg import Msg
 
 from actorbus.actors.outbox import Outbox, current_outbox
+from actorbus.bus.client import EncodedHeaders, encode_headers, header_block, with_header
 from actorbus.bus.jetstream import stream_name
 from actorbus.bus.requests import NoResponders, RequestTimeout
 from actorbus.bus.subjects import Address
@@ -130,27 +131,27 @@ class VirtualActors:
     async def forward(self, owner: str, address: str, msg: Msg, env: Inbound) -> None:
         rt = self.rt
         addr = Address.parse(address)
-        headers = dict(msg.headers or {})
+        block = header_block(msg.headers)  # passed on as they came
         if env.context.stream:  # items flow from the holder to the caller directly
             await rt.nc.publish(
-                rt.subjects.host(owner, addr), msg.data, reply=msg.reply, headers=headers
+                rt.subjects.host(owner, addr), msg.data, reply=msg.reply, headers=block
             )
             return
         mode = "ask" if msg.reply else "tell"
-        headers[H_FWD] = mode
+        headers = with_header(block or encode_headers({}), H_FWD, mode)
         reply = await self._to_holder(owner, address, msg, env, headers)
         if reply is None:
             return  # hosted here after all, or answered with an error
         if mode == "ask":
-            await rt.nc.publish(msg.reply, reply.data, headers=dict(reply.headers or {}))
+            await rt.nc.publish(msg.reply, reply.data, headers=header_block(reply.headers))
 
     async def forward_durable(
         self, owner: str, address: str, msg: Msg, env: Inbound
     ) -> Outbox | Exception | None:
         """Run a durable message's handler in the holder's process: its outcome (held
         sends, or the error), or None when it turned out to be hosted here."""
-        headers = dict(msg.headers or {})
-        headers[H_FWD] = "durable"
+        block = header_block(msg.headers) or encode_headers({})
+        headers = with_header(block, H_FWD, "durable")
         reply = await self._to_holder(owner, address, msg, env, headers, durable=True)
         if reply is None:
             return None
@@ -165,7 +166,7 @@ class VirtualActors:
         address: str,
         msg: Msg,
         env: Inbound,
-        headers: dict[str, str],
+        headers: EncodedHeaders,
         durable: bool = False,
     ) -> Msg | None:
         """Request the holder; follow moves and wait out a dead holder's lease.

@@ -69,6 +69,16 @@ def encode_headers(headers: dict[str, str]) -> EncodedHeaders:
     return EncodedHeaders("".join(parts).encode())
 
 
+def header_block(headers: Mapping[str, str] | None) -> EncodedHeaders | None:
+    """The headers read off a message, encoded to send on: an actorbus block as
+    it came (never parsed), any other encoded afresh."""
+    if headers is None:
+        return None
+    if isinstance(headers, LazyHeaders):
+        return EncodedHeaders(b"NATS/1.0\r\n" + headers.raw)
+    return encode_headers(dict(headers))
+
+
 def with_header(block: bytes, name: str, value: str) -> EncodedHeaders:
     """``block`` (an encoded header block) with one more header line."""
     line = encode_headers({name: value})[len(b"NATS/1.0\r\n") : -2]
@@ -91,6 +101,11 @@ class LazyHeaders(Mapping[str, str]):
     def __init__(self, raw: bytes) -> None:
         self._raw = raw
         self._parsed: dict[str, str] | None = None
+
+    @property
+    def raw(self) -> bytes:
+        """The header lines as they came (after ``NATS/1.0``, through the blank line)."""
+        return self._raw
 
     def _dict(self) -> dict[str, str]:
         if self._parsed is None:

@@ -243,6 +243,36 @@ async def test_actorbus_blocks_arrive_as_lazy_headers_others_as_dicts(nats_serve
         await nc.close()
 
 
+async def test_headers_passed_on_are_the_bytes_that_came(nats_server: Any) -> None:
+    """A message sent on (a keyed actor's message forwarded to its holder) keeps
+    an actorbus block byte for byte, never parsed; other headers are encoded."""
+    from actorbus.bus.client import header_block, with_header
+
+    nc = Client()
+    await nc.connect(nats_server.url)
+    try:
+        got: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def keep(msg: Any) -> None:
+            await got.put(msg.headers)
+
+        await nc.subscribe("pass.on", cb=keep)
+        ours = encode_headers({"Ab-Id": "1", "Ab-Trace": "t"})
+        await nc.publish("pass.on", b"1", headers=ours)
+        await nc.publish("pass.on", b"2", headers={"Other": "z"})
+        first = await asyncio.wait_for(got.get(), 5)
+        second = await asyncio.wait_for(got.get(), 5)
+        assert header_block(first) == ours
+        assert first._parsed is None  # passed on without being read
+        assert header_block(second) == encode_headers({"Other": "z"})
+        assert header_block(None) is None
+        await nc.publish("pass.on", b"3", headers=with_header(header_block(first), "Ab-Fwd", "ask"))
+        third = await asyncio.wait_for(got.get(), 5)
+        assert dict(third) == {"Ab-Id": "1", "Ab-Trace": "t", "Ab-Fwd": "ask"}
+    finally:
+        await nc.close()
+
+
 def test_a_single_header_read_matches_the_full_parse() -> None:
     """``get`` reads one line when it can; whenever that could differ from the
     parsed block (a repeat, a name inside another value) it parses instead."""

@@ -495,7 +495,10 @@ async def withdraw_pulls(psub: JetStreamContext.PullSubscription) -> list[Msg]:
     """
     with contextlib.suppress(Exception):  # the connection closed: nothing to withdraw
         await psub.unsubscribe()
-    queue = psub._sub._pending_queue  # nats-py has no public way to take them out
+    try:
+        queue = psub._sub._pending_queue  # nats-py has no public way to take them out
+    except AttributeError:  # another nats-py: they come back after their ack_wait
+        return []
     left: list[Msg] = []
     while not queue.empty():
         msg = queue.get_nowait()

@@ -4,7 +4,9 @@ and its header parser must read what nats-py reads."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import nats
@@ -219,28 +221,46 @@ def test_lazy_headers_answer_absent_names_without_parsing() -> None:
     assert lazy["Ab-Src"] == "client/y"
 
 
+class Echoes:
+    """An actorbus client that reads back the headers of what it publishes."""
+
+    def __init__(self, nc: Client, subject: str) -> None:
+        self.nc = nc
+        self.subject = subject
+        self.got: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def round_trip(self, headers: Any) -> Any:
+        """The headers a message sent with ``headers`` arrives with."""
+        await self.nc.publish(self.subject, b"x", headers=headers)
+        return await asyncio.wait_for(self.got.get(), 5)
+
+
+@contextlib.asynccontextmanager
+async def echoes(url: str, subject: str) -> AsyncIterator[Echoes]:
+    nc = Client()
+    await nc.connect(url)
+    try:
+        back = Echoes(nc, subject)
+
+        async def keep(msg: Any) -> None:
+            await back.got.put(msg.headers)
+
+        await nc.subscribe(subject, cb=keep)
+        yield back
+    finally:
+        await nc.close()
+
+
 async def test_actorbus_blocks_arrive_as_lazy_headers_others_as_dicts(nats_server: Any) -> None:
     from actorbus.bus.client import LazyHeaders
 
-    nc = Client()
-    await nc.connect(nats_server.url)
-    try:
-        got: asyncio.Queue[Any] = asyncio.Queue()
-
-        async def keep(msg: Any) -> None:
-            await got.put(msg.headers)
-
-        await nc.subscribe("lazy.check", cb=keep)
-        await nc.publish("lazy.check", b"1", headers=encode_headers({"Ab-Id": "1", "X": "y"}))
-        await nc.publish("lazy.check", b"2", headers={"Other": "z"})
-        first = await asyncio.wait_for(got.get(), 5)
-        second = await asyncio.wait_for(got.get(), 5)
-        assert isinstance(first, LazyHeaders)
-        assert dict(first) == {"Ab-Id": "1", "X": "y"}
-        assert type(second) is dict
-        assert second == {"Other": "z"}
-    finally:
-        await nc.close()
+    async with echoes(nats_server.url, "lazy.check") as back:
+        first = await back.round_trip(encode_headers({"Ab-Id": "1", "X": "y"}))
+        second = await back.round_trip({"Other": "z"})
+    assert isinstance(first, LazyHeaders)
+    assert dict(first) == {"Ab-Id": "1", "X": "y"}
+    assert type(second) is dict
+    assert second == {"Other": "z"}
 
 
 async def test_headers_passed_on_are_the_bytes_that_came(nats_server: Any) -> None:
@@ -248,29 +268,16 @@ async def test_headers_passed_on_are_the_bytes_that_came(nats_server: Any) -> No
     an actorbus block byte for byte, never parsed; other headers are encoded."""
     from actorbus.bus.client import header_block, with_header
 
-    nc = Client()
-    await nc.connect(nats_server.url)
-    try:
-        got: asyncio.Queue[Any] = asyncio.Queue()
-
-        async def keep(msg: Any) -> None:
-            await got.put(msg.headers)
-
-        await nc.subscribe("pass.on", cb=keep)
-        ours = encode_headers({"Ab-Id": "1", "Ab-Trace": "t"})
-        await nc.publish("pass.on", b"1", headers=ours)
-        await nc.publish("pass.on", b"2", headers={"Other": "z"})
-        first = await asyncio.wait_for(got.get(), 5)
-        second = await asyncio.wait_for(got.get(), 5)
+    ours = encode_headers({"Ab-Id": "1", "Ab-Trace": "t"})
+    async with echoes(nats_server.url, "pass.on") as back:
+        first = await back.round_trip(ours)
+        second = await back.round_trip({"Other": "z"})
         assert header_block(first) == ours
         assert first._parsed is None  # passed on without being read
         assert header_block(second) == encode_headers({"Other": "z"})
         assert header_block(None) is None
-        await nc.publish("pass.on", b"3", headers=with_header(header_block(first), "Ab-Fwd", "ask"))
-        third = await asyncio.wait_for(got.get(), 5)
-        assert dict(third) == {"Ab-Id": "1", "Ab-Trace": "t", "Ab-Fwd": "ask"}
-    finally:
-        await nc.close()
+        third = await back.round_trip(with_header(header_block(first), "Ab-Fwd", "ask"))
+    assert dict(third) == {"Ab-Id": "1", "Ab-Trace": "t", "Ab-Fwd": "ask"}
 
 
 def test_a_single_header_read_matches_the_full_parse() -> None:

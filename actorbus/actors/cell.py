@@ -26,7 +26,7 @@ from actorbus.actors.messages import validate
 from actorbus.actors.state_keeper import StateKeeper, keeper_for
 from actorbus.actors.streaming import SharedTurn
 from actorbus.actors.timers import Timers
-from actorbus.bus.tasks import backoff_delay, spawn
+from actorbus.bus.tasks import LOOP_TURN_EVERY, backoff_delay, spawn
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorStoppedError,
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
     from actorbus.actors.streaming import StreamProducers, Turn
 
 log = logging.getLogger("actorbus.actors")
-
-_HOGGING = 0.002  # seconds of messages handled back to back before the loop gets a turn
 
 
 @dataclass(frozen=True)
@@ -266,14 +264,14 @@ class ActorCell:
         arrived = self._arrival()
         if self.cls.concurrency == 1:
             now = time.monotonic()
-            if now - self.last_active > _HOGGING:
+            if now - self.last_active > LOOP_TURN_EVERY:
                 self._yielded_at = now  # it was idle: the loop had its turn since
             try:
                 async with self._lock:
                     await self._handle(msg, env, arrived)
             finally:
                 self._done()
-            if self.last_active - self._yielded_at > _HOGGING:
+            if self.last_active - self._yielded_at > LOOP_TURN_EVERY:
                 # nats-py hands a subscription's queued messages over without
                 # returning to the loop; handlers that never await (blocking work)
                 # would keep the connection from reading for the whole backlog,

@@ -281,6 +281,7 @@ async def longest_turn_of_the_loop(stop: asyncio.Event) -> float:
     return longest
 
 
+@pytest.mark.transports("nats")  # the in-process bus hands messages over its own way
 async def test_a_burst_to_a_lazily_hosted_type_keeps_the_process_reading(
     make_system: Any, monkeypatch: Any
 ) -> None:

@@ -42,7 +42,7 @@ _RELEASED_AT_ONCE = 256  # records released side by side at close
 # once) sent every claim to the server together: on a slow machine their acks
 # came after the client's timeout and a third of the messages were refused
 # ("could not place"). Past this many, a claim waits here, where no timer runs.
-_CLAIMS_AT_ONCE = 256
+CLAIMS_AT_ONCE = 256
 
 
 def placement_bucket(ns: str) -> str:
@@ -80,7 +80,7 @@ class Placement:
         self._opening = asyncio.Lock()
         self._held: dict[str, int] = {}  # address -> its record's revision
         self._claims: dict[str, asyncio.Future[str | None]] = {}
-        self._claiming = asyncio.Semaphore(_CLAIMS_AT_ONCE)
+        self._claiming = asyncio.Semaphore(CLAIMS_AT_ONCE)
         self._owners: dict[str, str] = {}  # who hosts what, as last seen (may be stale)
         self._renewer: asyncio.Task[None] | None = None
         self._refresher: asyncio.Task[None] | None = None

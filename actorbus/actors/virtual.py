@@ -35,7 +35,7 @@ from actorbus.bus.client import EncodedHeaders, encode_headers, header_block, wi
 from actorbus.bus.jetstream import stream_name
 from actorbus.bus.requests import NoResponders, RequestTimeout
 from actorbus.bus.subjects import Address
-from actorbus.bus.tasks import stop_task, supervise
+from actorbus.bus.tasks import YieldEvery, stop_task, supervise
 from actorbus.codecs.errors import (
     ActorNotFoundError,
     AskTimeoutError,
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("actorbus.placement")
 
 _PASSIVATED_AT_ONCE = 64  # idle actors a sweep stops side by side
+_LOOKED_AT_ONCE = 4096  # activations a sweep looks at between two turns of the loop
 
 
 class VirtualActors:
@@ -279,17 +280,49 @@ class VirtualActors:
             if not timeouts:
                 return
             await asyncio.sleep(max(0.05, min(timeouts) / 4))
-            now = time.monotonic()
-            idle = []
-            for address, cells in list(self.residents.cells.items()):
-                host = self.residents.hosts.get(address.split("/", 1)[0])
-                limit = host.cls.idle_timeout if host is not None else None
-                if limit and cells and all(c.idle_for(now) > limit for c in cells):
-                    idle.append(address)
-            for start in range(0, len(idle), _PASSIVATED_AT_ONCE):  # side by side: a
-                chunk = idle[start : start + _PASSIVATED_AT_ONCE]  # keyed one waits a write
-                log.debug("passivating %d idle actor(s), %s first", len(chunk), chunk[0])
-                await asyncio.gather(*(self.stop_actor(address) for address in chunk))
+            await self._passivate(await self._idle(time.monotonic()))
+
+    async def _idle(self, now: float) -> deque[str]:
+        """The addresses idle for longer than their type allows. A million of
+        them take the better part of a second to look through, so the loop gets
+        a turn every _LOOKED_AT_ONCE; the table may change meanwhile, hence the
+        copy of its keys (a list, where a copy of its items made a tuple each)."""
+        table, hosts = self.residents.cells, self.residents.hosts
+        idle: deque[str] = deque()
+        for n, address in enumerate(list(table), 1):
+            cells = table.get(address)
+            host = hosts.get(address.split("/", 1)[0])
+            limit = host.cls.idle_timeout if host is not None else None
+            if limit and cells and all(c.idle_for(now) > limit for c in cells):
+                idle.append(address)
+            if n % _LOOKED_AT_ONCE == 0:
+                await asyncio.sleep(0)
+        return idle
+
+    async def _passivate(self, idle: deque[str]) -> None:
+        """Stop ``idle`` actors, _PASSIVATED_AT_ONCE side by side (a keyed one waits
+        for the write that releases its key, a kept state for its save) by as
+        many workers taking the next address. Chunks of them gathered (a task
+        for each actor, and every chunk waiting for its slowest) took a sweep
+        of 200,000 lazily hosted actors from 375,000/s to 83,000/s. Actors whose
+        stop never waits are stopped back to back, the loop given a turn every
+        few milliseconds. Each address is let go as its stop begins: kept to
+        the end of a sweep, a million of them kept the memory of the stopped
+        activations they were made beside from going back to the system."""
+        if not idle:
+            return
+        log.debug("passivating %d idle actor(s), %s first", len(idle), idle[0])
+        turns = YieldEvery()
+
+        async def worker() -> None:
+            while idle:
+                address = idle.popleft()
+                started = time.monotonic()
+                await self.stop_actor(address)
+                if turns.due(started):
+                    await asyncio.sleep(0)
+
+        await asyncio.gather(*(worker() for _ in range(min(_PASSIVATED_AT_ONCE, len(idle)))))
 
     async def close(self) -> None:
         await stop_task(self._sweeper, what="passivation sweeper")

@@ -119,6 +119,34 @@ async def test_idle_instances_passivate_and_give_their_lease_back(make_system, m
     assert await a.ask("sleepy/z", {}) == b.system_id
 
 
+class SlowToStop(Actor):
+    """A lazily hosted type whose instances take a while to stop (a save, a
+    release): a sweep must not stop them one after the other."""
+
+    type_name = "slow-to-stop"
+    idle_timeout = 0.2
+    stopped = 0
+
+    @handler
+    async def ping(self, q: dict[str, Any]) -> None:
+        return None
+
+    async def on_stop(self) -> None:
+        await asyncio.sleep(0.25)
+        SlowToStop.stopped += 1
+
+
+async def test_a_sweep_stops_idle_instances_side_by_side(make_system, monkeypatch) -> None:
+    """200 instances each taking 0.25 s to stop: 50 s one after the other, well
+    under the bound side by side (64 at a time: about a second)."""
+    monkeypatch.setattr(SlowToStop, "stopped", 0)
+    system = await make_system()
+    await system.register(SlowToStop)
+    await asyncio.gather(*(system.ask(f"slow-to-stop/k{n}", {}) for n in range(200)))
+    await eventually(lambda: SlowToStop.stopped == 200, 10, "all 200 stopped")
+    assert not system.local_actors()
+
+
 async def test_when_the_hosting_process_dies_the_next_message_activates_it_elsewhere(
     make_system, nats_server: Any, ns: str
 ) -> None:

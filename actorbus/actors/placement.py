@@ -153,6 +153,7 @@ class Placement:
 
     async def release(self, address: str) -> None:
         revision = self._held.pop(address, None)
+        self._forget_released()
         if revision is not None and self._table is not None:
             with contextlib.suppress(Exception):
                 await self._table.release(_key(address), revision)
@@ -160,8 +161,15 @@ class Placement:
     def _hold(self, address: str, revision: int) -> None:
         self._held[address] = revision
         self._due.append((time.monotonic() + self.record_ttl / 2, address, revision))
+        self._forget_released()
+
+    def _forget_released(self) -> None:
+        """Released keys leave their entries in the refresh schedule: drop them
+        once they are half of it, on a claim or a release. Kept until due (half
+        an hour), the entries of 20,000 passivated keyed actors kept 80,000
+        blocks of memory, and with them every arena those activations had used:
+        none of their memory went back to the system (a third with this)."""
         if len(self._due) > 2 * len(self._held) + _RELEASED_AT_ONCE:
-            # Released keys leave their entries behind: drop them now and then.
             held = self._held
             self._due = deque(d for d in self._due if held.get(d[1]) == d[2])
 

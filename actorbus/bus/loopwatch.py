@@ -24,6 +24,13 @@ blocking handler keeps the connections from reading, so few come in meanwhile.
 One watch per event loop, whatever the number of connections on it (systems in
 one process): a block is the loop's, so it is said once, counting the messages
 every connection read.
+
+Where the loop was blocked is something the loop cannot see: none of it runs
+until the block ends. A thread of the watch's own wakes every tick and, once
+the loop is a while late, looks at what the loop's thread is running
+(``sys._current_frames``), so the warning names the line that blocked. Python
+code that blocks still lets that thread run every few milliseconds (the
+interpreter's switch interval), and a blocking call lets it run at once.
 """
 
 from __future__ import annotations
@@ -32,9 +39,13 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
+import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, ClassVar
 
 from actorbus.bus.tasks import stop_task, supervise
@@ -82,6 +93,9 @@ class LoopWatch:
         self._warned_at = -WARN_EVERY
         self._counters: list[Callable[[], int]] = []
         self._task: asyncio.Task[None] | None = None
+        self._where: str | None = None  # what the loop's thread ran in this block
+        self._witness: threading.Thread | None = None
+        self._witness_stop = threading.Event()
 
     @classmethod
     def join(cls, received: Callable[[], int]) -> LoopWatch:
@@ -94,6 +108,15 @@ class LoopWatch:
         watch._counters.append(received)
         if watch._task is None or watch._task.done():
             watch._task = supervise("event loop watch", watch.run, logger=log)
+        if watch._witness is None:
+            watch._witness_stop.clear()
+            watch._witness = threading.Thread(
+                target=watch._witness_blocks,
+                args=(threading.get_ident(),),
+                name="actorbus event loop witness",
+                daemon=True,
+            )
+            watch._witness.start()
         return watch
 
     async def leave(self, received: Callable[[], int]) -> None:
@@ -103,6 +126,10 @@ class LoopWatch:
         if not self._counters:
             task, self._task = self._task, None
             await stop_task(task, what="event loop watch")
+            witness, self._witness = self._witness, None
+            if witness is not None:
+                self._witness_stop.set()  # its wait ends at once
+                witness.join(timeout=1.0)
 
     def received(self) -> int:
         return sum(count() for count in self._counters)
@@ -115,13 +142,28 @@ class LoopWatch:
     async def run(self) -> None:
         while True:
             self.last_tick = time.monotonic()
+            self._where = None
             collected, received = CollectorTime.total, self.received()
             await asyncio.sleep(TICK)
             late = time.monotonic() - self.last_tick - TICK
             if late > BLOCKED:
-                self._blocked(late, CollectorTime.total - collected, self.received() - received)
+                self._blocked(
+                    late,
+                    CollectorTime.total - collected,
+                    self.received() - received,
+                    self._where or "",
+                )
 
-    def _blocked(self, late: float, in_collector: float = 0.0, arrived: int = 0) -> None:
+    def _witness_blocks(self, loop_thread: int) -> None:
+        """The witness thread: once per block, what the loop's thread runs."""
+        while not self._witness_stop.wait(TICK):
+            if self._where is None and time.monotonic() - self.last_tick - TICK > BLOCKED / 2:
+                frame = sys._current_frames().get(loop_thread)
+                self._where = _frames(frame) if frame is not None else ""
+
+    def _blocked(
+        self, late: float, in_collector: float = 0.0, arrived: int = 0, where: str = ""
+    ) -> None:
         self.blocks += 1
         self.longest = max(self.longest, late)
         now = time.monotonic()
@@ -149,8 +191,28 @@ class LoopWatch:
             )
             return
         log.warning(
-            "the event loop was blocked for %.2fs: a handler is doing blocking work "
+            "the event loop was blocked for %.2fs%s: a handler is doing blocking work "
             "(move it off the loop with asyncio.to_thread); while blocked this process "
             "reads no messages, and NATS may cut it off as a slow consumer",
             late,
+            f" at {where}" if where else "",
         )
+
+
+def _frames(frame: FrameType | None, most: int = 3) -> str:
+    """``file:line in function`` of the innermost frames, innermost first."""
+    said: list[str] = []
+    while frame is not None and len(said) < most:
+        code = frame.f_code
+        said.append(f"{_path(code.co_filename)}:{frame.f_lineno} in {code.co_name}")
+        frame = frame.f_back
+    return ", called from ".join(said)
+
+
+def _path(filename: str) -> str:
+    """As the user would type it: relative to the working directory when under it."""
+    with contextlib.suppress(ValueError):  # another drive, on Windows
+        relative = os.path.relpath(filename)
+        if not relative.startswith(".."):
+            return relative
+    return filename

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from typing import Any
 
@@ -246,6 +247,7 @@ async def rss_kb(pid: int) -> int:
 async def test_a_blocked_event_loop_is_reported(system: Any, caplog: Any) -> None:
     """A handler doing blocking work stops the whole process from reading: say so."""
     with caplog.at_level(logging.WARNING, logger="actorbus.bus"):
+        blocking_line = sys._getframe().f_lineno + 1
         time.sleep(0.8)  # noqa: ASYNC251 - the blocking work being reported
         loop = asyncio.get_running_loop()
         deadline = loop.time() + WAIT
@@ -253,6 +255,9 @@ async def test_a_blocked_event_loop_is_reported(system: Any, caplog: Any) -> Non
             assert loop.time() < deadline
             await asyncio.sleep(0.05)
     assert system.runtime.conn.loop_watch.longest >= 0.5
+    said = next(r.getMessage() for r in caplog.records if "blocked" in r.getMessage())
+    # where: the line that blocked, seen by the watch's thread meanwhile
+    assert f"test_overload.py:{blocking_line} in test_a_blocked_event_loop_is_reported" in said
 
 
 class Busy(Actor):

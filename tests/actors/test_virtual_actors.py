@@ -210,6 +210,28 @@ async def test_a_process_keeps_more_keyed_actors_than_it_could_renew_one_by_one(
     assert len(system.local_actors()) == 3000
 
 
+class Dozing(Actor):
+    type_name = "dozing"
+    keyed = True
+    idle_timeout = 0.2
+
+    @handler
+    async def ping(self, q: dict[str, Any]) -> None:
+        return None
+
+
+@pytest.mark.transports("nats")
+async def test_passivated_keyed_actors_leave_nothing_to_refresh(make_system) -> None:
+    """A held key is due for its record's refresh in half an hour; a released
+    one's entry used to stay that long, and the memory of 20,000 passivated
+    keyed actors with it (none went back to the system)."""
+    system = await make_system(activation_ttl=TTL)
+    await system.register(Dozing)
+    await asyncio.gather(*(system.ask(f"dozing/k{n}", {}) for n in range(1_000)))
+    await eventually(lambda: not system.local_actors(), WAIT, "all passivated")
+    assert len(system.placement._due) <= 256  # what is left: no more than a batch
+
+
 @pytest.mark.transports("nats")
 async def test_a_burst_of_new_keys_is_claimed_a_few_hundred_at_a_time(
     make_system, monkeypatch

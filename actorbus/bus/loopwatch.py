@@ -41,10 +41,12 @@ import gc
 import logging
 import os
 import sys
+import sysconfig
 import threading
 import time
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any, ClassVar
 
@@ -199,14 +201,35 @@ class LoopWatch:
         )
 
 
-def _frames(frame: FrameType | None, most: int = 3) -> str:
-    """``file:line in function`` of the innermost frames, innermost first."""
-    said: list[str] = []
-    while frame is not None and len(said) < most:
-        code = frame.f_code
-        said.append(f"{_path(code.co_filename)}:{frame.f_lineno} in {code.co_name}")
-        frame = frame.f_back
-    return ", called from ".join(said)
+def _frames(frame: FrameType) -> str:
+    """Where the loop's thread is: its innermost frame and, when that is in a
+    library (a socket read under an HTTP client), the innermost of the user's
+    own frames too, which is the line to change."""
+    here = _frame(frame)
+    users: FrameType | None = frame
+    while users is not None and not _users(users.f_code.co_filename):
+        users = users.f_back
+    if users is None or users is frame:
+        return here
+    return f"{here}, from {_frame(users)}"
+
+
+def _frame(frame: FrameType) -> str:
+    return f"{_path(frame.f_code.co_filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+_NOT_USERS = tuple(
+    os.path.join(path, "")  # a directory: /x/actorbus/, not /x/actorbus_app
+    for path in {
+        sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")
+    }
+    | {str(Path(__file__).resolve().parents[1])}  # actorbus itself
+)
+
+
+def _users(filename: str) -> bool:
+    """Code of the process's own: not Python's, an installed package's or ours."""
+    return not filename.startswith(("<", *_NOT_USERS))
 
 
 def _path(filename: str) -> str:

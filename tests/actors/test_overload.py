@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 import time
 from typing import Any
 
@@ -258,6 +259,37 @@ async def test_a_blocked_event_loop_is_reported(system: Any, caplog: Any) -> Non
     said = next(r.getMessage() for r in caplog.records if "blocked" in r.getMessage())
     # where: the line that blocked, seen by the watch's thread meanwhile
     assert f"test_overload.py:{blocking_line} in test_a_blocked_event_loop_is_reported" in said
+
+
+def test_a_block_inside_a_library_is_said_with_the_users_line_that_called_it() -> None:
+    """The innermost line of a block in a library (a socket read under an HTTP
+    client) is not the one to change; the warning adds the user's own."""
+    from actorbus.bus.loopwatch import _frames
+
+    release = threading.Event()
+    calling_line = 0
+
+    def waits_in_the_library() -> None:
+        nonlocal calling_line
+        calling_line = sys._getframe().f_lineno + 1
+        release.wait(WAIT)
+
+    thread = threading.Thread(target=waits_in_the_library)
+    thread.start()
+    try:
+        for _ in range(500):  # until it waits inside threading.py (bounded)
+            frame = sys._current_frames().get(thread.ident or 0)
+            if frame is not None and frame.f_code.co_filename == threading.__file__:
+                break
+            time.sleep(0.01)
+        assert frame is not None
+        said = _frames(frame)
+    finally:
+        release.set()
+        thread.join(WAIT)
+    innermost, _, users = said.partition(", from ")
+    assert "threading.py:" in innermost, said
+    assert users.endswith(f"test_overload.py:{calling_line} in waits_in_the_library"), said
 
 
 class Busy(Actor):

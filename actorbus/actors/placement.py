@@ -222,7 +222,12 @@ class Placement:
         renewed = loop.time()  # when the liveness was last known to hold
         period = self.ttl / 3
         next_at = renewed
-        while self._held:
+        # For as long as this system may claim, not only while it holds a key: a
+        # liveness let lapse while nothing was held made the next claims name a
+        # holder that counted as dead (another process could take those keys at
+        # once), and the next renewal then stopped every keyed actor it had just
+        # activated ("liveness lapsed", in a walk: 608 of them).
+        while True:
             # A third of the ttl after the last one began, however long it took
             # (at once if it took longer).
             next_at = max(next_at + period, loop.time())

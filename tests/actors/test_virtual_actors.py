@@ -5,6 +5,7 @@ elsewhere when their process dies."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import time
 from typing import Any
@@ -230,6 +231,32 @@ async def test_passivated_keyed_actors_leave_nothing_to_refresh(make_system) -> 
     await asyncio.gather(*(system.ask(f"dozing/k{n}", {}) for n in range(1_000)))
     await eventually(lambda: not system.local_actors(), WAIT, "all passivated")
     assert len(system.placement._due) <= 256  # what is left: no more than a batch
+
+
+@pytest.mark.transports("nats")
+async def test_a_process_that_held_no_key_for_a_while_is_still_alive_to_the_others(
+    make_system, monkeypatch, caplog
+) -> None:
+    """Its keyed actors all passivated, a process stopped renewing its liveness,
+    which expired: its next claims named a holder the others took for dead (so
+    they could take its keys too), and its next renewal found the liveness gone
+    and stopped every keyed actor it had just activated."""
+    monkeypatch.setattr(Many, "stops", 0)
+    system = await make_system(activation_ttl=TTL)
+    for cls in (Dozing, Many):
+        await system.register(cls)
+    await system.ask("dozing/a", {})
+    await eventually(lambda: not system.local_actors(), WAIT, "passivated")
+    await asyncio.sleep(2 * TTL)  # nothing held for longer than the liveness ttl
+    with caplog.at_level(logging.WARNING, logger="actorbus.placement"):
+        assert await system.ask("many/k", {}) == system.system_id
+        other = await make_system(activation_ttl=TTL)
+        await other.register(Many)
+        assert await other.ask("many/k", {}) == system.system_id  # forwarded, not taken
+        await asyncio.sleep(TTL)  # a few renewals
+    assert "many/k" in system.local_actors()
+    assert Many.stops == 0
+    assert not [r for r in caplog.records if "lapsed" in r.getMessage()]
 
 
 @pytest.mark.transports("nats")

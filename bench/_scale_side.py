@@ -12,8 +12,9 @@
   ask) until its stdin closes.
 - ``raw-publisher URL SUBJECT N``: on a line on stdin, publishes N small items
   to SUBJECT (raw nats-py pub/sub, the streaming baseline); again per line.
-- ``fan-host URL NS INDEX ACTORS MESSAGES``: spawns ACTORS actors subscribed to
-  the topic ``fan.news`` and says ``done`` once each got MESSAGES of them.
+- ``fan-host URL NS INDEX ACTORS MESSAGES [named]``: spawns ACTORS actors
+  subscribed to the topic ``fan.news`` (under keys given to them with
+  ``named``) and says ``done`` once each got MESSAGES of them.
 - ``fan-raw URL SUBJECT INDEX ACTORS MESSAGES``: the baseline, ACTORS raw
   nats-py subscriptions on SUBJECT in one connection.
 - ``work-host URL NS INDEX ACTORS REPLICAS``: spawns ACTORS ``work`` actors
@@ -271,11 +272,14 @@ class FanOut(Actor):
             FanOut.done.set()
 
 
-async def fan_host(url: str, ns: str, index: int, actors: int, messages: int) -> None:
+async def fan_host(url: str, ns: str, index: int, actors: int, messages: int, named: bool) -> None:
+    """``named``: each actor under a key given to it, which another process could
+    host too (a subscription each, in its queue group); else under a generated
+    one (one subscription shared by all of them, ``actors/topic_fanout.py``)."""
     FanOut.expected, FanOut.done = actors * messages, asyncio.Event()
     async with ActorSystem.connect(url, namespace=ns, registry=False) as system:
         for j in range(actors):
-            await system.spawn(FanOut, f"{index}-{j}")
+            await system.spawn(FanOut, f"{index}-{j}" if named else None)
         await system.nc.flush()
         say(READY)
         await FanOut.done.wait()
@@ -353,7 +357,8 @@ def main(argv: list[str]) -> None:
     elif role == "raw-publisher":
         run = raw_publisher(url, rest[0], int(rest[1]))
     elif role == "fan-host":
-        run = fan_host(url, rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
+        named = rest[4:] == ["named"]
+        run = fan_host(url, rest[0], int(rest[1]), int(rest[2]), int(rest[3]), named)
     elif role == "fan-raw":
         run = fan_raw(url, rest[0], int(rest[2]), int(rest[3]))
     elif role == "work-host":

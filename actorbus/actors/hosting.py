@@ -30,6 +30,7 @@ from actorbus.actors.reminder_relay import ReminderRelay
 from actorbus.actors.residents import Residents, TypeHost
 from actorbus.actors.runtime import Runtime
 from actorbus.actors.streaming import StreamProducers
+from actorbus.actors.topic_fanout import TopicFanout
 from actorbus.actors.type_inbox import TypeInbox
 from actorbus.actors.virtual import VirtualActors
 from actorbus.bus.subjects import Address, session_key, validate_key
@@ -67,6 +68,7 @@ class Hosting:
             rt, self.placement, self.residents, self.lazy_cell, self.stop_actor
         )
         self.inboxes: dict[ActorCell, DurableInbox] = {}
+        self.fanout = TopicFanout(rt, self.residents)
         self.relays: dict[str, ReminderRelay] = {}  # per type whose durable queue is read here
 
     async def spawn(
@@ -83,6 +85,7 @@ class Hosting:
         Replicas of one address share its messages through a NATS queue group, in
         this process or across processes.
         """
+        only_here = key is None or cls.keyed  # no other process can host it
         key = key if key is not None else new_id()
         validate_key(key)
         if replicas < 1:
@@ -105,9 +108,9 @@ class Hosting:
             if not await cell.start():
                 raise ActorBusError(f"{address} failed to start: {cell.failure!r}")
             if hosted is None:
-                await self._subscribe_cell(cell)
+                await self._subscribe_cell(cell, only_here)
             else:
-                await self._subscribe_topics(cell)
+                await self._subscribe_topics(cell, only_here)
             if cls.has_durable_queue and hosted is None:  # else the type's reader has it
                 await self._relay(cls.type_name)
                 inbox = DurableInbox(self.rt, cell)
@@ -222,9 +225,9 @@ class Hosting:
 
     async def _activate(self, cell: ActorCell) -> None:
         if await cell.start():
-            await self._subscribe_topics(cell)
+            await self._subscribe_topics(cell, cell.cls.keyed)
 
-    async def _subscribe_cell(self, cell: ActorCell) -> None:
+    async def _subscribe_cell(self, cell: ActorCell, only_here: bool) -> None:
         s = self.rt.subjects
         addr = Address(cell.cls.type_name, cell.key)
 
@@ -249,12 +252,18 @@ class Hosting:
         )
         watch = self.rt.mailboxes.watch
         cell.subscriptions += tuple(watch(sub, cell.address, cell.cls) for sub in (direct, anycast))
-        await self._subscribe_topics(cell)
+        await self._subscribe_topics(cell, only_here)
 
-    async def _subscribe_topics(self, cell: ActorCell) -> None:
+    async def _subscribe_topics(self, cell: ActorCell, only_here: bool) -> None:
+        """``cell``'s topic subscriptions: shared with the process's other actors
+        of its type when its address can exist only here (``topic_fanout.py``),
+        else its own, in its address's queue group."""
         addr = Address(cell.cls.type_name, cell.key)
         for spec in cell.cls.topics:
             assert spec.topic is not None
+            if only_here:
+                await self.fanout.join(spec.topic, cell)
+                continue
 
             async def on_topic(msg: Msg) -> None:
                 if msg.reply:  # a kept topic's message carries its store's ack inbox:
@@ -280,6 +289,7 @@ class Hosting:
         await self.placement.release(address)
 
     async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
+        await self.fanout.leave(cell)
         inbox = self.inboxes.pop(cell, None)
         if inbox is not None:
             await inbox.stop(timeout)
@@ -296,6 +306,7 @@ class Hosting:
             cells.remove(cell)
             if not cells:
                 del self.residents.cells[cell.address]
+        await self.fanout.leave(cell)
         for sub in cell.subscriptions:
             self.rt.mailboxes.forget(sub)
             with contextlib.suppress(Exception):
@@ -314,6 +325,7 @@ class Hosting:
         await asyncio.gather(
             *(inbox.stop(timeout) for inbox in inboxes), *(r.stop(timeout) for r in relays)
         )
+        await self.fanout.close(timeout)  # what it holds still reaches its members
         cells = [c for cs in self.residents.cells.values() for c in cs]
         self.residents.cells.clear()
         await self.virtual.close()

@@ -40,6 +40,7 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
 from actorbus.bus.leases import WRONG_LAST_SEQUENCE, Lease, LeaseBucket, LeaseLostError, lease_key
+from actorbus.bus.record_batches import RecordCreates, create_records_bucket
 
 RECORD_TTL = 3600.0  # seconds a claim record outlives its holder at most
 
@@ -63,6 +64,7 @@ class ClaimTable:
         config: KeyValueConfig,
         holder: str,
         record_ttl: float = RECORD_TTL,
+        creates: RecordCreates | None = None,
     ) -> None:
         if record_ttl < max(2.0, 4 * liveness.ttl):
             raise ValueError(
@@ -76,6 +78,8 @@ class ClaimTable:
         self.holder = holder
         self.ttl = liveness.ttl
         self.record_ttl = record_ttl
+        # Its records' creates: batched where the server can (``bus/record_batches.py``).
+        self.creates = creates or RecordCreates(records, holder.encode(), record_ttl)
         self._alive: Lease | None = None
         self._liveness_turn = asyncio.Lock()  # one write of our liveness at a time
 
@@ -98,22 +102,20 @@ class ClaimTable:
             bucket=records, history=1, storage=StorageType.FILE, replicas=replicas
         )
         try:
-            kv = await js.create_key_value(config)
+            kv = await create_records_bucket(js, config)
         except nats.js.errors.BadRequestError:
             kv = await js.key_value(records)
             await _allow_record_ttl(js, kv)
-        return cls(liveness, kv, config, holder, record_ttl)
+        creates = await RecordCreates.open(js, kv, holder.encode(), record_ttl)
+        return cls(liveness, kv, config, holder, record_ttl, creates)
 
     async def claim(self, name: str) -> Claim:
         """The record of ``name``: taken for this holder when free or its holder is
         dead; else who holds it."""
         await self._stay_alive()
-        me = self.holder.encode()
         for _ in range(4):  # released, expired or taken between two of our steps: again
             try:
-                return Claim(
-                    self.holder, await self.records.create(name, me, msg_ttl=self.record_ttl)
-                )
+                return Claim(self.holder, await self.creates.create(name))
             except nats.js.errors.KeyWrongLastSequenceError:
                 pass
             except nats.js.errors.KeyNotFoundError:
@@ -173,6 +175,7 @@ class ClaimTable:
 
     async def leave(self) -> None:
         """Give up liveness (after releasing the claims): what is left is free."""
+        await self.creates.close()
         alive, self._alive = self._alive, None
         if alive is not None:
             with contextlib.suppress(Exception):
@@ -184,7 +187,12 @@ class ClaimTable:
         try:
             await self.records.status()
         except nats.js.errors.NotFoundError:
-            self.records = await js.create_key_value(self.config)
+            self.records = await create_records_bucket(js, self.config)
+            stale, self.creates = (
+                self.creates,
+                await RecordCreates.open(js, self.records, self.holder.encode(), self.record_ttl),
+            )
+            await stale.close()
 
     async def _stay_alive(self) -> None:
         if self._alive is not None:

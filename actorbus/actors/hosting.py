@@ -289,7 +289,8 @@ class Hosting:
         await self.placement.release(address)
 
     async def _stop_cell(self, cell: ActorCell, timeout: float) -> None:
-        await self.fanout.leave(cell)
+        if cell.cls.topics:  # (a passivation sweep stops a million without any)
+            await self.fanout.leave(cell)
         inbox = self.inboxes.pop(cell, None)
         if inbox is not None:
             await inbox.stop(timeout)

@@ -8,8 +8,10 @@ none left 8 s later). Here a holder renews one lease, its own liveness (a key
 in the ``hosts`` bucket, whose ``max_age`` is the ttl), and each name it claims
 is a record naming it in the ``placement`` bucket (whose ttl, below, is long):
 
-- :meth:`ClaimTable.claim` is a KV *create* of the record. When the record is
-  there, its holder is read: a live holder keeps it (the claimant is told who);
+- :meth:`ClaimTable.claim` is a KV *create* of the record (written in one
+  atomic batch with the creates made beside it, ``bus/record_batches.py``).
+  When the record is there, its holder is read: a live holder keeps it (the
+  claimant is told who);
   a holder whose liveness lapsed (it died, or was cut off for longer than the
   ttl) loses it to the first claimant whose compare-and-set *update* on the
   record's revision succeeds, so two claimants never both win.

@@ -41,10 +41,12 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from actorbus.bus.jetstream import patiently
 from actorbus.bus.leases import WRONG_LAST_SEQUENCE, Lease, LeaseBucket, LeaseLostError, lease_key
 from actorbus.bus.record_batches import RecordCreates, create_records_bucket
 
 RECORD_TTL = 3600.0  # seconds a claim record outlives its holder at most
+SETTLING = 10.0  # seconds a claim waits for its bucket's stream to have a leader
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,15 @@ class ClaimTable:
 
     async def claim(self, name: str) -> Claim:
         """The record of ``name``: taken for this holder when free or its holder is
-        dead; else who holds it."""
+        dead; else who holds it. While the bucket's stream has no leader (a
+        cluster electing one: a bucket just made, a node gone) its writes get no
+        answer, and the claim is tried again for up to ``SETTLING`` seconds
+        (each step is safe to repeat: a record this holder did write is
+        adopted)."""
         await self._stay_alive()
+        return await patiently(lambda: self._claim(name), SETTLING, f"claiming {name}")
+
+    async def _claim(self, name: str) -> Claim:
         for _ in range(4):  # released, expired or taken between two of our steps: again
             try:
                 return Claim(self.holder, await self.creates.create(name))

@@ -186,3 +186,33 @@ def test_a_cluster_whose_picked_port_was_taken_moves_to_new_ports() -> None:
             assert cluster.running
             assert taken not in [node.config.cluster_port for node in cluster.nodes]
     assert not cluster.dir.exists()
+
+
+async def test_keyed_actors_claim_in_batches_on_replicated_placement(
+    cluster: EmbeddedCluster, ns: str
+) -> None:
+    """A burst of new keys on the cluster: their claim records go in atomic
+    batches to an R3 bucket, and each key is active once, in one of two hosts."""
+    from _actors import Bump, Bumped, VCounter
+
+    from actorbus.actors.placement import placement_bucket
+
+    hosts = [await r3_system(cluster, ns) for _ in range(2)]
+    try:
+        for host in hosts:
+            await host.register(VCounter)
+        keys = [f"vcounter/k{i}" for i in range(300)]
+        first = await asyncio.gather(
+            *(hosts[i % 2].ask(k, Bump(), returns=Bumped, timeout=20) for i, k in enumerate(keys))
+        )
+        assert all(b.total == 1 for b in first)
+        again = await asyncio.gather(*(hosts[0].ask(k, Bump(), returns=Bumped) for k in keys))
+        assert all(b.total == 2 for b in again)  # the same activation: once per key
+        table = await hosts[0].hosting.placement.table()
+        assert table.creates.batched
+        info = await hosts[0].runtime.js.stream_info(f"KV_{placement_bucket(ns)}")
+        assert info.config.allow_atomic
+        assert info.config.num_replicas == 3
+    finally:
+        for host in hosts:
+            await host.close()

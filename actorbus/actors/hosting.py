@@ -63,6 +63,7 @@ class Hosting:
             replicas=rt.durable_settings.replicas,
             on_lost=self.stop_actor,
             record_ttl=rt.config.placement_ttl,
+            reachable=lambda: rt.nc.is_connected,
         )
         self.virtual = VirtualActors(
             rt, self.placement, self.residents, self.lazy_cell, self.stop_actor

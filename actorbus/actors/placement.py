@@ -68,8 +68,10 @@ class Placement:
         replicas: int,
         on_lost: LostCallback,
         record_ttl: float = RECORD_TTL,
+        reachable: Callable[[], bool] = lambda: True,
     ) -> None:
         self.js = js
+        self.reachable = reachable  # whether the broker is there to be told
         self.namespace = namespace
         self.holder = holder
         self.ttl = ttl
@@ -275,6 +277,13 @@ class Placement:
         gone, which the next claim of its key takes over."""
         await stop_task(self._renewer, what="activation lease renewal")
         await stop_task(self._refresher, what="placement record refresh")
+        if not self.reachable():
+            # Nobody to tell: each release would wait out its timeout (a close took
+            # 15 s). The records name a holder whose liveness runs out within the
+            # ttl, and the next claim of each key takes it over, as after a crash.
+            if self._table is not None:
+                await self._table.leave(tell=False)
+            return
         held = list(self._held)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):

@@ -184,11 +184,12 @@ class ClaimTable:
                 self._alive = None
                 raise
 
-    async def leave(self) -> None:
-        """Give up liveness (after releasing the claims): what is left is free."""
+    async def leave(self, *, tell: bool = True) -> None:
+        """Give up liveness (after releasing the claims): what is left is free.
+        ``tell=False``: with no broker to tell, it runs out by itself."""
         await self.creates.close()
         alive, self._alive = self._alive, None
-        if alive is not None:
+        if alive is not None and tell:
             with contextlib.suppress(Exception):
                 await self.liveness.release(alive)
 

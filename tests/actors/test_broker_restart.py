@@ -136,6 +136,44 @@ async def test_a_system_whose_broker_is_gone_closes_at_once(tmp_path: Path, ns: 
     assert loop.time() - started < 3.0
 
 
+class Held(Actor):
+    """A keyed type: each activation holds a claim record in the placement bucket."""
+
+    type_name = "held"
+    keyed = True
+
+    @handler
+    async def ping(self, _: dict) -> str:  # type: ignore[type-arg]
+        return self.address
+
+
+async def test_a_system_holding_keyed_actors_closes_at_once_when_its_broker_is_gone(
+    tmp_path: Path, ns: str
+) -> None:
+    """Nobody to release the claims to: each release waited out its timeout, and
+    the close took 15 s (10 s of releases, 5 s for the liveness). The records
+    left behind are taken over once the liveness runs out, as after a crash."""
+    server = EmbeddedServer(ServerConfig(store_dir=tmp_path / "store"))
+    server.start_sync()
+    host = await ActorSystem.connect(
+        server.url,
+        namespace=ns,
+        registry=False,
+        connect_options=ConnectOptions(reconnect_deadline=30.0),
+    )
+    try:
+        await host.register(Held)
+        await asyncio.gather(*(host.ask(f"held/k{i}", {}) for i in range(50)))
+        assert len(host.local_actors()) == 50
+    finally:
+        server.stop_sync()
+    await eventually(lambda: not host.nc.is_connected, what="the host saw its broker go")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await host.close(timeout=10)
+    assert loop.time() - started < 3.0
+
+
 async def test_a_registry_bucket_made_again_by_another_member_is_followed(
     tmp_path: Path, ns: str
 ) -> None:

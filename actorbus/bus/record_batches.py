@@ -47,6 +47,7 @@ log = logging.getLogger("actorbus.bus")
 BATCH_MOST = 128  # records in one batch (a server takes up to 1,000)
 BATCHES_AT_ONCE = 2  # batches on their way at once, while the next one fills
 _COMMIT_TIMEOUT = 10.0
+_UPDATE_TIMEOUT = 1.0  # seconds to wait for a bucket made before batches to allow them
 _NO_ATOMIC = {10174}  # atomic publish is disabled (on this stream)
 
 
@@ -231,7 +232,10 @@ async def _atomic_connection(js: JetStreamContext, kv: KeyValue) -> Client | Non
         info = (await kv.status()).stream_info
         if not info.config.allow_atomic:
             config = dataclasses.replace(info.config, allow_atomic=True)
-            info = await js.update_stream(config)
+            # Briefly: a member the broker does not let change streams gets no
+            # answer at all (a permissions violation), only the request's timeout.
+            async with asyncio.timeout(_UPDATE_TIMEOUT):
+                info = await js.update_stream(config)
     except Exception as exc:  # an older server, or a bucket this credential may not change
         log.info("claim records: atomic batches not allowed on the bucket (%r)", exc)
         return None

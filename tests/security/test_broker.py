@@ -532,3 +532,60 @@ async def test_a_running_secured_server_takes_new_namespaces() -> None:
                 assert await first.ask("oracle/1", "still") == "yes, still"
         finally:
             await first.close()
+
+
+class Claimed(Actor):
+    """A keyed type: its activations claim records in the shared placement bucket."""
+
+    type_name = "claimed"
+    keyed = True
+
+    @handler
+    async def ping(self, _: dict[str, Any]) -> str:
+        return self.address
+
+
+@pytest.mark.parametrize("bucket_made_before", [False, True])
+async def test_a_member_claims_in_batches_on_a_bucket_it_made_and_one_by_one_on_an_old_one(
+    actorbus_home: Path, bucket_made_before: bool
+) -> None:
+    """A member may make a stream but not change one: the placement bucket it
+    makes takes atomic batches from the start; one made before batches (without
+    them) stays so, and its claims go one by one, the refused change not holding
+    up the first claim for longer than a second."""
+    from nats.js.api import KeyValueConfig, StorageType
+
+    from actorbus.actors.placement import placement_bucket
+    from actorbus.security.secure_broker import SecureBroker, join_options
+
+    ns = f"b{uuid.uuid4().hex[:8]}"
+    broker = SecureBroker()
+    async with EmbeddedServer(
+        ServerConfig(host="127.0.0.1", extra=broker.server_config([ns]))
+    ) as server:
+        if bucket_made_before:
+            other = await raw_member(server.url, broker, ns, "other", ["other"])
+            try:
+                await other.jetstream(timeout=2.0).create_key_value(
+                    KeyValueConfig(bucket=placement_bucket(ns), history=1, storage=StorageType.FILE)
+                )
+            finally:
+                await other.close()
+        host = await ActorSystem.connect(
+            server.url,
+            namespace=ns,
+            registry=False,
+            **await join_options(server.url, ns, "claimed-host", hosts=["claimed"]),
+        )
+        try:
+            await host.register(Claimed)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            assert await host.ask("claimed/first", {}) == "claimed/first"
+            assert loop.time() - started < 3.0
+            answers = await asyncio.gather(*(host.ask(f"claimed/k{i}", {}) for i in range(40)))
+            assert answers == [f"claimed/k{i}" for i in range(40)]
+            table = await host.hosting.placement.table()
+            assert table.creates.batched is not bucket_made_before
+        finally:
+            await host.close(timeout=2.0)

@@ -6,8 +6,9 @@ Each keyed activation's first step is a key-value *create* of its claim record
 new keys to what the disk syncs: 2,000-3,400 activations a second on the
 development machine, 0.77-1.01x of raw nats-py creates. Written as one atomic
 batch (nats-server 2.12+, ``allow_atomic`` on the bucket's stream), many
-records share their sync: raw creates went from 2,900/s one by one to
-15,000/s in batches of 128 on the same disk.
+records are stored at once: raw creates went from 2,900/s one by one to
+15,000/s in batches of 128 on the same disk (measured; how the server syncs a
+batch was not looked at).
 
 All or nothing is what makes it safe. A batch holding a name that is not free
 (another process claimed it, or a released record left its tombstone) is
@@ -44,7 +45,7 @@ from actorbus.bus.tasks import spawn
 
 log = logging.getLogger("actorbus.bus")
 
-BATCH_MOST = 128  # records in one batch (a server takes up to 1,000)
+BATCH_MOST = 128  # records in one batch
 BATCHES_AT_ONCE = 2  # batches on their way at once, while the next one fills
 _COMMIT_TIMEOUT = 10.0
 _UPDATE_TIMEOUT = 1.0  # seconds to wait for a bucket made before batches to allow them

@@ -35,6 +35,8 @@ from nats.aio.client import PING_PROTO, Client as _NatsClient, _validate_subject
 from nats.errors import ProtocolError
 from nats.protocol.command import hpub_cmd, pub_cmd
 
+from actorbus.bus.wire_parser import MessageParser
+
 log = logging.getLogger("actorbus.bus")
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -177,6 +179,10 @@ class BadHeaders(Mapping[str, str]):
 
 
 class Client(_NatsClient):
+    def __init__(self) -> None:
+        super().__init__()
+        self._ps = MessageParser(self)
+
     async def publish(
         self,
         subject: str,
@@ -228,6 +234,46 @@ class Client(_NatsClient):
         self.stats["out_bytes"] += size
         if flush.empty():  # kick the flusher, as nats-py does (it sets the future)
             flush.put_nowait(asyncio.get_running_loop().create_future())
+        return True
+
+    def deliver_now(
+        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+    ) -> bool:
+        """Queue a message read off the wire for its plain subscription, as nats-py's
+        ``_process_msg`` would, without its two coroutines. False, with nothing
+        done, when that path must take it: JetStream's subscriptions (flow control,
+        ordering), old-style requests, a message limit, a subscription over its
+        pending limits (the slow consumer error), or headers other than the ones
+        actorbus writes (status lines among them)."""
+        sub = self._subs.get(sid)
+        if sub is None or sub._jsi is not None or sub._future is not None or sub._max_msgs:
+            return False
+        size = len(data)
+        limit = sub._pending_bytes_limit
+        queue = sub._pending_queue
+        if (limit > 0 and sub._pending_size + size >= limit) or queue.full():
+            return False
+        if headers is None:
+            parsed: LazyHeaders | None = None
+        elif headers.startswith(_ACTORBUS_BLOCK):
+            parsed = LazyHeaders(headers[_HDR_LINE_SIZE + 2 :])
+        else:
+            return False
+        stats = self.stats
+        stats["in_msgs"] += 1
+        stats["in_bytes"] += size
+        sub._received += 1
+        sub._pending_size += size
+        queue.put_nowait(
+            self.msg_class(
+                subject=subject.decode(),
+                reply=reply.decode(),
+                data=data,
+                headers=parsed,  # type: ignore[arg-type]  # a Mapping, read as nats-py's dict
+                _client=self,
+                _sid=sid,
+            )
+        )
         return True
 
     async def _send_ping(self, future: asyncio.Future[bool] | None = None) -> None:

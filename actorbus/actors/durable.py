@@ -48,6 +48,7 @@ from actorbus.actors.in_hand import Held, InHand
 from actorbus.actors.outbox import Outbox, current_outbox, recorded_sends, release, resent
 from actorbus.actors.reminders import firing_key
 from actorbus.bus.client import BadHeaders
+from actorbus.bus.fetch_failures import FetchFailures
 from actorbus.bus.jetstream import (
     consumer_gone,
     expired_entry,
@@ -119,6 +120,7 @@ class DurableReader:
         s = rt.durable_settings
         self._in_hand = InHand(cls.type_name, name, what, s.ack_wait, s.start_timeout)
         self._beat: asyncio.Task[None] | None = None
+        self._failures = FetchFailures(f"{what}: the durable fetch", log)
 
     async def _subscribe(self, subject: str, config: ConsumerConfig) -> None:
         rt = self.rt
@@ -215,16 +217,18 @@ class DurableReader:
         """The next messages ([] when none came), or None when the connection ended."""
         assert self._psub is not None
         try:
-            return await self._psub.fetch(batch, timeout=_FETCH_WAIT)
+            got = await self._psub.fetch(batch, timeout=_FETCH_WAIT)
         except TimeoutError:  # nats' own, or asyncio's when a pull expires at its deadline
-            return []
+            got = []
         except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
             return None
         except Exception as exc:  # a broker hiccup must not end the reader
-            log.warning("%s: durable fetch failed: %r", self.what, exc)
+            self._failures.failed(exc)
             await asyncio.sleep(_FETCH_WAIT)
             await self._restore_if_gone()
             return []
+        self._failures.worked()
+        return got
 
     async def _where_to_start(self, stream: str, config: ConsumerConfig) -> ConsumerConfig:
         """A consumer made again after this reader settled messages starts after

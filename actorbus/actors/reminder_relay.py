@@ -30,6 +30,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from actorbus.bus.client import encode_headers
+from actorbus.bus.fetch_failures import FetchFailures
 from actorbus.bus.jetstream import consumer_gone, patiently, store_message, stream_name
 from actorbus.bus.schedules import (
     H_SCHEDULE_NEXT,
@@ -63,6 +64,7 @@ class ReminderRelay:
         self.coalesced = 0
         self._psub: JetStreamContext.PullSubscription | None = None
         self._task: asyncio.Task[None] | None = None
+        self._failures = FetchFailures(f"{type_}: the reminder relay's fetch", log)
 
     async def start(self) -> None:
         rt = self.rt
@@ -107,14 +109,16 @@ class ReminderRelay:
             try:
                 batch = await psub.fetch(16, timeout=_FETCH_WAIT)
             except TimeoutError:
+                self._failures.worked()
                 continue
             except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
                 return
             except Exception as exc:  # a broker hiccup, or its store lost: not the relay's end
-                log.warning("%s: reminder relay fetch failed: %r", self.type, exc)
+                self._failures.failed(exc)
                 await asyncio.sleep(_FETCH_WAIT)
                 await self._restore_if_gone()
                 continue
+            self._failures.worked()
             for msg in batch:
                 try:
                     await self._relay(msg)

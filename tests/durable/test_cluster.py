@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from test_durable import Entry, OnceLedger, spawn_ledger
 
-from actorbus import ActorBusError, ActorSystem, AskTimeoutError, StoreUnavailableError
+from actorbus import (
+    Actor,
+    ActorBusError,
+    ActorSystem,
+    AskTimeoutError,
+    StoreUnavailableError,
+    handler,
+)
 from actorbus.bus.cluster import EmbeddedCluster
 from actorbus.bus.connection import ConnectOptions
 from actorbus.bus.jetstream import DurableSettings, idempotency_bucket, stream_name
@@ -216,3 +225,63 @@ async def test_keyed_actors_claim_in_batches_on_replicated_placement(
     finally:
         for host in hosts:
             await host.close()
+
+
+class Begin(BaseModel):
+    pass
+
+
+class Nudge(BaseModel):
+    pass
+
+
+NUDGES: asyncio.Queue[str] = asyncio.Queue()
+
+
+class Nudged(Actor):
+    """A type with a durable handler that sets itself a repeating reminder."""
+
+    keyed = True
+
+    @handler
+    async def begin(self, _: Begin) -> str:
+        await self.remind("nudge", Nudge(), every=1)
+        return "set"
+
+    @handler(durable=True)
+    async def nudge(self, _: Nudge) -> None:
+        await NUDGES.put(self.key)
+
+
+async def test_hosts_starting_together_on_a_fresh_namespace_say_no_warnings(
+    cluster: EmbeddedCluster, ns: str, caplog: Any
+) -> None:
+    """Five hosts of a type start at once on new R3 streams: the shared reminder
+    relay consumer's leader is elected while their first fetches arrive, which
+    are answered 503 for about a second. That is a cluster doing what it should:
+    said at debug level, not as the warnings it was, and the reminders fire."""
+    caplog.set_level(logging.DEBUG, logger="actorbus")
+    hosts = await asyncio.gather(
+        *(
+            ActorSystem.connect(
+                cluster.urls[i % 3 :] + cluster.urls[: i % 3], namespace=ns, durable=R3
+            )
+            for i in range(5)
+        )
+    )
+    try:
+        await asyncio.gather(*(host.register(Nudged) for host in hosts))
+        assert await hosts[0].ask("nudged/a", Begin(), timeout=20) == "set"
+        for _ in range(2):
+            assert await asyncio.wait_for(NUDGES.get(), 20) == "a"
+    finally:
+        for host in hosts:
+            await host.close(timeout=2)
+    said = [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name in ("actorbus.reminders", "actorbus.durable")
+    ]
+    blinks = [text for level, text in said if level == logging.DEBUG and "fetch failed" in text]
+    print(f"{len(blinks)} fetches answered 503 while the cluster settled")
+    assert [text for level, text in said if level >= logging.WARNING] == []

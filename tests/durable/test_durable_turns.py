@@ -177,9 +177,11 @@ async def test_a_stopping_spawned_reader_hands_its_message_back_at_once(make_sys
 
 
 @pytest.mark.parametrize("lazily", [False, True], ids=["spawned", "registered"])
-async def test_a_deleted_consumer_is_made_again(make_system, raw_nc, lazily: bool) -> None:
+async def test_a_deleted_consumer_is_made_again(make_system, raw_nc, lazily: bool, caplog) -> None:
     """An operator's ``nats consumer rm`` (or a broker that lost it): the reader makes
-    its consumer again and the address receives what is sent afterwards."""
+    its consumer again and the address receives what is sent afterwards. What is
+    said is that it was made again; the fetch that failed meanwhile is not a warning
+    of its own (such blinks come with every new consumer on a cluster)."""
     from actorbus.bus.jetstream import consumer_name, stream_name, type_consumer_name
     from actorbus.bus.subjects import Address
 
@@ -195,10 +197,15 @@ async def test_a_deleted_consumer_is_made_again(make_system, raw_nc, lazily: boo
         consumer = consumer_name(Address.parse("slow/c"))
     await system.tell("slow/c", Entry(n=0), durable=True)
     await done.reached(1)
+    caplog.set_level(logging.DEBUG, logger="actorbus.durable")
     await raw_nc.jetstream().delete_consumer(stream_name(system.namespace, "slow"), consumer)
     await system.tell("slow/c", Entry(n=1), durable=True)
     await done.reached(2)
     assert starts == [0, 1]
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "actorbus.durable"]
+    assert any(level == logging.WARNING and "gone" in text for level, text in said), said
+    assert any(level == logging.DEBUG and "fetch failed" in text for level, text in said), said
+    assert not any(level >= logging.WARNING and "fetch" in text for level, text in said), said
 
 
 async def test_readers_and_senders_carry_on_after_the_broker_returns_on_a_fresh_store(

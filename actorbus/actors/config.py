@@ -26,13 +26,24 @@ from actorbus.state.store import StateSettings
 class StreamSettings:
     """How streamed replies are paced (see ``actors/streaming.py``)."""
 
-    window: int = 64  # items a producer may run ahead of its consumer
+    window: int = 256  # items a producer may run ahead of its consumer, at most
+    window_bytes: int = 1 << 20  # ... and about this many bytes: fewer items when large
     credit_timeout: float = 300.0  # a silent consumer is given up after this long
     start_timeout: float = 2.0  # the consumer must take the first item this soon
 
     def __post_init__(self) -> None:
         if self.window < 2:
             raise ValueError("stream_window must be >= 2")
+        if self.window_bytes < 1:
+            raise ValueError("stream_window_bytes must be >= 1")
+
+    def window_for(self, sent_bytes: int, items: int) -> int:
+        """Items in the next window, for a stream that sent ``items`` in
+        ``sent_bytes`` so far: ``window`` at most, fewer when that many of its
+        items would be over ``window_bytes`` (2 at least)."""
+        if sent_bytes <= 0 or items <= 0:
+            return self.window
+        return max(2, min(self.window, self.window_bytes * items // sent_bytes))
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ class SystemConfig:
         name = o.get("name", cls.name)
         streams = StreamSettings(
             o.get("stream_window", StreamSettings.window),
+            o.get("stream_window_bytes", StreamSettings.window_bytes),
             o.get("stream_credit_timeout", StreamSettings.credit_timeout),
             o.get("stream_start_timeout", StreamSettings.start_timeout),
         )

@@ -25,6 +25,7 @@ class SystemOptions(TypedDict, total=False):
     default_timeout: float
     debug: bool
     stream_window: int
+    stream_window_bytes: int
     stream_credit_timeout: float
     stream_start_timeout: float
     durable: DurableSettings | None

@@ -46,9 +46,10 @@ class Replies:
         src: str | None = None,
         msg: Msg | None = None,
         reply: str = "",
-    ) -> None:
+    ) -> int:
         """Send one answer (a reply or a stream frame) to ``inbox``; ``reply`` asks
-        the receiver for an answer (a stream's first frame)."""
+        the receiver for an answer (a stream's first frame). Returns the bytes sent
+        (a stream's window is sized by them)."""
         enc = Encoding.MSGPACK if msg is None or msg.headers is None else request_encoding(msg)
         try:
             body, encoded = encode_answer(
@@ -57,8 +58,9 @@ class Replies:
         except ActorBusError as err:
             # The answer itself is bad (too large, not encodable): tell the caller why.
             await self.send_error(inbox, err, env, headers, src=src, msg=msg)
-            return
+            return 0
         await self.conn.publish(inbox, body, encoded, reply=reply)
+        return len(body)
 
     async def send_items(
         self,
@@ -69,14 +71,13 @@ class Replies:
         *,
         msg: Msg,
         reply: str = "",
-    ) -> None:
+    ) -> int:
         """Send a stream's items as one frame (``$items``: ``[[intent, content], ...]``);
         a frame over the size limit goes as two halves, each with its own
-        ``Ab-Seq``, the credit request (if any) on the last."""
+        ``Ab-Seq``, the credit request (if any) on the last. Returns the bytes sent."""
         if len(items) == 1:
             intent, content = to_content(items[0])
-            await self.send(inbox, env, intent, content, headers, msg=msg, reply=reply)
-            return
+            return await self.send(inbox, env, intent, content, headers, msg=msg, reply=reply)
         frame = [list(to_content(item)) for item in items]
         enc = request_encoding(msg)
         try:
@@ -88,13 +89,13 @@ class Replies:
             seq = int(headers[H_SEQ])
             head = {H_SEQ: str(seq)}
             tail = {**headers, H_SEQ: str(seq + first)}
-            await self.send_items(inbox, env, items[:first], head, msg=msg, reply=reply)
-            await self.send_items(inbox, env, items[first:], tail, msg=msg)
-            return
+            sent = await self.send_items(inbox, env, items[:first], head, msg=msg, reply=reply)
+            return sent + await self.send_items(inbox, env, items[first:], tail, msg=msg)
         except ActorBusError as err:
             await self.send_error(inbox, err, env, headers, msg=msg)
-            return
+            return 0
         await self.conn.publish(inbox, body, encoded, reply=reply)
+        return len(body)
 
     async def error(self, msg: Msg, err: ActorBusError, env: Inbound | None, address: str) -> None:
         """Answer ``msg`` with a typed error, or log it when nobody waits for one."""

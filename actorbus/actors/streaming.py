@@ -15,15 +15,18 @@ Wire protocol (core NATS, one publisher to one inbox, so order is kept):
   server's no-responders status) or gets no answer within ``start_timeout``
   (2 s) stops at once, so a request whose reply subject nobody reads cannot
   pin an actor;
-- flow control: the producer may run ``window`` items ahead of the consumer.
-  Halfway through each window a frame carries ``Ab-Credit: <inbox>``; when the
-  consumer takes that item it answers on the inbox, which lets the producer go
-  one more window. While it waits for credit the producer gives the actor's
-  turn back (the generator is suspended at a ``yield``: none of its code runs
-  meanwhile), so a slow or stalled consumer never keeps the actor from its
-  other messages; it takes the turn again before the generator goes on. A
-  producer that gets no credit within ``credit_timeout`` takes the consumer for
-  gone and stops;
+- flow control: the producer may run a window of items ahead of the consumer:
+  ``window`` items (256) at most, fewer when about ``window_bytes`` (1 MiB) of
+  them would be more (sized by the first item, which goes alone, and again at
+  each credit from the bytes sent so far). The consumer does not need to know
+  the window: it answers what it is asked. Halfway through each window a frame
+  carries ``Ab-Credit: <inbox>``; when the consumer takes that item it answers
+  on the inbox, which lets the producer go one more window. While it waits for
+  credit the producer gives the actor's turn back (the generator is suspended
+  at a ``yield``: none of its code runs meanwhile), so a slow or stalled
+  consumer never keeps the actor from its other messages; it takes the turn
+  again before the generator goes on. A producer that gets no credit within
+  ``credit_timeout`` takes the consumer for gone and stops;
 - a caller that stops early (break, error, or a timeout before any frame)
   publishes ``{"cancel": <request id>}`` on ``{ns}.ctl.cancel``. Every system
   listens there (cancels are rare, so a broadcast is cheaper than a subscription
@@ -162,11 +165,15 @@ class StreamProducers:
     ) -> Exception | None:
         rt = self.rt
         inbox = request.reply
-        window = rt.stream_settings.window
-        allowed = window  # the last seq we may send before the next credit
+        settings = rt.stream_settings
+        # The first item goes alone, and the window is sized by it (window_for):
+        # at most settings.window items, fewer when they are large.
+        window = settings.window
+        allowed = 1  # the last seq we may send before the next credit
+        asked = True  # the credit of this window asked for (none in the first frame)
         credit: asyncio.Future[Msg] | None = None
         credit_inbox = ""
-        seq = 0
+        seq = sent_bytes = 0
         abandoned: list[str] = []  # why the consumer was taken for gone, if it was
         frame_items = _frame_items(request)
         ahead = ItemsAhead(agen, allowed)
@@ -175,12 +182,12 @@ class StreamProducers:
                 if seq == allowed:
                     assert credit is not None
                     try:  # asyncio.timeout: a cancel arriving with the credit still cancels
-                        async with asyncio.timeout(rt.stream_settings.credit_timeout):
+                        async with asyncio.timeout(settings.credit_timeout):
                             await _given_back_while(turn, credit)
                     except TimeoutError:
                         why = (
                             f"stream {env.id} stopped: the consumer took no item for "
-                            f"{rt.stream_settings.credit_timeout:g}s"
+                            f"{settings.credit_timeout:g}s"
                         )
                         log.warning("%s (consumer %s)", why, env.src)
                         await rt.replies.send_error(
@@ -189,20 +196,30 @@ class StreamProducers:
                         return None
                     finally:
                         rt.mux.discard(credit_inbox)
+                    window = settings.window_for(sent_bytes, seq)
                     allowed += window
                     ahead.allow(window)
+                    asked = False
                 asks_credit = allowed - window // 2  # the item whose taking grants more
                 frame_ends_by = asks_credit if seq < asks_credit else allowed
                 items = await ahead.take(min(frame_items, frame_ends_by - seq))
                 if not items:
                     break
                 headers = {H_SEQ: str(seq + 1)}
+                first = seq == 0
                 seq += len(items)
-                if seq == asks_credit:
+                if not asked and seq >= asks_credit:
+                    asked = True
                     credit_inbox, credit = rt.mux.new_inbox()
                     headers[H_CREDIT] = credit_inbox
-                hello = self._greet(env, abandoned) if seq == len(items) else ""
-                await rt.replies.send_items(inbox, env, items, headers, msg=request, reply=hello)
+                hello = self._greet(env, abandoned) if first else ""
+                sent_bytes += await rt.replies.send_items(
+                    inbox, env, items, headers, msg=request, reply=hello
+                )
+                if first:
+                    window = allowed = settings.window_for(sent_bytes, seq)
+                    ahead.allow(window - 1)
+                    asked = False
             await rt.replies.send(inbox, env, INTENT_END, None, {H_SEQ: str(seq + 1)}, msg=request)
         except asyncio.CancelledError:
             if env.id not in self._stopped:

@@ -32,6 +32,11 @@ class StItem(BaseModel):
     i: int
 
 
+class StBig(BaseModel):
+    n: int
+    size: int
+
+
 class StFailAfter(BaseModel):
     n: int
     typed: bool = False
@@ -405,6 +410,15 @@ class Firehose(Actor):
         finally:
             self.probe.closed.set()
 
+    @handler
+    async def big(self, req: StBig) -> AsyncIterator[dict[str, Any]]:
+        try:
+            for i in range(req.n):
+                self.probe.produced = i + 1
+                yield {"i": i, "pad": "x" * req.size}
+        finally:
+            self.probe.closed.set()
+
 
 async def test_flow_control_delivers_a_long_stream_in_order(make_system) -> None:
     """Credits keep a stream going far past one window."""
@@ -425,6 +439,25 @@ async def test_producer_never_runs_more_than_a_window_ahead(make_system) -> None
     await asyncio.wait_for(probe.closed.wait(), 5)
     assert probe.produced <= 8 + 1, f"producer ran {probe.produced} items ahead"
     await stream.aclose()
+
+
+@pytest.mark.parametrize(("size", "most", "least"), [(20_000, 5, 2), (10, 256, 65)])
+async def test_a_window_holds_about_its_bytes_of_large_items(
+    make_system, size: int, most: int, least: int
+) -> None:
+    """The window is sized by the first item (and again at each credit): 20 KB
+    items under a 100 KB window hold the producer at about five, where small ones
+    run the whole 256 ahead. A whole stream of large ones still arrives in order."""
+    host = await make_system(stream_window_bytes=100_000, stream_credit_timeout=0.5)
+    probe = Probe()
+    await host.spawn(Firehose, "big", probe=probe)
+    stream = host.stream("firehose/big", StBig(n=10_000, size=size), timeout=5)
+    assert (await anext(stream))["i"] == 0  # take one item, then stop reading
+    await asyncio.wait_for(probe.closed.wait(), 5)  # no credit: the producer gives up
+    assert least <= probe.produced <= most + 1, f"producer ran {probe.produced} items ahead"
+    await stream.aclose()
+    whole = host.stream("firehose/big", StBig(n=60, size=size), timeout=5)
+    assert [item["i"] async for item in whole] == list(range(60))
 
 
 def raw_stream_request(ns: str, address: str, message: dict[str, Any], intent: str) -> bytes:

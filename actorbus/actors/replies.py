@@ -59,7 +59,8 @@ class Replies:
             # The answer itself is bad (too large, not encodable): tell the caller why.
             await self.send_error(inbox, err, env, headers, src=src, msg=msg)
             return 0
-        await self.conn.publish(inbox, body, encoded, reply=reply)
+        if not self.conn.publish_now(inbox, body, encoded, reply):
+            await self.conn.publish(inbox, body, encoded, reply=reply)
         return len(body)
 
     async def send_items(
@@ -94,7 +95,8 @@ class Replies:
         except ActorBusError as err:
             await self.send_error(inbox, err, env, headers, msg=msg)
             return 0
-        await self.conn.publish(inbox, body, encoded, reply=reply)
+        if not self.conn.publish_now(inbox, body, encoded, reply):
+            await self.conn.publish(inbox, body, encoded, reply=reply)
         return len(body)
 
     async def error(self, msg: Msg, err: ActorBusError, env: Inbound | None, address: str) -> None:

@@ -253,7 +253,7 @@ class Client(_NatsClient):
         queue = sub._pending_queue
         if (limit > 0 and sub._pending_size + size >= limit) or queue.full():
             return False
-        if headers is None:
+        if not headers:
             parsed: LazyHeaders | None = None
         elif headers.startswith(_ACTORBUS_BLOCK):
             parsed = LazyHeaders(headers[_HDR_LINE_SIZE + 2 :])

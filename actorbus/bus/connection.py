@@ -23,7 +23,7 @@ from nats.aio.client import RawCredentials, Server
 from nats.errors import SlowConsumerError
 
 from actorbus._nats_import import enable_websockets
-from actorbus.bus.client import Client
+from actorbus.bus.client import Client, EncodedHeaders
 from actorbus.bus.loopwatch import LoopWatch
 from actorbus.bus.tasks import backoff_delay
 from actorbus.codecs.errors import ConnectionLostError
@@ -276,6 +276,15 @@ class BusConnection:
                 )
             return ConnectionLostError(f"NATS connection is closed ({type(exc).__name__})")
         return exc
+
+    def publish_now(
+        self, subject: str, body: bytes, headers: EncodedHeaders | None = None, reply: str = ""
+    ) -> bool:
+        """Queue a publish at once, with no coroutine, when nothing needs waiting
+        for (``Client.publish_now``); False, with nothing done, when ``publish``
+        must take it (not connected, the buffer full ...): the hot path of every
+        reply and stream frame."""
+        return self.nc.publish_now(subject, body, reply, headers)
 
     async def publish(
         self, subject: str, body: bytes, headers: Any = None, reply: str = ""

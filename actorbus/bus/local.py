@@ -190,7 +190,8 @@ class LocalClient(Client):
                 else:
                     read += len(item[3]) + len(item[4]) + 64
                     try:
-                        await self._process_msg(*item)
+                        if not self.deliver_now(*item):
+                            await self._process_msg(*item)
                     except Exception as exc:  # as a socket's reader: never stops
                         log.error("in-process bus: a message could not be read: %r", exc)
                 if read >= _READ_SIZE or self._inbound.empty():

@@ -23,7 +23,7 @@ from nats.aio.subscription import Subscription
 from nats.errors import SlowConsumerError
 from nats.js import JetStreamContext
 
-from actorbus.bus.client import Client
+from actorbus.bus.client import Client, EncodedHeaders
 from actorbus.bus.connection import ConnectOptions
 from actorbus.codecs.errors import ConnectionLostError
 
@@ -97,6 +97,13 @@ class Transport(Protocol):
 
     def translate(self, exc: BaseException) -> BaseException:
         """A transport failure as the typed error callers see."""
+        ...
+
+    def publish_now(
+        self, subject: str, body: bytes, headers: EncodedHeaders | None = None, reply: str = ""
+    ) -> bool:
+        """Publish at once if nothing needs waiting for; False (nothing done):
+        ``publish`` must take it."""
         ...
 
     async def publish(

@@ -449,7 +449,8 @@ async def consume_stream(
     finished = False
     try:
         headers = with_header(out.headers, H_BATCH, str(MAX_FRAME_ITEMS))
-        await rt.conn.publish(subject, out.body, headers, reply=inbox)
+        if not rt.conn.publish_now(subject, out.body, headers, inbox):
+            await rt.conn.publish(subject, out.body, headers, reply=inbox)
         expected = 1
         while True:
             try:
@@ -471,8 +472,8 @@ async def consume_stream(
                 raise ProtocolError(
                     f"stream from {address} lost frames: expected #{expected}, got #{seq}"
                 )
-            if msg.reply:  # the first frame: tell the producer we are here
-                await rt.conn.publish(msg.reply, b"")
+            if msg.reply and not rt.conn.publish_now(msg.reply, b""):  # the first frame:
+                await rt.conn.publish(msg.reply, b"")  # tell the producer we are here
             intent, content = decode_answer(msg, address, session)
             if intent == INTENT_END:
                 finished = True
@@ -489,8 +490,8 @@ async def consume_stream(
                 yield from_content(intent, content, returns)
                 expected += 1
             credit_inbox = hdrs.get(H_CREDIT)
-            if credit_inbox:  # the item was taken: let the producer go on
-                await rt.conn.publish(credit_inbox, b"")
+            if credit_inbox and not rt.conn.publish_now(credit_inbox, b""):
+                await rt.conn.publish(credit_inbox, b"")  # the item was taken: go on
     finally:
         # Shielded: a consumer cancelled once more while it closes (a task both
         # leaving its loop and being cancelled) must still stop the producer.

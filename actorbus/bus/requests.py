@@ -29,6 +29,7 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from actorbus.bus.client import EncodedHeaders
 from actorbus.bus.transport import Messaging
 
 NO_RESPONDERS_STATUS = "503"
@@ -168,7 +169,9 @@ class RequestMux:
     ) -> Msg:
         inbox, future = self.new_inbox(timeout, accept)
         try:
-            await self.nc.publish(subject, body, reply=inbox, headers=headers)
+            encoded = headers is None or isinstance(headers, EncodedHeaders)
+            if not (encoded and self.nc.publish_now(subject, body, inbox, headers)):
+                await self.nc.publish(subject, body, reply=inbox, headers=headers)
             msg = await future
         finally:
             self._pending.pop(inbox[len(self.prefix) :], None)

@@ -47,6 +47,17 @@ class Messaging(Protocol):
         """Send one message (``headers``: a dict or an encoded block)."""
         ...
 
+    def publish_now(
+        self,
+        subject: str,
+        payload: bytes,
+        reply: str = "",
+        headers: EncodedHeaders | None = None,
+    ) -> bool:
+        """Send one message at once, with no coroutine, if nothing needs waiting
+        for; False (nothing done): ``publish`` must take it."""
+        ...
+
     async def subscribe(
         self,
         subject: str,

@@ -50,7 +50,11 @@ def printable(value: Any) -> Any:
 
 
 def _print(value: Any) -> None:
-    stdout().print(json.dumps(printable(value), ensure_ascii=False), markup=False)
+    """One reply as a line of JSON, written at once (a stream's items as they
+    come, also into a pipe). Not through rich: a console made per line cost a
+    stream of 20,000 items 6 s."""
+    sys.stdout.write(json.dumps(printable(value), ensure_ascii=False) + "\n")
+    sys.stdout.flush()
 
 
 async def fitted(system: ActorSystem, args: argparse.Namespace) -> tuple[str | None, Any, bool]:

@@ -293,6 +293,41 @@ async def test_ask_tell_stream_and_publish_from_the_shell(
     assert "nobody/1" in err
 
 
+class Dripper(Actor):
+    """A stream whose second item waits for the test: its first must be out first."""
+
+    release = asyncio.Event()
+
+    @handler(intent="drip")
+    async def drip(self, _: Any) -> AsyncIterator[dict[str, int]]:
+        yield {"i": 0}
+        await Dripper.release.wait()
+        yield {"i": 1}
+
+
+async def test_a_streams_items_reach_a_pipe_as_they_come(
+    make_system: Any, nats_server: EmbeddedServer, ns: str, tmp_path: Path
+) -> None:
+    """`actorbus stream ... | jq`: each item is a line written at once, not held in
+    the pipe's buffer until the stream ends (the stream here cannot end until
+    the first line was read)."""
+    host = await make_system()
+    Dripper.release = asyncio.Event()
+    await host.spawn(Dripper, "1")
+    env = {
+        "ACTORBUS_HOME": str(tmp_path / "home"),
+        "ACTORBUS_URL": nats_server.url,
+        "PYTHONUNBUFFERED": "",  # a pipe, buffered as a user's is
+    }
+    args = ("stream", "dripper/1", "{}", "--intent", "drip", "--namespace", ns)
+    async with cli(*args, env=env) as p:
+        assert json.loads(await p.readline()) == {"i": 0}
+        Dripper.release.set()
+        assert json.loads(await p.readline()) == {"i": 1}
+        async with asyncio.timeout(WAIT):
+            assert await p.proc.wait() == 0, p.stderr
+
+
 class CliBooking(BaseModel):
     nights: int
 

@@ -456,7 +456,7 @@ async def consume_stream(
             try:
                 msg = await frames.get(timeout)
             except TimeoutError:
-                raise AskTimeoutError(address, out.intent, timeout) from None
+                raise AskTimeoutError(address, out.intent, timeout, expected - 1) from None
             if isinstance(msg, BaseException):
                 finished = True
                 raise msg

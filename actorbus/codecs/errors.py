@@ -35,8 +35,19 @@ class AskTimeoutError(ActorBusError, TimeoutError):
 
     code = "E_TIMEOUT"
 
-    def __init__(self, address: str, intent: str, timeout: float) -> None:
-        super().__init__(f"ask to {address!r} (intent {intent!r}) got no reply within {timeout:g}s")
+    def __init__(self, address: str, intent: str, timeout: float, items: int | None = None) -> None:
+        """``items``: for a stream, how many items came before it went silent."""
+        what = f"{address!r} (intent {intent!r})"
+        if items is None:
+            said = f"ask to {what} got no reply within {timeout:g}s"
+        elif items == 0:
+            said = f"stream from {what} sent no item within {timeout:g}s"
+        else:
+            said = (
+                f"stream from {what} sent nothing for {timeout:g}s after item {items} "
+                "(its producer may be gone)"
+            )
+        super().__init__(said)
         self.address = address
         self.intent = intent
         self.timeout = timeout

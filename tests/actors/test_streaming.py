@@ -229,11 +229,19 @@ async def test_timeout_between_items(system) -> None:
     with pytest.raises(AskTimeoutError) as info:
         await drain(system.stream("streamer/s1", StHangAfter(n=2), timeout=0.3), got)
     assert got == [{"i": 0}, {"i": 1}]
-    assert "streamer/s1" in str(info.value)
-    assert "StHangAfter" in str(info.value)
+    assert str(info.value) == (
+        "stream from 'streamer/s1' (intent 'StHangAfter') sent nothing for 0.3s "
+        "after item 2 (its producer may be gone)"
+    )
     # giving up also cancels the producer
     await asyncio.wait_for(probe.cancelled.wait(), WAIT)
     assert await system.ask("streamer/s1", {}, timeout=2) == {"plain": True}
+
+
+async def test_a_stream_with_no_first_item_in_time_says_so(system) -> None:
+    await system.spawn(Streamer, "s0")
+    with pytest.raises(AskTimeoutError, match=r"^stream from 'streamer/s0' .* sent no item within"):
+        await drain(system.stream("streamer/s0", StHangAfter(n=0), timeout=0.3), [])
 
 
 async def test_stream_to_nobody(system) -> None:

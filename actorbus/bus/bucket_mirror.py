@@ -21,6 +21,7 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from actorbus.bus.kv_watch import caught_up
+from actorbus.bus.replicas import create_bucket
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.errors import ActorBusError
 
@@ -48,9 +49,9 @@ def latest_only(
 
 async def open_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
     """Create a bucket, or bind to it when it exists with other settings (the first
-    creator's settings win; a warning says so)."""
+    creator's settings win; a warning says so, unless it only has more replicas)."""
     try:
-        return await js.create_key_value(config)
+        return await create_bucket(js, config)
     except nats.js.errors.BadRequestError as exc:
         log.warning("bucket %s exists with other settings (%s); using it", config.bucket, exc)
         return await js.key_value(config.bucket)

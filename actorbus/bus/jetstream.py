@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -55,6 +56,7 @@ from nats.js.api import (
 )
 from nats.js.kv import KeyValue
 
+from actorbus.bus.replicas import EXISTS_OTHERWISE, create_bucket, more_replicas
 from actorbus.bus.requests import NoResponders, RequestMux, RequestTimeout
 from actorbus.bus.subjects import Address, Subjects
 from actorbus.bus.tasks import backoff_delay
@@ -226,7 +228,6 @@ def _unlike(have: StreamConfig, want: StreamConfig) -> list[str]:
         "discard": "old",
         "storage": "file",
         "max_age": want.max_age,
-        "num_replicas": want.num_replicas,
         "duplicate_window": want.duplicate_window,
         **dict.fromkeys(("max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"), -1),
         **dict.fromkeys(("mirror", "sources", "republish", "subject_transform", "sealed"), None),
@@ -238,6 +239,8 @@ def _unlike(have: StreamConfig, want: StreamConfig) -> list[str]:
             got = -1 if got in (None, 0) else got
         if got != value:
             odd.append(f"{name} {got!r}, not {value!r}")
+    if (have.num_replicas or 1) < (want.num_replicas or 1):  # more copies never keep less
+        odd.append(f"num_replicas {have.num_replicas!r}, not {want.num_replicas!r}")
     return odd
 
 
@@ -284,32 +287,35 @@ async def ensure_streams(
     ):
         await patiently(functools.partial(create_or_update, js, config), s.start_timeout)
     handled = await patiently(
-        lambda: js.create_key_value(
+        lambda: create_bucket(
+            js,
             KeyValueConfig(
                 bucket=idempotency_bucket(subjects.ns),
                 ttl=s.idempotency_ttl,
                 storage=StorageType.FILE,
                 replicas=s.replicas,
-            )
+            ),
         ),
         s.start_timeout,
     )
     stats = await patiently(
-        lambda: js.create_key_value(
+        lambda: create_bucket(
+            js,
             KeyValueConfig(
                 bucket=stats_bucket(subjects.ns), storage=StorageType.FILE, replicas=s.replicas
-            )
+            ),
         ),
         s.start_timeout,
     )
     attempts = await patiently(
-        lambda: js.create_key_value(
+        lambda: create_bucket(
+            js,
             KeyValueConfig(
                 bucket=attempts_bucket(subjects.ns),
                 ttl=s.max_age + s.retention_grace,  # outlives every message it counts
                 storage=StorageType.FILE,
                 replicas=s.replicas,
-            )
+            ),
         ),
         s.start_timeout,
     )
@@ -317,6 +323,8 @@ async def ensure_streams(
 
 
 async def create_or_update(js: JetStreamContext, config: StreamConfig) -> None:
+    """Make the stream, or bring the one there to ``config`` where this process may
+    (with its replicas kept when they are more: ``bus/replicas.py``)."""
     name = config.name or ""
     try:
         await js.add_stream(config)
@@ -326,8 +334,14 @@ async def create_or_update(js: JetStreamContext, config: StreamConfig) -> None:
                 f"stream {name} cannot be made: another stream already takes its subjects "
                 f"{config.subjects} (one not made by actorbus; an operator must remove it)"
             ) from None
-        if exc.err_code != _STREAM_EXISTS_OTHERWISE:
+        if exc.err_code != EXISTS_OTHERWISE:
             raise
+        more = await more_replicas(js, name, config.num_replicas or 1)
+        if more is not None:
+            config = dataclasses.replace(config, num_replicas=more)
+            with contextlib.suppress(nats.js.errors.BadRequestError):
+                await js.add_stream(config)  # the same stream: made already, nothing to do
+                return
         try:
             await js.update_stream(config)
         except (nats.js.errors.BadRequestError, nats.errors.TimeoutError) as refused:
@@ -341,7 +355,6 @@ async def create_or_update(js: JetStreamContext, config: StreamConfig) -> None:
             ) from None
 
 
-_STREAM_EXISTS_OTHERWISE = 10058  # "stream name already in use with a different configuration"
 _SUBJECTS_OVERLAP = 10065  # "subjects overlap with an existing stream"
 _NO_PEERS = 10005  # "no suitable peers for placement": a node is (re)joining
 _NOT_ENABLED = (10039, 10076)  # JetStream not enabled (for the account)

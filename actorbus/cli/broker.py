@@ -181,8 +181,9 @@ async def _up_cluster(
         await cluster.start()
     except ServerStartError as exc:
         raise CliError(f"cluster did not start: {_server_failure(exc)}") from None
+    urls = ",".join(cluster.urls)
+    context.record(urls)  # every node: a command in another terminal tries each in turn
     try:
-        urls = ",".join(cluster.urls)
         out.print(f"[bold green]NATS cluster ready[/]: {size} nodes, JetStream on")
         for i, node in enumerate(cluster.nodes):
             out.print(f"  node {i}  {node.url}  (pid {node.pid})")
@@ -206,6 +207,7 @@ async def _up_cluster(
             if not cluster.running:
                 raise CliError("a cluster node exited unexpectedly")
     finally:
+        context.forget(urls)
         await asyncio.to_thread(cluster.stop_sync)
     out.print("[green]stopped")
     return EXIT_OK

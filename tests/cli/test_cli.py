@@ -493,11 +493,18 @@ async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
     assert await asyncio.to_thread(store.is_dir)
 
 
-async def test_up_cluster_runs_a_jetstream_cluster_until_sigterm() -> None:
-    async with cli("up", "--cluster", "3", "--insecure") as p:
+async def test_up_cluster_runs_a_jetstream_cluster_until_sigterm(tmp_path: Path) -> None:
+    """As `actorbus up`, it records where it serves (every node) for the commands
+    of other terminals, and forgets it when it stops."""
+    home = {"ACTORBUS_HOME": str(tmp_path / "home"), "ACTORBUS_URL": "", "NATS_URL": ""}
+    context = tmp_path / "home" / "context.json"
+    async with cli("up", "--cluster", "3", "--insecure", env=home) as p:
         await p.wait_for_line("urls")
         urls = field(p.lines, "urls").split(",")
         assert len(urls) == 3
+        assert json.loads(context.read_text())["url"] == ",".join(urls)
+        code, out, err = await finished("dlq", "ls", "--json", env=home)
+        assert (code, json.loads(out)) == (0, []), err
         pids = [int(line.split("(pid ")[1].rstrip(")")) for line in p.lines if "(pid " in line]
         assert len(pids) == 3
         nc = await nats.connect(urls, allow_reconnect=False, connect_timeout=2)
@@ -510,6 +517,7 @@ async def test_up_cluster_runs_a_jetstream_cluster_until_sigterm() -> None:
             await nc.close()
         assert await p.terminate() == 0, p.stderr
     assert not any(pid_alive(pid) for pid in pids), "a cluster node outlived `actorbus up`"
+    assert not context.exists()
 
 
 async def test_up_on_a_busy_port_says_why_in_one_line() -> None:

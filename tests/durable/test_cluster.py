@@ -285,3 +285,38 @@ async def test_hosts_starting_together_on_a_fresh_namespace_say_no_warnings(
     blinks = [text for level, text in said if level == logging.DEBUG and "fetch failed" in text]
     print(f"{len(blinks)} fetches answered 503 while the cluster settled")
     assert [text for level, text in said if level >= logging.WARNING] == []
+
+
+async def test_a_process_asking_for_fewer_replicas_uses_the_namespaces_as_they_are(
+    cluster: EmbeddedCluster, ns: str, caplog: Any
+) -> None:
+    """The namespace's hosts run with three replicas; a process started without
+    (a shell command, a forgotten ``--js-replicas 3``) asks for one. It sends and
+    hosts durably on the streams and buckets as they are, said at info level,
+    and scales none of them down (it used to be refused, or to scale them down
+    where it could)."""
+    caplog.set_level(logging.INFO, logger="actorbus")
+    r3 = await r3_system(cluster, ns)
+    one = await ActorSystem.connect(cluster.urls, namespace=ns)  # DurableSettings(): one
+    try:
+        first = await spawn_ledger(r3, "three")
+        await r3.tell("ledger/three", Entry(n=0), durable=True, timeout=20)
+        await first.reached(1, timeout=20)
+        await one.tell("ledger/three", Entry(n=1), durable=True, timeout=20)  # a sender
+        second = await spawn_ledger(one, "one")  # a host of the same type
+        await one.tell("ledger/one", Entry(n=2), durable=True, timeout=20)
+        await first.reached(2, timeout=20)
+        await second.reached(1, timeout=20)
+        js = r3.runtime.js
+        for stream in (
+            stream_name(ns, "ledger"),
+            f"actorbus-{ns}-dlq",
+            f"KV_{idempotency_bucket(ns)}",
+        ):
+            assert (await js.stream_info(stream)).config.num_replicas == 3, stream
+    finally:
+        await one.close(timeout=2)
+        await r3.close(timeout=2)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert any("asked for 1: it uses it as it is" in text for text in said), said
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]

@@ -48,6 +48,8 @@ class MessageParser(Parser):
         buf = self.buf
         if buf:  # the tail of the last read: one message's start, or nats-py's
             buf.extend(data)
+            if self.state == AWAITING_MSG_PAYLOAD and len(buf) < self.needed + 2:
+                return  # a large payload still coming: kept, not copied at every read
             data = bytes(buf)
             buf.clear()
         pos, size = 0, len(data)

@@ -181,7 +181,7 @@ async def _up_cluster(
         await cluster.start()
     except ServerStartError as exc:
         raise CliError(f"cluster did not start: {_server_failure(exc)}") from None
-    urls = ",".join(cluster.urls)
+    urls = ",".join(node.url for node in cluster.nodes)  # tls:// when secured, as printed
     context.record(urls)  # every node: a command in another terminal tries each in turn
     try:
         out.print(f"[bold green]NATS cluster ready[/]: {size} nodes, JetStream on")

@@ -28,12 +28,16 @@ def context_file() -> Path:
     return actorbus_home() / "context.json"
 
 
-def record(url: str) -> None:
-    """Say that this process serves ``url`` (written whole: a reader never sees half)."""
+def record(url: str, replicas: int | None = None) -> None:
+    """Say that this process serves ``url`` (written whole: a reader never sees half);
+    ``replicas``: what its streams should have (a cluster's), for the commands."""
     path = context_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+    said: dict[str, object] = {"url": url, "pid": os.getpid()}
+    if replicas is not None:
+        said["replicas"] = replicas
+    tmp.write_text(json.dumps(said))
     tmp.replace(path)
 
 
@@ -57,16 +61,34 @@ def _alive(pid: object) -> bool:
     return True
 
 
-def recorded_url() -> str | None:
-    """The URL of a running ``actorbus up`` on this machine, if there is one."""
+def _recorded() -> dict[str, object] | None:
+    """The record of a running ``actorbus up`` on this machine, if there is one."""
     try:
         data = json.loads(context_file().read_text())
     except (OSError, ValueError):
         return None
-    url = data.get("url") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    url = data.get("url")
     if isinstance(url, str) and url and _alive(data.get("pid")):
-        return url
+        return data
     return None
+
+
+def recorded_url() -> str | None:
+    """The URL of a running ``actorbus up`` on this machine, if there is one."""
+    data = _recorded()
+    return None if data is None else str(data["url"])
+
+
+def recorded_replicas(url: str) -> int | None:
+    """The replicas ``actorbus up --cluster`` recorded for ``url``, if that is the
+    server it runs (a command on its cluster then makes its streams with them)."""
+    data = _recorded()
+    if data is None or data["url"] != url:
+        return None
+    replicas = data.get("replicas")
+    return replicas if isinstance(replicas, int) and replicas > 0 else None
 
 
 DEFAULT_URL = "nats://127.0.0.1:4222"

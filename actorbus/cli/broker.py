@@ -182,7 +182,9 @@ async def _up_cluster(
     except ServerStartError as exc:
         raise CliError(f"cluster did not start: {_server_failure(exc)}") from None
     urls = ",".join(node.url for node in cluster.nodes)  # tls:// when secured, as printed
-    context.record(urls)  # every node: a command in another terminal tries each in turn
+    # every node (a command in another terminal tries each in turn), and the
+    # replicas its streams should have, so that a command need not be told
+    context.record(urls, replicas=3 if size >= 3 else 1)
     try:
         out.print(f"[bold green]NATS cluster ready[/]: {size} nodes, JetStream on")
         for i, node in enumerate(cluster.nodes):

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from actorbus.actors import ActorSystem
-from actorbus.actors.context import env_url, recorded_url
+from actorbus.actors.context import env_url, recorded_replicas, recorded_url
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.errors import ActorBusError, ConnectionLostError
 from actorbus.security.secure_broker import join_options
@@ -126,7 +126,7 @@ async def connect(
     namespace: str,
     wait_s: float,
     verbose: bool,
-    js_replicas: int = 1,
+    js_replicas: int | None = None,
     hosts: Sequence[str] | None = None,
     debug: bool = False,
 ) -> ActorSystem:
@@ -138,6 +138,8 @@ async def connect(
     # The first contact gives up after a few quick tries; the timeout also bounds
     # a server that accepts TCP but never answers the NATS handshake.
     hint = "(is a server running? start one with `actorbus up`)"
+    # not given: the cluster's, when `actorbus up --cluster` runs it here; else one
+    replicas = js_replicas or recorded_replicas(url) or 1
     try:
         with quiet("actorbus.bus", unless=verbose):
             async with asyncio.timeout(wait_s):
@@ -152,7 +154,7 @@ async def connect(
                 return await ActorSystem.connect(
                     servers,
                     namespace=namespace,
-                    durable=DurableSettings(replicas=js_replicas),
+                    durable=DurableSettings(replicas=replicas),
                     debug=debug,
                     **joining,
                 )

@@ -298,9 +298,10 @@ def add_parser(
     run.add_argument(
         "--js-replicas",
         type=int,
-        default=1,
+        default=None,
         choices=(1, 3, 5),
-        help="replicas of the JetStream streams and buckets it creates (3 on a cluster)",
+        help="replicas of the JetStream streams and buckets it creates (3 on a cluster; "
+        "default: 3 on the cluster `actorbus up --cluster` runs here, else 1)",
     )
     run.add_argument(
         "--connect-timeout",

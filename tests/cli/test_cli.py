@@ -23,6 +23,7 @@ from rich.console import Console
 
 import actorbus
 from actorbus import Actor, ActorSystem, handler
+from actorbus.bus.jetstream import stream_name
 from actorbus.bus.server import EmbeddedServer
 from actorbus.cli import main
 from actorbus.demo import READERS, run_demo
@@ -505,6 +506,11 @@ async def test_up_cluster_runs_a_jetstream_cluster_until_sigterm(tmp_path: Path)
         assert json.loads(context.read_text())["url"] == ",".join(urls)
         code, out, err = await finished("dlq", "ls", "--json", env=home)
         assert (code, json.loads(out)) == (0, []), err
+        # a command not told --js-replicas makes its streams with the cluster's three
+        code, out, err = await finished(
+            "tell", "tallies/1", "{}", "--intent", "x", "--durable", env=home
+        )
+        assert (code, out.strip()) == (0, "stored"), err
         pids = [int(line.split("(pid ")[1].rstrip(")")) for line in p.lines if "(pid " in line]
         assert len(pids) == 3
         nc = await nats.connect(urls, allow_reconnect=False, connect_timeout=2)
@@ -513,6 +519,8 @@ async def test_up_cluster_runs_a_jetstream_cluster_until_sigterm(tmp_path: Path)
             await js.add_stream(name="cli-r3", subjects=["cli.r3"], num_replicas=3)
             info = await js.stream_info("cli-r3")
             assert info.config.num_replicas == 3
+            queue = await js.stream_info(stream_name("ab", "tallies"))
+            assert queue.config.num_replicas == 3
         finally:
             await nc.close()
         assert await p.terminate() == 0, p.stderr

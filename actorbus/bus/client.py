@@ -178,6 +178,13 @@ class BadHeaders(Mapping[str, str]):
         return f"BadHeaders({self.raw[:64]!r}: {self.problem})"
 
 
+def _ours(headers: bytes) -> LazyHeaders | None:
+    """A block actorbus wrote, to be parsed when read; None for any other."""
+    if headers.startswith(_ACTORBUS_BLOCK):
+        return LazyHeaders(headers[_HDR_LINE_SIZE + 2 :])
+    return None
+
+
 class Client(_NatsClient):
     def __init__(self) -> None:
         super().__init__()
@@ -253,11 +260,8 @@ class Client(_NatsClient):
         queue = sub._pending_queue
         if (limit > 0 and sub._pending_size + size >= limit) or queue.full():
             return False
-        if not headers:
-            parsed: LazyHeaders | None = None
-        elif headers.startswith(_ACTORBUS_BLOCK):
-            parsed = LazyHeaders(headers[_HDR_LINE_SIZE + 2 :])
-        else:
+        parsed = _ours(headers) if headers else None
+        if headers and parsed is None:
             return False
         stats = self.stats
         stats["in_msgs"] += 1
@@ -311,8 +315,9 @@ class Client(_NatsClient):
     ) -> Mapping[str, str] | None:
         if not headers:
             return None
-        if headers.startswith(_ACTORBUS_BLOCK):  # the hot path: parsed when read
-            return LazyHeaders(headers[_HDR_LINE_SIZE + 2 :])
+        ours = _ours(headers)
+        if ours is not None:  # the hot path: parsed when read
+            return ours
         try:
             if not headers.startswith(b"NATS/1.0"):
                 raise ValueError("the block does not start with NATS/1.0")

@@ -16,6 +16,7 @@ from nats.protocol.parser import Parser
 
 from actorbus.bus.client import Client, LazyHeaders, encode_headers
 from actorbus.bus.wire_parser import MessageParser
+from actorbus.testing import eventually
 
 AB_BLOCK = bytes(encode_headers({"Ab-Id": "1", "Ab-Dst": "echo/1"}))
 OTHER_BLOCK = b"NATS/1.0\r\nX: y\r\n\r\n"
@@ -200,11 +201,8 @@ async def test_a_subscription_over_its_limit_gets_nats_pys_slow_consumer_error(
         assert err.subject == "slow.one"
         release.set()
         await nc.flush()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 5
-        while len(handled) < 5:  # the queued five (and the one being handled, if any)
-            assert loop.time() < deadline, handled
-            await asyncio.sleep(0.01)
+        # the queued five (and the one being handled, if any)
+        await eventually(lambda: len(handled) >= 5, 5, "the queued messages handled")
         await nc.flush()
         assert handled == [str(n).encode() for n in range(len(handled))]
         assert len(handled) <= 6

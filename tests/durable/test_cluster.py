@@ -235,13 +235,11 @@ class Nudge(BaseModel):
     pass
 
 
-NUDGES: asyncio.Queue[str] = asyncio.Queue()
-
-
 class Nudged(Actor):
     """A type with a durable handler that sets itself a repeating reminder."""
 
     keyed = True
+    nudges: asyncio.Queue[str] = asyncio.Queue()  # made again by the test, in its loop
 
     @handler
     async def begin(self, _: Begin) -> str:
@@ -250,7 +248,7 @@ class Nudged(Actor):
 
     @handler(durable=True)
     async def nudge(self, _: Nudge) -> None:
-        await NUDGES.put(self.key)
+        await Nudged.nudges.put(self.key)
 
 
 async def test_hosts_starting_together_on_a_fresh_namespace_say_no_warnings(
@@ -261,6 +259,7 @@ async def test_hosts_starting_together_on_a_fresh_namespace_say_no_warnings(
     are answered 503 for about a second. That is a cluster doing what it should:
     said at debug level, not as the warnings it was, and the reminders fire."""
     caplog.set_level(logging.DEBUG, logger="actorbus")
+    Nudged.nudges = asyncio.Queue()
     hosts = await asyncio.gather(
         *(
             ActorSystem.connect(
@@ -273,7 +272,7 @@ async def test_hosts_starting_together_on_a_fresh_namespace_say_no_warnings(
         await asyncio.gather(*(host.register(Nudged) for host in hosts))
         assert await hosts[0].ask("nudged/a", Begin(), timeout=20) == "set"
         for _ in range(2):
-            assert await asyncio.wait_for(NUDGES.get(), 20) == "a"
+            assert await asyncio.wait_for(Nudged.nudges.get(), 20) == "a"
     finally:
         for host in hosts:
             await host.close(timeout=2)

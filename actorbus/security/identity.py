@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
@@ -59,9 +60,10 @@ class PublicIdentity:
     verify_key: bytes  # raw Ed25519, 32 bytes
     agreement_key: bytes  # raw X25519, 32 bytes
 
-    @property
+    @cached_property
     def kid(self) -> str:
-        """The key id messages name their signer by: the did:key's fingerprint."""
+        """The key id messages name their signer by: the did:key's fingerprint
+        (kept: looked up several times for every sealed message)."""
         return self.did[len(DID_KEY) :]
 
     def verifier(self) -> ed25519.Ed25519PublicKey:
@@ -128,6 +130,7 @@ class Identity:
         self._agreement = agreement
         verify = _raw_public(signing.public_key())
         self.public = PublicIdentity(did_key(verify), verify, _raw_public(agreement.public_key()))
+        self.kid: Final = self.public.kid  # its public identity's key id
 
     @classmethod
     def generate(cls) -> Identity:
@@ -136,10 +139,6 @@ class Identity:
     @property
     def did(self) -> str:
         return self.public.did
-
-    @property
-    def kid(self) -> str:
-        return self.public.kid
 
     def sign(self, data: bytes) -> bytes:
         return self._signing.sign(data)

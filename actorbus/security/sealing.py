@@ -42,7 +42,7 @@ def seal_content(data: dict[str, Any], key: AESGCM) -> None:
         data["dst"],
         data["ts"],
         data["intent"],
-        [ctx.get(name) for name in CONTEXT_FIELDS],
+        tuple(map(ctx.get, CONTEXT_FIELDS)),
     )
     data["content"] = seal(key, pack(data["content"]), aad)
     data["meta"] = {"cipher": CIPHER}

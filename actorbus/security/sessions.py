@@ -188,6 +188,7 @@ CONTEXT_FIELDS: Final = (
     "ttl_ms",
     "stream",
 )
+_NO_CONTEXT: Final = (None,) * len(CONTEXT_FIELDS)
 
 
 def sealing_aad(
@@ -196,12 +197,27 @@ def sealing_aad(
     """What a sealed content is bound to: the envelope's id, src, dst, ts, intent
     and its context (the values of ``CONTEXT_FIELDS``, in that order; None and
     False leave a field out). A sealed message needs no other tag: opening it
-    proves every one of these."""
-    parts = [msg_id, src, dst, str(ts), intent]
-    for name, value in zip(CONTEXT_FIELDS, context, strict=False):  # twice per message
-        if value is not None and value is not False:
-            parts.append(f"{name}={value}")
-    return "\x1f".join(parts).encode()
+    proves every one of these.
+
+    Four times per sealed ask (each side seals one and opens one), so the fields
+    are written out rather than looped over: half the time of a loop."""
+    aad = f"{msg_id}\x1f{src}\x1f{dst}\x1f{ts}\x1f{intent}"
+    if len(context) != len(CONTEXT_FIELDS):
+        context = (*context, *_NO_CONTEXT)[: len(CONTEXT_FIELDS)]
+    trace, parent, session, key, ttl, stream = context
+    if trace is not None and trace is not False:
+        aad += f"\x1ftrace_id={trace}"
+    if parent is not None and parent is not False:
+        aad += f"\x1fparent_id={parent}"
+    if session is not None and session is not False:
+        aad += f"\x1fsession_id={session}"
+    if key is not None and key is not False:
+        aad += f"\x1fidempotency_key={key}"
+    if ttl is not None and ttl is not False:
+        aad += f"\x1fttl_ms={ttl}"
+    if stream is not None and stream is not False:
+        aad += f"\x1fstream={stream}"
+    return aad.encode()
 
 
 def seal(aead: AESGCM, plaintext: bytes, aad: bytes) -> bytes:

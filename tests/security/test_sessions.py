@@ -102,3 +102,24 @@ def test_sealed_content_opens_only_in_its_own_envelope(members: Members) -> None
         unseal(got.keys.forward, sealed, moved)
     with pytest.raises(AuthError, match="too short"):
         unseal(got.keys.forward, b"short", aad)
+
+
+def test_the_sealed_fields_are_written_as_every_version_writes_them() -> None:
+    """The bytes a sealed content is bound to are part of the wire: a process of
+    another version must compute the very same ones. None and False leave a
+    field out; 0 and True are written; a shorter context is the same as one
+    padded with None."""
+    full = ("t" * 32, "p-1", "s-1", "k-1", 0, True)
+    assert sealing_aad("id-1", "client/z6Mk", "b/1", NOW, "greet", full) == (
+        b"id-1\x1fclient/z6Mk\x1fb/1\x1f1700000000000\x1fgreet\x1ftrace_id="
+        + b"t" * 32
+        + b"\x1fparent_id=p-1\x1fsession_id=s-1\x1fidempotency_key=k-1\x1fttl_ms=0\x1fstream=True"
+    )
+    some = ("t1", None, None, None, 5000, False)
+    assert (
+        sealing_aad("i", "a", "b", 7, "x", some)
+        == b"i\x1fa\x1fb\x1f7\x1fx\x1ftrace_id=t1\x1fttl_ms=5000"
+    )
+    padded = ("t1", None, None, None, None, None)
+    assert sealing_aad("i", "a", "b", 7, "x", ["t1"]) == sealing_aad("i", "a", "b", 7, "x", padded)
+    assert sealing_aad("i", "a", "b", 7, "x") == b"i\x1fa\x1fb\x1f7\x1fx"

@@ -26,6 +26,7 @@ from actorbus.actors.messages import validate
 from actorbus.actors.state_keeper import StateKeeper, keeper_for
 from actorbus.actors.streaming import SharedTurn
 from actorbus.actors.timers import Timers
+from actorbus.actors.turn_lock import TurnLock
 from actorbus.bus.tasks import LOOP_TURN_EVERY, backoff_delay, spawn
 from actorbus.codecs.errors import (
     ActorBusError,
@@ -39,7 +40,6 @@ from actorbus.codecs.errors import (
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import H_STORED
 from actorbus.state.record import Position
-from actorbus.telemetry import metrics as meters, spans
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
@@ -78,7 +78,7 @@ class ActorCell:
         self._readiness: asyncio.Event | None = None  # made by the first message to wait
         # One at a time: a Lock (its uncontended acquire is cheaper than a
         # Semaphore's). More: a Semaphore admits up to `concurrency`.
-        self._lock = asyncio.Lock()
+        self._lock = TurnLock()
         self._gate: asyncio.Lock | asyncio.Semaphore = (
             self._lock if cls.concurrency == 1 else asyncio.Semaphore(cls.concurrency)
         )
@@ -271,9 +271,14 @@ class ActorCell:
             now = time.monotonic()
             if now - self.last_active > LOOP_TURN_EVERY:
                 self._yielded_at = now  # it was idle: the loop had its turn since
+            lock = self._lock
             try:
-                async with self._lock:
+                if not lock.try_acquire():  # busy: wait for the turn in order
+                    await lock.acquire()
+                try:
                     await self._handle(msg, env, arrived)
+                finally:
+                    lock.release()
             finally:
                 self._done()
             if self.last_active - self._yielded_at > LOOP_TURN_EVERY:
@@ -410,7 +415,7 @@ class ActorCell:
             if self._busy == 0 and self._idle is not None and not self._idle.done():
                 self._idle.set_result(None)
 
-    # -- what an observed cell adds (see ObservedCell); nothing here -------------
+    # -- what an observed cell adds (actors/observed_cell.py); nothing here -----
     def _arrival(self) -> int:
         """When a message arrived (ns), for its span; 0: nobody measures."""
         return 0
@@ -551,49 +556,3 @@ def _raw_argument(spec: HandlerSpec, env: Inbound) -> Any:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-class ObservedCell(ActorCell):
-    """A cell when tracing or metrics are on (chosen once, when the system opens):
-    each message handled inside its span, restarts and failures counted."""
-
-    def _arrival(self) -> int:
-        return spans.now_ns() if self.rt.telemetry.tracing else 0
-
-    def _counted_restart(self) -> None:
-        if self.rt.telemetry.metrics:
-            meters.restarts.add(1, {"actorbus.destination.type": self.cls.type_name})
-
-    def _counted_failure(self, env: Inbound, err: ActorBusError) -> None:
-        if self.rt.telemetry.metrics:
-            labels = meters.labels(env.src, self.address)
-            where = {"error.type": err.code, "messaging.operation.type": "process"}
-            meters.failures.add(1, {**labels, **where})
-
-    async def _handle(
-        self,
-        msg: Msg,
-        env: Inbound,
-        arrived: int = 0,
-        turn: Turn | None = None,
-        position: Position | None = None,
-        attempt: int = 0,
-    ) -> Exception | None:
-        telemetry = self.rt.telemetry
-        if not telemetry.tracing:
-            return await super()._handle(msg, env, arrived, turn, position)
-        with spans.processing(
-            self.address,
-            msg.subject,
-            msg.headers,
-            env,
-            len(msg.data),
-            arrived,
-            bool(msg.reply),
-            telemetry.preview,
-            attempt,
-        ) as span:
-            failed = await super()._handle(msg, env, arrived, turn, position)
-            if failed is not None:
-                spans.failed(span, failed)
-            return failed

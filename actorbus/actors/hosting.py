@@ -23,8 +23,9 @@ from nats.aio.subscription import Subscription
 
 from actorbus.actors.actor import Actor, ActorContext
 from actorbus.actors.address_inbox import DurableInbox
-from actorbus.actors.cell import ActorCell, CellEnv, ObservedCell
+from actorbus.actors.cell import ActorCell, CellEnv
 from actorbus.actors.mailbox import ENTRANCE, limits_of
+from actorbus.actors.observed_cell import ObservedCell
 from actorbus.actors.placement import Placement
 from actorbus.actors.reminder_relay import ReminderRelay
 from actorbus.actors.residents import Residents, TypeHost
@@ -238,7 +239,8 @@ class Hosting:
             env = None
             try:
                 env = intake.decode(msg, cell.address)
-                await intake.admit(msg, env, cell.address, declared)
+                if intake.checks:
+                    await intake.admit(msg, env, cell.address, declared)
             except ActorBusError as err:
                 await replies.error(msg, err, env, cell.address)
                 return

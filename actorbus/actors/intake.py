@@ -16,6 +16,7 @@ from actorbus.actors.replies import Replies
 from actorbus.codecs.errors import ActorBusError
 from actorbus.codecs.inbound import Inbound
 from actorbus.codecs.wire import SizeLimits
+from actorbus.security.sealing import refuse_sealed
 from actorbus.security.stage import SecurityStage
 
 
@@ -31,10 +32,17 @@ class Intake:
         # fails; ``declared``: the actor's own policy). No layer in between: this
         # is every message's path.
         self.admit = security.admit
+        # An open bus checks nothing but that nothing came sealed, which decode()
+        # does: the hot path then awaits no stage at all.
+        self.checks = security.secured
 
     def decode(self, msg: Msg, address: str) -> Inbound:
-        """What arrived for ``address``, or the typed error to answer with."""
-        return decode_request(msg, address, self.limits)
+        """What arrived for ``address``, or the typed error to answer with (on an
+        open bus, sealed content too: nothing here could open it)."""
+        env = decode_request(msg, address, self.limits)
+        if not self.checks:
+            refuse_sealed(env)
+        return env
 
     async def decode_or_answer(
         self, msg: Msg, address: str, declared: str | None = None

@@ -82,6 +82,10 @@ def known_model(intent: str) -> type[BaseModel] | None:
 
 def to_content(value: Any, intent: str | None = None) -> tuple[str, Any]:
     """A value to send -> (intent, plain-data content)."""
+    cls = type(value)
+    known = _intents.get(cls)  # a model sent before: no isinstance() through pydantic's ABC
+    if known is not None:
+        return intent or known, cls.__pydantic_serializer__.to_python(value)
     if isinstance(value, BaseModel):
         cls = type(value)
         # The serializer itself: model_dump() is the same call behind argument handling.

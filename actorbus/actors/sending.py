@@ -130,7 +130,7 @@ class Sender:
         opts: SendOptions,
     ) -> Any:
         subject = self.subject(address)
-        session = await self.session(address)
+        session = await self.session(address) if self.rt.security.secured else None
         out = self.encode(address, message, opts, session=session)
 
         def reseal(fresh: OutboundSession) -> Outgoing:

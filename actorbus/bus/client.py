@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from nats.aio.client import PING_PROTO, Client as _NatsClient, _validate_subject
+from nats.aio.client import PING_PROTO, Client as _NatsClient
 from nats.errors import ProtocolError
 from nats.protocol.command import hpub_cmd, pub_cmd
 
@@ -45,6 +45,12 @@ _ACTORBUS_BLOCK = b"NATS/1.0\r\nAb-"  # blocks actorbus wrote: their routing hea
 _SPACE = ord(" ")
 _NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 _VALID_NAMES: set[str] = set()  # names already checked: the same few recur on every message
+
+
+def _publishable(subject: str) -> bool:
+    """What nats-py's publish checks of a subject (no space, tab, CR or LF), with
+    four scans instead of its regular expression: twice in every ask."""
+    return not (" " in subject or "\t" in subject or "\r" in subject or "\n" in subject)
 
 
 class EncodedHeaders(bytes):
@@ -218,13 +224,10 @@ class Client(_NatsClient):
         size = len(payload)
         if not self.is_connected or size > self._max_payload or not subject:
             return False
-        if not self._skip_subject_validation:
-            try:
-                _validate_subject(subject)
-                if reply:
-                    _validate_subject(reply)
-            except Exception:
-                return False
+        if not self._skip_subject_validation and not (
+            _publishable(subject) and (not reply or _publishable(reply))
+        ):
+            return False  # nats-py's publish says what is wrong with it
         if headers is None:
             command = pub_cmd(subject, reply, payload)
         else:

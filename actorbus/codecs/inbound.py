@@ -129,11 +129,14 @@ class _Reply(msgspec.Struct):
     ts: int = 0
     src: str = ""
     dst: str = ""
-    context: InboundContext | None = None
+    # Read only when the content is sealed (bound to it): left as bytes otherwise.
+    context: msgspec.Raw = msgspec.Raw()
 
 
 _REPLY_MSGPACK = msgspec.msgpack.Decoder(_Reply)
 _REPLY_JSON = msgspec.json.Decoder(_Reply)
+_CONTEXT_MSGPACK = msgspec.msgpack.Decoder(InboundContext)
+_CONTEXT_JSON = msgspec.json.Decoder(InboundContext)
 
 
 SealedFacts = tuple[str, str, str, int, str, tuple[Any, ...]]
@@ -145,9 +148,13 @@ def decode_reply(
     """A reply's (intent, content, what its sealed content is bound to: id, src,
     dst, ts, intent, context values; None when it is not sealed);
     msgspec.DecodeError if it is not a reply envelope."""
-    r = (_REPLY_MSGPACK if encoding is Encoding.MSGPACK else _REPLY_JSON).decode(body)
+    msgpack = encoding is Encoding.MSGPACK
+    r = (_REPLY_MSGPACK if msgpack else _REPLY_JSON).decode(body)
     if r.meta is None or r.meta.cipher is None:
         return r.intent, r.content, None
-    c = r.context or InboundContext()
+    if not r.context:
+        c = InboundContext()
+    else:
+        c = (_CONTEXT_MSGPACK if msgpack else _CONTEXT_JSON).decode(r.context)
     context = (c.trace_id, c.parent_id, c.session_id, c.idempotency_key, c.ttl_ms, c.stream)
     return r.intent, r.content, (r.id, r.src, r.dst, r.ts, r.intent, context)

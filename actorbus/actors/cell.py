@@ -27,7 +27,7 @@ from actorbus.actors.state_keeper import StateKeeper, keeper_for
 from actorbus.actors.streaming import SharedTurn
 from actorbus.actors.timers import Timers
 from actorbus.actors.turn_lock import TurnLock
-from actorbus.bus.tasks import LOOP_TURN_EVERY, backoff_delay, spawn
+from actorbus.bus.tasks import LOOP_PASSES, LOOP_TURN_EVERY, backoff_delay, spawn
 from actorbus.codecs.errors import (
     ActorBusError,
     ActorStoppedError,
@@ -98,6 +98,7 @@ class ActorCell:
         self.starter: Callable[[ActorCell], Awaitable[None]] | None = None
         self.last_active = time.monotonic()  # when it last finished a message
         self._yielded_at = self.last_active
+        self._loop_pass = -1  # the loop pass its last turn began in (LOOP_PASSES)
 
     def idle_for(self, now: float) -> float:
         """Seconds without a message in hand (0 while one is)."""
@@ -268,9 +269,10 @@ class ActorCell:
         self._busy += 1
         arrived = self._arrival()
         if self.cls.concurrency == 1:
-            now = time.monotonic()
-            if now - self.last_active > LOOP_TURN_EVERY:
-                self._yielded_at = now  # it was idle: the loop had its turn since
+            passes = LOOP_PASSES.seen()
+            if passes != self._loop_pass:  # the loop ran since its last turn (tasks.py)
+                self._loop_pass = passes
+                self._yielded_at = time.monotonic()
             lock = self._lock
             try:
                 if not lock.try_acquire():  # busy: wait for the turn in order

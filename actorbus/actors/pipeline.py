@@ -279,8 +279,10 @@ def encode_event(src: str, event: str, data: dict[str, Any]) -> bytes:
 def request_encoding(msg: Msg | None) -> Encoding:
     """The encoding a request came in (msgpack unless its Ab-Enc header says
     otherwise, or is unreadable): what its answer is sent in."""
-    headers = msg.headers if msg is not None else None
-    if headers is None or H_ENC not in headers:  # no header parse needed
+    headers: Mapping[str, str] | None = msg.headers if msg is not None else None
+    if headers is None or (type(headers) is LazyHeaders and _ENC_NAME not in headers.raw):
+        return Encoding.MSGPACK  # an actorbus block without Ab-Enc: the usual case, unparsed
+    if H_ENC not in headers:
         return Encoding.MSGPACK
     try:
         return encoding_from_header(headers[H_ENC])

@@ -87,7 +87,6 @@ def to_content(value: Any, intent: str | None = None) -> tuple[str, Any]:
     if known is not None:
         return intent or known, cls.__pydantic_serializer__.to_python(value)
     if isinstance(value, BaseModel):
-        cls = type(value)
         # The serializer itself: model_dump() is the same call behind argument handling.
         return intent or remember(cls), cls.__pydantic_serializer__.to_python(value)
     if value is None:

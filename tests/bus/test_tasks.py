@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from actorbus.bus.registration import Registration
-from actorbus.bus.tasks import spawn, stop_task, supervise
+from actorbus.bus.tasks import LoopPasses, YieldEvery, spawn, stop_task, supervise
 from actorbus.codecs.uap import ephemeral_service
 from actorbus.services.registry.store import RegistryStore
 
@@ -192,3 +192,39 @@ async def test_a_cancelled_wait_for_news_is_never_swallowed(nats_server: Any, ns
             await mirror.stop()
     finally:
         await nc.close()
+
+
+def _busy(seconds: float) -> None:
+    """Work that never waits (a handler doing blocking work)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+async def test_the_loop_passes_counted_change_only_when_the_loop_runs() -> None:
+    passes = LoopPasses()
+    first = passes.seen()
+    _busy(0.01)
+    assert passes.seen() == first  # nothing awaited: the loop has not run
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert passes.seen() == first + 1
+
+
+async def test_work_back_to_back_gives_the_loop_a_turn_and_work_that_waited_does_not() -> None:
+    """The turn is due after ``every`` seconds of work with no pass of the loop
+    between; a pause that let the loop run starts the count again, however short
+    (the clock alone took a loaded actor's steady batches for one long run)."""
+    turns = YieldEvery(every=0.5)
+    started = time.monotonic()
+    _busy(0.2)
+    assert not turns.due(started)
+    started = time.monotonic()
+    _busy(0.35)  # no await: 0.55 s back to back
+    assert turns.due(started)
+    for _ in range(3):  # 0.6 s of work since the turn, with the loop run in between
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        _busy(0.2)
+        assert not turns.due(started)

@@ -214,6 +214,12 @@ _BLOCK_START = b"NATS/1.0\r\n"
 _ENC_NAME = H_ENC.encode()
 
 
+def _no_encoding_line(headers: Mapping[str, str]) -> bool:
+    """An actorbus header block with no ``Ab-Enc`` line (the usual case), told
+    from its raw bytes: no parse, no lookup through the Mapping."""
+    return type(headers) is LazyHeaders and _ENC_NAME not in headers.raw
+
+
 def encode_answer(
     to: Inbound | None,
     src: str,
@@ -280,9 +286,7 @@ def request_encoding(msg: Msg | None) -> Encoding:
     """The encoding a request came in (msgpack unless its Ab-Enc header says
     otherwise, or is unreadable): what its answer is sent in."""
     headers: Mapping[str, str] | None = msg.headers if msg is not None else None
-    if headers is None or (type(headers) is LazyHeaders and _ENC_NAME not in headers.raw):
-        return Encoding.MSGPACK  # an actorbus block without Ab-Enc: the usual case, unparsed
-    if H_ENC not in headers:
+    if headers is None or _no_encoding_line(headers) or H_ENC not in headers:
         return Encoding.MSGPACK
     try:
         return encoding_from_header(headers[H_ENC])
@@ -305,8 +309,8 @@ def decode_stored(
 ) -> Inbound:
     """An envelope as sent or stored (a history entry, a dead letter's original),
     decoded in the encoding its headers name; a DecodeError if it is not one."""
-    if headers is None or (type(headers) is LazyHeaders and _ENC_NAME not in headers.raw):
-        enc = Encoding.MSGPACK  # (an actorbus block without Ab-Enc: the usual case, unparsed)
+    if headers is None or _no_encoding_line(headers):
+        enc = Encoding.MSGPACK
     elif H_ENC in headers:
         enc = encoding_from_header(headers[H_ENC])  # an unknown one is a DecodeError
     elif type(headers) is BadHeaders:

@@ -314,7 +314,7 @@ class ActorCell:
                 turn.given_back.set()
                 self._done()
 
-        self._spawn(run())
+        self._spawn(run(), eager=True)
         await turn.given_back.wait()
 
     async def deliver_durable(self, msg: Msg, env: Inbound, attempt: int = 0) -> Exception | None:

@@ -48,8 +48,9 @@ class Replies:
         reply: str = "",
     ) -> int:
         """Send one answer (a reply or a stream frame) to ``inbox``; ``reply`` asks
-        the receiver for an answer (a stream's first frame). Returns the bytes sent
-        (a stream's window is sized by them)."""
+        the receiver for an answer (a stream's first frame, written at once: the
+        stream's time to first item). Returns the bytes sent (a stream's window is
+        sized by them)."""
         enc = Encoding.MSGPACK if msg is None or msg.headers is None else request_encoding(msg)
         try:
             body, encoded = encode_answer(
@@ -59,7 +60,7 @@ class Replies:
             # The answer itself is bad (too large, not encodable): tell the caller why.
             await self.send_error(inbox, err, env, headers, src=src, msg=msg)
             return 0
-        if not self.conn.publish_now(inbox, body, encoded, reply):
+        if not self.conn.publish_now(inbox, body, encoded, reply, at_once=bool(reply)):
             await self.conn.publish(inbox, body, encoded, reply=reply)
         return len(body)
 
@@ -95,7 +96,7 @@ class Replies:
         except ActorBusError as err:
             await self.send_error(inbox, err, env, headers, msg=msg)
             return 0
-        if not self.conn.publish_now(inbox, body, encoded, reply):
+        if not self.conn.publish_now(inbox, body, encoded, reply, at_once=bool(reply)):
             await self.conn.publish(inbox, body, encoded, reply=reply)
         return len(body)
 

@@ -186,7 +186,7 @@ class Sender:
         session found first, so the request goes out on it."""
 
         async def prepare() -> tuple[Outgoing, OutboundSession | None]:
-            session = await self.session(address)
+            session = await self.session(address) if self.rt.security.secured else None
             return self.encode(address, message, opts, True, span=span, session=session), session
 
         return prepare

@@ -59,6 +59,7 @@ from actorbus.actors.messages import (
 from actorbus.actors.pipeline import Outgoing, decode_answer
 from actorbus.bus.client import with_header
 from actorbus.bus.requests import NO_RESPONDERS_STATUS, RequestTimeout
+from actorbus.bus.tasks import spawn
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
@@ -175,7 +176,7 @@ class StreamProducers:
         credit_inbox = ""
         seq = sent_bytes = 0
         abandoned: list[str] = []  # why the consumer was taken for gone, if it was
-        frame_items = _frame_items(request)
+        frame_items = 1  # the consumer's (_frame_items), read once the first item is out
         ahead = ItemsAhead(agen, allowed)
         try:
             while True:
@@ -217,6 +218,7 @@ class StreamProducers:
                     inbox, env, items, headers, msg=request, reply=hello
                 )
                 if first:
+                    frame_items = _frame_items(request)
                     window = allowed = settings.window_for(sent_bytes, seq)
                     ahead.allow(window - 1)
                     asked = False
@@ -472,8 +474,10 @@ async def consume_stream(
                 raise ProtocolError(
                     f"stream from {address} lost frames: expected #{expected}, got #{seq}"
                 )
-            if msg.reply and not rt.conn.publish_now(msg.reply, b""):  # the first frame:
-                await rt.conn.publish(msg.reply, b"")  # tell the producer we are here
+            if msg.reply:  # the first frame: tell the producer we are here, once
+                # the item is handed over (the flusher writes it at the next pass
+                # either way; the item need not wait for it to be queued)
+                asyncio.get_running_loop().call_soon(_answer_greeting, rt, msg.reply)
             intent, content = decode_answer(msg, address, session)
             if intent == INTENT_END:
                 finished = True
@@ -499,6 +503,18 @@ async def consume_stream(
         cancel = None if finished else cancel_message(out.id)
         if cancel is not None:
             await asyncio.shield(asyncio.ensure_future(_cancel(rt, cancel)))
+
+
+def _answer_greeting(rt: Runtime, subject: str) -> None:
+    if not rt.conn.publish_now(subject, b""):
+        spawn(_publish_quietly(rt, subject), "a stream's answer to its first frame")
+
+
+async def _publish_quietly(rt: Runtime, subject: str) -> None:
+    """An empty publish whose failure needs no word: a connection gone for good
+    fails the stream's wait for its next frame, which says so."""
+    with contextlib.suppress(ActorBusError):
+        await rt.conn.publish(subject, b"")
 
 
 def _frame(content: Any, address: str) -> list[tuple[str, Any]]:

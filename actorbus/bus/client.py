@@ -26,12 +26,14 @@ bytes against nats-py's encoder.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nats.aio.client import PING_PROTO, Client as _NatsClient
+from nats.aio.transport import TcpTransport
 from nats.errors import ProtocolError
 from nats.protocol.command import hpub_cmd, pub_cmd
 
@@ -89,8 +91,14 @@ def header_block(headers: Mapping[str, str] | None) -> EncodedHeaders | None:
 
 def with_header(block: bytes, name: str, value: str) -> EncodedHeaders:
     """``block`` (an encoded header block) with one more header line."""
-    line = encode_headers({name: value})[len(b"NATS/1.0\r\n") : -2]
-    return EncodedHeaders(block[:-2] + line + b"\r\n")
+    return EncodedHeaders(block[:-2] + _header_line(name, value) + b"\r\n")
+
+
+@functools.lru_cache(maxsize=256)
+def _header_line(name: str, value: str) -> bytes:
+    """One encoded header line; kept, as the same few (a stream's batch size, a
+    forward's mode) are added to every such message."""
+    return encode_headers({name: value})[len(b"NATS/1.0\r\n") : -2]
 
 
 class LazyHeaders(Mapping[str, str]):
@@ -215,12 +223,18 @@ class Client(_NatsClient):
         payload: bytes,
         reply: str = "",
         headers: EncodedHeaders | None = None,
+        at_once: bool = False,
     ) -> bool:
         """Queue a publish at once, as nats-py's ``publish`` would, without its four
         coroutines (measured: an actor's CPU per ask 66 -> 60 µs). False, with nothing
         done, when that path must take it: not connected (it buffers or raises),
         the buffer over its limit (it waits for the flush), a payload too large or
-        a bad subject (it says why)."""
+        a bad subject (it says why).
+
+        ``at_once``: written to the socket now when nothing is queued ahead of it,
+        rather than by the flusher at the loop's next pass: for a message whose
+        latency counts and which comes alone (a stream's first frame). Replies in
+        bulk are left to the flusher, which writes a loop pass's worth in one call."""
         size = len(payload)
         if not self.is_connected or size > self._max_payload or not subject:
             return False
@@ -238,10 +252,16 @@ class Client(_NatsClient):
         flusher = self._flusher_task
         if flush is None or flusher is None or flusher.done():
             return False
-        self._pending.append(command)
-        self._pending_data_size += len(command)
         self.stats["out_msgs"] += 1
         self.stats["out_bytes"] += size
+        if at_once and not self._pending and flush.empty():
+            transport = self._transport
+            # A socket's writer sends at once; a WebSocket's only queues until drained.
+            if isinstance(transport, TcpTransport):
+                transport.write(command)  # type: ignore[no-untyped-call]  # nothing ahead of it: in order
+                return True
+        self._pending.append(command)
+        self._pending_data_size += len(command)
         if flush.empty():  # kick the flusher, as nats-py does (it sets the future)
             flush.put_nowait(asyncio.get_running_loop().create_future())
         return True

@@ -278,13 +278,18 @@ class BusConnection:
         return exc
 
     def publish_now(
-        self, subject: str, body: bytes, headers: EncodedHeaders | None = None, reply: str = ""
+        self,
+        subject: str,
+        body: bytes,
+        headers: EncodedHeaders | None = None,
+        reply: str = "",
+        at_once: bool = False,
     ) -> bool:
         """Queue a publish at once, with no coroutine, when nothing needs waiting
         for (``Client.publish_now``); False, with nothing done, when ``publish``
         must take it (not connected, the buffer full ...): the hot path of every
         reply and stream frame."""
-        return self.nc.publish_now(subject, body, reply, headers)
+        return self.nc.publish_now(subject, body, reply, headers, at_once)
 
     async def publish(
         self, subject: str, body: bytes, headers: Any = None, reply: str = ""

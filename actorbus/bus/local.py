@@ -206,8 +206,10 @@ class LocalClient(Client):
         payload: bytes,
         reply: str = "",
         headers: EncodedHeaders | None = None,
+        at_once: bool = False,
     ) -> bool:
-        """Routed at once, as ``publish`` does here (no buffer, no flusher)."""
+        """Routed at once, as ``publish`` does here (no buffer, no flusher), so
+        ``at_once`` changes nothing."""
         if not self.is_connected or not subject or len(payload) > self._max_payload:
             return False
         self._route(subject, reply, payload, len(payload), headers)

@@ -53,9 +53,12 @@ class Messaging(Protocol):
         payload: bytes,
         reply: str = "",
         headers: EncodedHeaders | None = None,
+        at_once: bool = False,
     ) -> bool:
         """Send one message at once, with no coroutine, if nothing needs waiting
-        for; False (nothing done): ``publish`` must take it."""
+        for; False (nothing done): ``publish`` must take it. ``at_once``: written
+        now rather than with the loop pass's other messages (latency over
+        batching, for a message that comes alone)."""
         ...
 
     async def subscribe(
@@ -111,10 +114,16 @@ class Transport(Protocol):
         ...
 
     def publish_now(
-        self, subject: str, body: bytes, headers: EncodedHeaders | None = None, reply: str = ""
+        self,
+        subject: str,
+        body: bytes,
+        headers: EncodedHeaders | None = None,
+        reply: str = "",
+        at_once: bool = False,
     ) -> bool:
         """Publish at once if nothing needs waiting for; False (nothing done):
-        ``publish`` must take it."""
+        ``publish`` must take it. ``at_once``: written now, not with the loop
+        pass's other messages (``Messaging.publish_now``)."""
         ...
 
     async def publish(

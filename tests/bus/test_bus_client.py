@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -164,6 +165,58 @@ async def test_publishes_keep_their_order_and_their_errors_on_either_path(
     finally:
         await ours.close()
         await stock.close()
+
+
+class BlockingSubscriber:
+    """A raw subscriber on a blocking socket: it reads while the test's event
+    loop is held, so it sees only what was written to the socket at once."""
+
+    def __init__(self, url: str, subject: str) -> None:
+        host, port = url.removeprefix("nats://").rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=5)
+        self.file = self.sock.makefile("rb")
+        assert self.file.readline().startswith(b"INFO")
+        self.sock.sendall(f"CONNECT {{}}\r\nSUB {subject} 1\r\nPING\r\n".encode())
+        while (line := self.file.readline()) != b"PONG\r\n":
+            assert line, "the connection closed"
+            assert not line.startswith(b"-ERR"), line
+
+    def next_body(self) -> bytes:
+        while True:
+            line = self.file.readline()
+            assert line, "the connection closed"
+            if line.startswith(b"MSG"):
+                return self.file.read(int(line.split()[-1]) + 2)[:-2]
+
+    def close(self) -> None:
+        self.file.close()
+        self.sock.close()
+
+
+async def test_a_message_sent_at_once_is_on_the_wire_before_the_loop_runs_again(
+    nats_server: Any, ns: str
+) -> None:
+    """A stream's first frame does not wait for the flusher's turn; a message
+    queued ahead of it is never overtaken (it then waits with it)."""
+    subject = f"{ns}.now"
+    sub = BlockingSubscriber(nats_server.url, subject)
+    ours = Client()
+    await ours.connect(nats_server.url, allow_reconnect=False)
+    try:
+        assert ours.publish_now(subject, b"first", at_once=True)
+        assert sub.next_body() == b"first"  # the loop is held: no flusher ran
+        assert ours.publish_now(subject, b"queued")
+        assert ours.publish_now(subject, b"behind it", at_once=True)
+        await ours.flush()
+        assert [sub.next_body(), sub.next_body()] == [b"queued", b"behind it"]
+        # without at_once a message waits for the loop's next pass
+        assert ours.publish_now(subject, b"later")
+        sub.sock.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            sub.next_body()
+    finally:
+        await ours.close()
+        sub.close()
 
 
 async def test_headers_round_trip_between_clients(nats_server: Any, ns: str) -> None:

@@ -10,11 +10,13 @@ Wire protocol (core NATS, one publisher to one inbox, so order is kept):
   out as one message (``ItemsAhead``), which makes a fast stream several times
   faster and leaves a slow one (tokens) as it was;
 - the last frame is intent ``$end`` (or ``$error`` with the remote error);
-- the first frame carries a reply subject, which the consumer answers as it
-  takes the frame: a producer whose first frame finds nobody subscribed (the
-  server's no-responders status) or gets no answer within ``start_timeout``
-  (2 s) stops at once, so a request whose reply subject nobody reads cannot
-  pin an actor;
+- the first frame carries a reply subject, which the consumer answers once it
+  has handed the item over: a producer whose first frame finds nobody
+  subscribed (the server's no-responders status) or gets no answer within
+  ``start_timeout`` (2 s) stops at once, so a request whose reply subject
+  nobody reads cannot pin an actor. The first frame is written to the socket
+  at once (the stream's time to first item), the rest as the flusher takes
+  them;
 - flow control: the producer may run a window of items ahead of the consumer:
   ``window`` items (256) at most, fewer when about ``window_bytes`` (1 MiB) of
   them would be more (sized by the first item, which goes alone, and again at

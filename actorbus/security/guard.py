@@ -416,7 +416,10 @@ class Guard:
         now = _now_ms() if stored_ms is None else stored_ms
         kind = address.partition("/")[0]
         if recipient is None:
-            sealed_to = header.split(".", 2)[1] if header.count(".") >= 2 else ""
+            if cached is not None:  # its header names the key it was accepted for
+                sealed_to = cached.recipient_kid
+            else:
+                sealed_to = header.split(".", 2)[1] if header.count(".") >= 2 else ""
             recipient = self._recipient(kind, sealed_to)
         if cached is not None and cached.expires_ms > now:
             if cached.recipient_kid != recipient.kid:

@@ -95,6 +95,9 @@ class OutboundSession:
         self.header = ".".join(
             (sender.kid, recipient.kid, b64url(eph_pub), str(self.expires_ms), b64url(signature))
         )
+        # The header's line as encode_headers writes it, for the request
+        # encoder's shortcut (the same on every message of the session).
+        self.header_line = f"{SESSION_HEADER}: {self.header}\r\n"
         shared = eph.exchange(x25519.X25519PublicKey.from_public_bytes(recipient.agreement_key))
         self.keys = _derive(shared, eph_pub, sender.kid, recipient.kid)
         self.recipient = recipient

@@ -11,6 +11,8 @@ from actorbus.actors.pipeline import encode_request
 from actorbus.bus.client import encode_headers
 from actorbus.codecs.inbound import Inbound, InboundContext
 from actorbus.codecs.wire import DEFAULT_LIMITS, Encoding
+from actorbus.security.identity import Identity
+from actorbus.security.sessions import OutboundSession, now_ms
 
 
 def _request(dst: str = "echo/1", intent: str | None = None, **kw: object) -> tuple[bytes, str]:
@@ -83,3 +85,43 @@ def test_an_intent_with_a_line_break_cannot_add_a_header() -> None:
     block, _ = _request(intent="ask\r\nAb-Src: someone-else")
     assert block.count(b"\r\nAb-Src:") == 1  # the words are inside the intent line
     assert b"Ab-Intent: ask  Ab-Src: someone-else\r\n" in block
+
+
+def test_a_request_sealed_on_a_session_has_the_bytes_the_general_encoder_writes() -> None:
+    session = OutboundSession(Identity.generate(), Identity.generate().public, now_ms())
+    for _ in range(2):
+        out = encode_request(
+            "echo/1",
+            {"text": "hi"},
+            client_address="client/abc",
+            encoding=Encoding.MSGPACK,
+            limits=DEFAULT_LIMITS,
+            intent="question",
+            session=session,
+            seal=True,
+        )
+        block = bytes(out.headers)
+        trace = block.split(b"Ab-Trace: ")[1].split(b"\r\n")[0].decode()
+        assert block == encode_headers(
+            {
+                "Ab-Id": out.id,
+                "Ab-Src": "client/abc",
+                "Ab-Dst": "echo/1",
+                "Ab-Intent": "question",
+                "Ab-Trace": trace,
+                "Ab-Session": session.header,
+            }
+        )
+    assert session.sent == 2
+    # authenticated but not sealed: its tag comes after the session line, as before
+    out = encode_request(
+        "echo/1",
+        {"text": "hi"},
+        client_address="client/abc",
+        encoding=Encoding.MSGPACK,
+        limits=DEFAULT_LIMITS,
+        session=session,
+    )
+    assert bytes(out.headers).split(b"\r\n")[-4].startswith(b"Ab-Session: ")
+    assert bytes(out.headers).split(b"\r\n")[-3].startswith(b"Ab-Auth: ")
+    assert session.sent == 3

@@ -453,7 +453,7 @@ async def consume_stream(
     finished = False
     try:
         headers = with_header(out.headers, H_BATCH, str(MAX_FRAME_ITEMS))
-        if not rt.conn.publish_now(subject, out.body, headers, inbox):
+        if not rt.conn.publish_now(subject, out.body, headers, inbox, rt.mux.alone):
             await rt.conn.publish(subject, out.body, headers, reply=inbox)
         expected = 1
         while True:

@@ -144,6 +144,16 @@ class RequestMux:
                 self._rebuild()
         return self.prefix + token, future
 
+    @property
+    def alone(self) -> bool:
+        """Whether the one request or stream just reserved is all that is in
+        flight: then it is written at once (``publish_now``'s ``at_once``) rather
+        than at the flusher's next pass, a loop pass sooner. Requests many at a
+        time are left to the flusher, which writes a pass's worth in one call
+        (``bench/ask.py``, six runs each way: p50 1.09x -> 1.03x of raw nats-py,
+        the throughput with 100 in flight not lower)."""
+        return len(self._pending) + len(self._streams) == 1
+
     def new_stream(self) -> tuple[str, StreamFrames]:
         """Reserve a reply subject for many replies, each kept in the frames as
         it comes (an exception when the connection is gone for good) until
@@ -170,7 +180,8 @@ class RequestMux:
         inbox, future = self.new_inbox(timeout, accept)
         try:
             encoded = headers is None or isinstance(headers, EncodedHeaders)
-            if not (encoded and self.nc.publish_now(subject, body, inbox, headers)):
+            at_once = self.alone
+            if not (encoded and self.nc.publish_now(subject, body, inbox, headers, at_once)):
                 await self.nc.publish(subject, body, reply=inbox, headers=headers)
             msg = await future
         finally:

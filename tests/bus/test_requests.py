@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from _wire import BlockingSubscriber
 from nats.aio.msg import Msg
 
 from actorbus.bus.client import Client
@@ -55,6 +56,40 @@ async def test_answered_requests_do_not_pile_up_in_the_deadline_heap(nc: Client)
         assert reply.data == str(i).encode()
     assert not mux._pending
     assert len(mux._deadlines) <= 1024 + 1
+
+
+async def test_a_request_alone_in_flight_is_on_the_wire_before_the_loop_runs_again(
+    nats_server: Any, nc: Client
+) -> None:
+    """One request in flight is written at once; with others in flight it waits
+    for the flusher, which writes them together. A check queued right behind
+    the requesting task's first step reads the wire before the flusher's turn."""
+    mux = RequestMux(nc, "_INBOX.mux-alone")
+    await mux.start()
+    sub = BlockingSubscriber(nats_server.url, "alone.>")
+    loop = asyncio.get_running_loop()
+    try:
+        seen: list[bytes | None] = []
+
+        def read_the_wire(timeout: float) -> None:  # holds the loop: no flusher meanwhile
+            seen.append(sub.next_body(timeout))
+
+        alone = asyncio.ensure_future(mux.request("alone.one", b"alone", None, 0.2))
+        loop.call_soon(read_the_wire, 5.0)
+        with pytest.raises(RequestTimeout):
+            await alone
+        assert seen == [b"alone"]
+
+        first = asyncio.ensure_future(mux.request("alone.many", b"first", None, 0.5))
+        await asyncio.sleep(0)  # its first step: sent (alone, so at once)
+        assert sub.next_body() == b"first"
+        second = asyncio.ensure_future(mux.request("alone.many", b"second", None, 0.5))
+        loop.call_soon(read_the_wire, 0.2)
+        await asyncio.gather(first, second, return_exceptions=True)
+        assert seen[1] is None  # two in flight: left to the flusher
+        assert sub.next_body() == b"second"
+    finally:
+        sub.close()
 
 
 async def test_no_responders_is_reported_at_once(nc: Client) -> None:

@@ -28,6 +28,22 @@ def _request(dst: str = "echo/1", intent: str | None = None, **kw: object) -> tu
     return bytes(out.headers), out.id
 
 
+def _as_the_general_encoder_writes(block: bytes, msg_id: str, session: str = "") -> bytes:
+    """The block encode_headers writes for ``_request(intent="question")`` (its
+    trace id read from ``block``), with a session line when given one."""
+    trace = block.split(b"Ab-Trace: ")[1].split(b"\r\n")[0].decode()
+    headers = {
+        "Ab-Id": msg_id,
+        "Ab-Src": "client/abc",
+        "Ab-Dst": "echo/1",
+        "Ab-Intent": "question",
+        "Ab-Trace": trace,
+    }
+    if session:
+        headers["Ab-Session"] = session
+    return encode_headers(headers)
+
+
 def _parent(trace_id: str) -> Incoming:
     env = Inbound(
         id="p-1", ts=1, dst="echo/1", intent="ask", context=InboundContext(trace_id=trace_id)
@@ -38,16 +54,7 @@ def _parent(trace_id: str) -> Incoming:
 def test_a_plain_request_has_the_bytes_the_general_encoder_writes() -> None:
     for _ in range(2):  # the first builds the route's lines, the second reuses them
         block, msg_id = _request(intent="question")
-        trace = block.split(b"Ab-Trace: ")[1].split(b"\r\n")[0].decode()
-        assert block == encode_headers(
-            {
-                "Ab-Id": msg_id,
-                "Ab-Src": "client/abc",
-                "Ab-Dst": "echo/1",
-                "Ab-Intent": "question",
-                "Ab-Trace": trace,
-            }
-        )
+        assert block == _as_the_general_encoder_writes(block, msg_id)
 
 
 def test_inside_a_handler_the_parent_is_written_after_the_trace() -> None:
@@ -90,38 +97,11 @@ def test_an_intent_with_a_line_break_cannot_add_a_header() -> None:
 def test_a_request_sealed_on_a_session_has_the_bytes_the_general_encoder_writes() -> None:
     session = OutboundSession(Identity.generate(), Identity.generate().public, now_ms())
     for _ in range(2):
-        out = encode_request(
-            "echo/1",
-            {"text": "hi"},
-            client_address="client/abc",
-            encoding=Encoding.MSGPACK,
-            limits=DEFAULT_LIMITS,
-            intent="question",
-            session=session,
-            seal=True,
-        )
-        block = bytes(out.headers)
-        trace = block.split(b"Ab-Trace: ")[1].split(b"\r\n")[0].decode()
-        assert block == encode_headers(
-            {
-                "Ab-Id": out.id,
-                "Ab-Src": "client/abc",
-                "Ab-Dst": "echo/1",
-                "Ab-Intent": "question",
-                "Ab-Trace": trace,
-                "Ab-Session": session.header,
-            }
-        )
+        block, msg_id = _request(intent="question", session=session, seal=True)
+        assert block == _as_the_general_encoder_writes(block, msg_id, session.header)
     assert session.sent == 2
     # authenticated but not sealed: its tag comes after the session line, as before
-    out = encode_request(
-        "echo/1",
-        {"text": "hi"},
-        client_address="client/abc",
-        encoding=Encoding.MSGPACK,
-        limits=DEFAULT_LIMITS,
-        session=session,
-    )
-    assert bytes(out.headers).split(b"\r\n")[-4].startswith(b"Ab-Session: ")
-    assert bytes(out.headers).split(b"\r\n")[-3].startswith(b"Ab-Auth: ")
+    lines = _request(session=session)[0].split(b"\r\n")
+    assert lines[-4].startswith(b"Ab-Session: ")
+    assert lines[-3].startswith(b"Ab-Auth: ")
     assert session.sent == 3

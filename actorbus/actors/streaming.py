@@ -61,7 +61,6 @@ from actorbus.actors.messages import (
 from actorbus.actors.pipeline import Outgoing, decode_answer
 from actorbus.bus.client import with_header
 from actorbus.bus.requests import NO_RESPONDERS_STATUS, RequestTimeout
-from actorbus.bus.tasks import spawn
 from actorbus.codecs.errors import (
     ActorBusError,
     AskTimeoutError,
@@ -509,7 +508,7 @@ async def consume_stream(
 
 def _answer_greeting(rt: Runtime, subject: str) -> None:
     if not rt.conn.publish_now(subject, b""):
-        spawn(_publish_quietly(rt, subject), "a stream's answer to its first frame")
+        rt.spawn_task(_publish_quietly(rt, subject), "a stream's answer to its first frame")
 
 
 async def _publish_quietly(rt: Runtime, subject: str) -> None:

@@ -97,7 +97,8 @@ def with_header(block: bytes, name: str, value: str) -> EncodedHeaders:
 @functools.lru_cache(maxsize=256)
 def _header_line(name: str, value: str) -> bytes:
     """One encoded header line; kept, as the same few (a stream's batch size, a
-    forward's mode) are added to every such message."""
+    forward's mode) are added to every such message (a resend's one-off stamp
+    passes through the bounded cache too)."""
     return encode_headers({name: value})[len(b"NATS/1.0\r\n") : -2]
 
 

@@ -43,7 +43,8 @@ class ReplayWindow:
                 f"message {msg_id} is stamped {abs(now - ts) / 1000:.1f} s {ahead} this "
                 f"receiver's clock (allowed: {self.skew_ms / 1000:g} s)"
             )
-        self._forget(now)
+        if self._expiry and self._expiry[0][0] < now:
+            self._forget(now)
         if msg_id in self._seen:
             raise ReplayError(f"message {msg_id} was already taken: a replay")
         if ts + self.skew_ms <= self._floor:

@@ -28,6 +28,7 @@ that, or after ``SESSION_MAX_MESSAGES``: key rotation without a round trip.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +56,7 @@ SESSION_LIFETIME_MS: Final = 10 * 60 * 1000
 SESSION_MAX_MESSAGES: Final = 1 << 24
 _RENEW_BEFORE_MS: Final = 30_000  # a new session this long before the old one ends
 _NONCE: Final = 12
+_NONCE_SPACE: Final = 1 << (8 * _NONCE)
 _TAG: Final = 16
 _SESSION_LABEL: Final = b"actorbus-session/1|"
 _KDF_LABEL: Final = b"actorbus/1|"
@@ -159,9 +161,34 @@ def session_signer(header: str) -> str:
 
 
 # -- per message -------------------------------------------------------------------
+# A GCM nonce must never repeat under one key. Each process counts up from a random
+# 96-bit start (drawn again in a forked child), so its own nonces never repeat, and
+# two processes that share a key (the hosts of one type, answering on one session)
+# repeat one only if their ranges meet somewhere in 2**96: less likely than two
+# random nonces colliding. Random bytes from the system on every message (a system
+# call) cost half as much as the cipher itself.
+_nonce_start = 0
+_nonce_counter = itertools.count()
+
+
+def _new_nonce_source() -> None:
+    global _nonce_start, _nonce_counter
+    _nonce_start = int.from_bytes(os.urandom(_NONCE))
+    _nonce_counter = itertools.count()
+
+
+_new_nonce_source()
+os.register_at_fork(after_in_child=_new_nonce_source)
+
+
+def fresh_nonce() -> bytes:
+    """A 96-bit nonce this process has not used before (see above)."""
+    return ((_nonce_start + next(_nonce_counter)) % _NONCE_SPACE).to_bytes(_NONCE)
+
+
 def tag_body(aead: AESGCM, body: bytes) -> str:
     """``Ab-Auth`` for ``body``: a fresh nonce and the GCM tag over every byte."""
-    nonce = os.urandom(_NONCE)
+    nonce = fresh_nonce()
     return b64url(nonce + aead.encrypt(nonce, b"", body))
 
 
@@ -224,7 +251,7 @@ def sealing_aad(
 
 
 def seal(aead: AESGCM, plaintext: bytes, aad: bytes) -> bytes:
-    nonce = os.urandom(_NONCE)
+    nonce = fresh_nonce()
     return nonce + aead.encrypt(nonce, plaintext, aad)
 
 

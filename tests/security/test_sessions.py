@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from actorbus.codecs.errors import AuthError
@@ -12,6 +15,7 @@ from actorbus.security.sessions import (
     OutboundSession,
     accept_session,
     check_body,
+    fresh_nonce,
     seal,
     sealing_aad,
     session_signer,
@@ -102,6 +106,39 @@ def test_sealed_content_opens_only_in_its_own_envelope(members: Members) -> None
         unseal(got.keys.forward, sealed, moved)
     with pytest.raises(AuthError, match="too short"):
         unseal(got.keys.forward, b"short", aad)
+
+
+def test_a_nonce_is_never_used_twice_in_a_process_nor_shared_with_a_forked_child(
+    members: Members,
+) -> None:
+    """GCM leaks the key stream when a nonce repeats under one key: each sealed
+    content starts with a nonce this process has not used before, and a forked
+    child (a restarted worker) counts from a start of its own."""
+    sender, recipient = members.join(["a"]), members.join(["b"])
+    out = OutboundSession(sender, recipient.public, NOW)
+    aad = sealing_aad("id-1", "a/1", "b/1", NOW, "greet")
+    nonces = [seal(out.keys.forward, b"same", aad)[:12] for _ in range(5_000)]
+    nonces += [fresh_nonce() for _ in range(5_000)]
+    assert len(set(nonces)) == len(nonces)
+    assert {len(n) for n in nonces} == {12}
+    if sys.platform == "win32":  # pragma: no cover - no fork there
+        return
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child, which reports through the pipe
+        os.write(write, b"".join(fresh_nonce() for _ in range(100)))
+        os._exit(0)
+    os.close(write)
+    got = b""
+    while chunk := os.read(read, 4096):
+        got += chunk
+    os.close(read)
+    assert os.waitpid(child, 0)[1] == 0
+    in_child = {got[i : i + 12] for i in range(0, len(got), 12)}
+    in_parent = [fresh_nonce() for _ in range(100)]
+    # Had the child gone on with the parent's count, both would now hand out the same.
+    assert len(in_child) == 100
+    assert in_child.isdisjoint(nonces + in_parent)
 
 
 def test_the_sealed_fields_are_written_as_every_version_writes_them() -> None:

@@ -22,6 +22,7 @@ import platform
 import queue
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -197,6 +198,33 @@ def report_console(width: int = 160) -> Console:
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=width)
     return console
+
+
+class LoggedProgress(Progress):
+    """rich's progress display, which draws nothing when the output is not a terminal
+    (a log file, CI): there each new step is printed as a line instead, so a run of
+    many minutes still says where it is."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._logged: dict[TaskID, str] = {}
+
+    def add_task(self, description: str, *args: Any, **kwargs: Any) -> TaskID:
+        task = super().add_task(description, *args, **kwargs)
+        self._log(task, description)
+        return task
+
+    def update(self, task_id: TaskID, *, description: str | None = None, **kwargs: Any) -> None:
+        super().update(task_id, description=description, **kwargs)
+        if description is not None:
+            self._log(task_id, description)
+
+    def _log(self, task: TaskID, description: str) -> None:
+        if self.console.is_terminal or self._logged.get(task) == description:
+            return
+        self._logged[task] = description
+        stamp = time.strftime("%H:%M:%S")
+        self.console.print(f"{stamp} {description}", highlight=False, markup=False)
 
 
 def step(progress: Progress, task: TaskID, description: str) -> None:

@@ -66,6 +66,7 @@ import _pb_docqa
 import _pb_safety
 import _pb_storm
 from _harness import (
+    LoggedProgress,
     compile_sources,
     machine_info,
     percentile,
@@ -716,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
         machine = machine_info(binary=server.binary, packages=["nats-py", "pydantic"], git=True)
         if any(s.peer for s in stacks):
             machine["peers"] = peer_versions(cfg)
-        with Progress(console=console, transient=True) as progress:
+        with LoggedProgress(console=console, transient=True) as progress:
             raw = measure(cfg, stacks, server.url, progress)
             if "storm" in cfg.scenarios:
                 raw["storm"] = measure_storm(cfg, stacks, server.url, progress)

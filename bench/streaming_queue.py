@@ -42,6 +42,7 @@ from typing import Any
 
 from _edges import from_edge, to_edge
 from _harness import (
+    LoggedProgress,
     machine_info,
     percentile,
     positive_int,
@@ -54,7 +55,6 @@ from _harness import (
 )
 from _sq_workers import CPU_SUBJECT, WORKER, Pull, Start
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from actorbus import Actor, ActorSystem, handler
@@ -189,7 +189,7 @@ async def measure(url: str, cfg: Config, console: Console) -> list[dict[str, Any
     runs: list[dict[str, Any]] = []
     total = cfg.rounds * len(cfg.workers) * len(VARIANTS)
     try:
-        with Progress(console=console, transient=True) as progress:
+        with LoggedProgress(console=console, transient=True) as progress:
             task = progress.add_task("streaming queue", total=total)
             run_id = 0
             for r in range(cfg.rounds):

@@ -5,6 +5,7 @@ ProtocolBench side by side (the NATS stacks of this interpreter; the peers'
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,9 @@ def test_an_unknown_benchmark_is_a_clear_error(capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.timeout(300)
-def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(tmp_path: Path) -> None:
+def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     peers = tmp_path / "no-peers" / "python"  # a missing interpreter: the peers are skipped
     code = main(
         [
@@ -36,6 +39,10 @@ def test_bench_all_runs_the_stacks_side_by_side_and_writes_the_report(tmp_path: 
         ]
     )
     assert code == 0
+    # Into a pipe, not a terminal: no progress bar, but a line per step all the same.
+    out = capfd.readouterr().out
+    assert re.search(r"^\d\d:\d\d:\d\d round 2: echo on nats$", out, re.MULTILINE), out
+    assert re.search(r"^\d\d:\d\d:\d\d Fail-Storm on actorbus run --workers$", out, re.M)
     data = json.loads((tmp_path / "protocolbench.json").read_text())
     assert set(data["summary"]["echo"]) == {"actorbus", "nats"}
     assert "faststream" in data["skipped"]

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -132,9 +134,25 @@ WORK = {"ask": _ask, "tell": _tell, "stream": _stream, "publish": _publish}
 
 
 def cmd_send(args: argparse.Namespace) -> int:
+    if args.extra:
+        raise CliError(_one_content(args.content, args.extra), EXIT_USAGE)
     if args.timeout is not None and args.timeout <= 0:
         raise CliError("--timeout must be positive", EXIT_USAGE)
     return asyncio.run(with_system(args, WORK[args.command]))
+
+
+def _one_content(content: str, extra: list[str]) -> str:
+    """What to say when CONTENT came as more than one argument: most often an
+    intent put before it (``ask echo/1 Ping '{...}'``), or text left unquoted."""
+    if len(extra) == 1 and content.isidentifier():
+        with contextlib.suppress(ValueError):
+            json.loads(extra[0])
+            return (
+                f"CONTENT is one argument; to name the handler's intent, give it as "
+                f"--intent {content} {shlex.quote(extra[0])}"
+            )
+    text = " ".join([content, *extra])
+    return f"CONTENT is one argument: quote text with spaces, as {shlex.quote(text)}"
 
 
 def add_parser(
@@ -150,6 +168,7 @@ def add_parser(
         p = sub.add_parser(name, parents=[common], help=what, description=__doc__)
         p.add_argument("address", metavar=target)
         p.add_argument("content", metavar="CONTENT", help="JSON, or plain text; - reads stdin")
+        p.add_argument("extra", nargs="*", help=argparse.SUPPRESS)  # said clearly if given
         p.add_argument("--intent", help="the handler's intent (a model's: its class name)")
         if name != "publish":
             p.add_argument("--session", help="the conversation's session id")

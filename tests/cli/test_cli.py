@@ -604,6 +604,28 @@ def test_run_explains_what_is_wrong(
     assert message in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["ask", "echo/1", "Ping", '{"text": "hi"}'],
+            """to name the handler's intent, give it as --intent Ping '{"text": "hi"}'""",
+        ),
+        (["tell", "echo/1", "hello", "there"], "quote text with spaces, as 'hello there'"),
+        (["publish", "news", "it's", "out"], """as 'it'"'"'s out'"""),
+    ],
+)
+def test_content_given_as_several_arguments_is_explained_before_connecting(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No server is reachable at the URL: the usage error comes first, in one line."""
+    assert main([*argv, "--url", "nats://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("actorbus: error: CONTENT is one argument")
+    assert message in err
+    assert err.count("\n") == 1, err
+
+
 def test_run_cannot_connect(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -300,7 +300,10 @@ def running(
     tests that use this mark their timeout ``func_only``, so that it times their
     own run, not this."""
     try:
-        with exclusive("docker-engine"), engine(tmp.mktemp("dockerd") / "dockerd.log"):
+        with (
+            exclusive("docker-engine", machine=True),
+            engine(tmp.mktemp("dockerd") / "dockerd.log"),
+        ):
             with exclusive("source-build"):  # its wheels are built from the source tree
                 prepare_offline_build(phoenix=phoenix)
             p = make()

@@ -233,14 +233,17 @@ async def until_it_works(call: Callable[[], Any], what: str, timeout: float = 20
 
 
 @contextlib.contextmanager
-def exclusive(what: str) -> Iterator[None]:
+def exclusive(what: str, *, machine: bool = False) -> Iterator[None]:
     """Hold a lock named ``what`` across the test processes of this checkout (make
-    test runs two workers): the Docker engine, builds that write into the
-    source tree (``actorbus.egg-info``)."""
+    test runs two workers): builds that write into the source tree
+    (``actorbus.egg-info``). ``machine``: across every checkout's tests on this
+    machine, for what the machine has one of (the Docker engine, which a run
+    starts and stops; the default port): two checkouts tested at once would
+    otherwise stop the engine under each other."""
     import fcntl
     import hashlib
 
-    tag = hashlib.sha256(str(TESTS_DIR).encode()).hexdigest()[:12]
+    tag = "machine" if machine else hashlib.sha256(str(TESTS_DIR).encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"actorbus-tests-{tag}-{what}.lock"
     with path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # waits for the other worker's turn

@@ -80,8 +80,9 @@ def spans(span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]
 def default_port() -> Any:
     """For tests whose `actorbus up` takes the default port (4222 when free): one
     such test at a time across make test's workers, or a client of one test's
-    broker could reconnect to another test's broker on the same port."""
-    with exclusive("default-port"):
+    broker could reconnect to another test's broker on the same port (on this
+    machine: another checkout's tests take the same port)."""
+    with exclusive("default-port", machine=True):
         yield
 
 

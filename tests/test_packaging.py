@@ -114,7 +114,10 @@ async def test_the_runtime_needs_no_extra() -> None:
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel and sdist, built once from this checkout."""
+    """The wheel and sdist, built once from this checkout. Its wait for the source
+    tree can last as long as the compose tests' image build on the other worker
+    (minutes on a fresh machine), so the tests that use it time only their own
+    run (``func_only``); the build has its own bound."""
     out = tmp_path_factory.mktemp("dist")
     with exclusive("source-build"):  # it writes actorbus.egg-info into the tree
         subprocess.run(
@@ -126,6 +129,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.timeout(60, func_only=True)
 def test_the_wheel_and_sdist_carry_license_types_and_data(dist: Path) -> None:
     [wheel] = dist.glob("*.whl")
     [sdist] = dist.glob("*.tar.gz")
@@ -162,6 +166,7 @@ def clean_venv_with(dist: Path, venv: Path) -> Path:
     return venv
 
 
+@pytest.mark.timeout(300, func_only=True)  # pip installs the runtime's dependencies
 async def test_the_wheel_installs_into_a_clean_venv_and_runs_two_processes(
     dist: Path, tmp_path: Path
 ) -> None:

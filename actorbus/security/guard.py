@@ -375,15 +375,9 @@ class Guard:
             return None
         try:
             now = _now_ms() if stored_ms is None else stored_ms
-            session = self._inbound.get(header)
-            held = self.types.get(address.partition("/")[0])
-            if (  # every message but a session's first: accepted already, for this key
-                session is None
-                or session.expires_ms <= now
-                or held is None
-                or held.kid != session.recipient_kid
-            ):
-                session = await self._session(header, address, stored_ms)
+            session = self._accepted(header, address, now) or await self._session(
+                header, address, stored_ms
+            )
             if env.sealed:  # opening it proves every field of the envelope
                 open_content(env, session.keys.forward)
             else:
@@ -411,6 +405,16 @@ class Guard:
         held = [self.system, *self.types.values(), *(old for _, old in self._retired.values())]
         return next((identity for identity in held if identity.kid == kid), None)
 
+    def _accepted(self, header: str, address: str, now: int) -> InboundSession | None:
+        """The unexpired session ``header`` opened, accepted already for the current
+        key of ``address``'s type (every message but a session's first, with no
+        coroutine); None leaves the rest to :meth:`_session`."""
+        session = self._inbound.get(header)
+        held = self.types.get(address.partition("/")[0])
+        if session is None or held is None or held.kid != session.recipient_kid:
+            return None
+        return session if session.expires_ms > now else None
+
     async def _session(
         self,
         header: str,
@@ -425,10 +429,7 @@ class Guard:
         now = _now_ms() if stored_ms is None else stored_ms
         kind = address.partition("/")[0]
         if recipient is None:
-            if cached is not None:  # its header names the key it was accepted for
-                sealed_to = cached.recipient_kid
-            else:
-                sealed_to = header.split(".", 2)[1] if header.count(".") >= 2 else ""
+            sealed_to = header.split(".", 2)[1] if header.count(".") >= 2 else ""
             recipient = self._recipient(kind, sealed_to)
         if cached is not None and cached.expires_ms > now:
             if cached.recipient_kid != recipient.kid:

@@ -8,6 +8,7 @@ import contextlib
 import re
 import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rich.markup import escape
 
@@ -22,6 +23,7 @@ from actorbus.security.settings import actorbus_home
 # -- actorbus up -------------------------------------------------------------
 
 NATS_PORT = 4222
+LAST_PORT = "up-port"  # in ACTORBUS_HOME: where the broker listened when 4222 was taken
 
 
 async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure: bool) -> int:
@@ -40,6 +42,7 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
     except ServerStartError as exc:
         raise CliError(f"nats-server did not start: {_server_failure(exc)}") from None
     context.record(server.url)  # other commands in other terminals find it there
+    _remember_port(server.url)
     try:
         store = f"{server.store_dir}" + ("" if store_dir else " (temporary, removed on exit)")
         if earlier:
@@ -100,19 +103,47 @@ def _has_files(folder: Path) -> bool:
 
 
 def default_port(port: int) -> int:
-    """``--port``, else NATS's own 4222 when it is free (what the nats CLI and every
-    example assume), else any free port."""
+    """``--port``; else NATS's own 4222 when it is free (what the nats CLI and every
+    example assume); else the port this home's broker listened on last, when it is
+    free (hosts still connected to it reconnect there after a restart); else any
+    free port (-1)."""
     if port != -1:
         return port
+    for candidate in (NATS_PORT, _last_port()):
+        if candidate is not None and _bindable(candidate):
+            return candidate
+    return -1
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as probe:
         # As the server will bind it: a port whose last connections linger in
         # TIME_WAIT (a restart within a minute) is free; one with a listener is not.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(("127.0.0.1", NATS_PORT))
+            probe.bind(("127.0.0.1", port))
         except OSError:
-            return -1
-    return NATS_PORT
+            return False
+    return True
+
+
+def _last_port_file() -> Path:
+    return actorbus_home() / LAST_PORT
+
+
+def _last_port() -> int | None:
+    try:
+        port = int(_last_port_file().read_text())
+    except (OSError, ValueError):
+        return None
+    return port if 0 < port < 65536 else None
+
+
+def _remember_port(url: str) -> None:
+    port = urlsplit(url).port
+    if port is not None and port != NATS_PORT:
+        with contextlib.suppress(OSError):
+            _last_port_file().write_text(f"{port}\n")
 
 
 def default_store(args: argparse.Namespace) -> Path | None:
@@ -225,7 +256,10 @@ def add_parser(
         description="Start an embedded nats-server and print its URLs.",
     )
     up.add_argument(
-        "--port", type=int, default=-1, help="client port (default: 4222 when free, else any)"
+        "--port",
+        type=int,
+        default=-1,
+        help="client port (default: 4222 when free, else the last one when free, else any)",
     )
     up.add_argument(
         "--store-dir",

@@ -18,13 +18,15 @@ from rich.markup import escape
 
 from actorbus.actors import ActorSystem
 from actorbus.cli.common import EXIT_OK, CliError, stderr
-from actorbus.demo import DEFAULT_QUESTION, run_demo
 from actorbus.telemetry import configure, flush
 
 # -- actorbus demo -----------------------------------------------------------
 
 
-async def _demo(question: str, as_json: bool) -> int:
+async def _demo(question: str | None, as_json: bool) -> int:
+    from actorbus.demo import DEFAULT_QUESTION, run_demo  # its actors: only for this command
+
+    question = question or DEFAULT_QUESTION
     console = Console(quiet=True) if as_json else Console()
     async with ActorSystem.start() as system:
         result = await run_demo(system, question, console)
@@ -55,7 +57,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return _demo_in_phoenix(args.question, args.json)
 
 
-def _demo_in_phoenix(question: str, as_json: bool) -> int:
+def _demo_in_phoenix(question: str | None, as_json: bool) -> int:
     """The demo with its spans in a local Arize Phoenix, left running to look at."""
     from actorbus.services import trace_ui
 
@@ -93,7 +95,7 @@ def _demo_in_phoenix(question: str, as_json: bool) -> int:
     return EXIT_OK
 
 
-async def _demo_traced(question: str, as_json: bool) -> tuple[str, int]:
+async def _demo_traced(question: str | None, as_json: bool) -> tuple[str, int]:
     """Run the demo under one root span, so the whole flow is one trace; its id
     and how many spans of it were sent."""
     from opentelemetry import trace
@@ -129,7 +131,9 @@ def add_parser(
         description="Planner, readers, aggregator, narrator and monitor answer a question "
         "deterministically, showing ask, fan-out, pub/sub and streaming.",
     )
-    demo.add_argument("--question", default=DEFAULT_QUESTION, help="what to ask the team")
+    demo.add_argument(
+        "--question", help="what to ask the team (default: how actors communicate and recover)"
+    )
     demo.add_argument("--json", action="store_true", help="print a JSON result instead")
     demo.add_argument(
         "--trace",

@@ -17,14 +17,6 @@ import nats
 import nats.errors
 from pydantic_core import to_jsonable_python
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from actorbus.actors import ActorSystem
@@ -257,6 +249,15 @@ async def _rerun(
     system: ActorSystem, found: AsyncIterator[Envelope], target: str, as_json: bool
 ) -> None:
     """Send stored messages again to ``target``, durably and in order, with progress."""
+    from rich.progress import (  # here: a twentieth of every command's start otherwise
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     envelopes = [env async for env in found]
 
     async def each() -> AsyncIterator[Envelope]:

@@ -13,23 +13,28 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, stdout
 from actorbus.codecs.errors import DecodeError
-from actorbus.security import deployment
-from actorbus.security.broker import BrokerAuth
-from actorbus.security.credentials import Authority
-from actorbus.security.identity import Identity
-from actorbus.security.issued import issue, write_trusted
-from actorbus.security.secure_broker import issue_broker_user
+
+if TYPE_CHECKING:
+    from actorbus.security.credentials import Authority
+
+# What these commands make (broker accounts, JWTs, certificates) is imported when
+# one runs: those libraries were a fifth of every other command's start, `run`'s
+# included (docs/hosting.md, "Why fork").
 
 AUTHORITY_KEY = "authority.key"
 TYPE_KEYS = "types"  # the actor types' identities, beside the authority's
 
 
 def _authority(directory: Path, namespace: str, *, create: bool) -> Authority:
+    from actorbus.security.credentials import Authority
+    from actorbus.security.identity import Identity
+
     path = directory / AUTHORITY_KEY
     if not create and not path.exists():
         raise CliError(f"no authority in {directory} (make one: actorbus security authority)")
@@ -40,6 +45,8 @@ def _authority(directory: Path, namespace: str, *, create: bool) -> Authority:
 
 
 def cmd_authority(args: argparse.Namespace) -> int:
+    from actorbus.security.issued import write_trusted
+
     directory = Path(args.dir)
     authority = _authority(directory, args.namespace, create=True)
     public = write_trusted(authority.public, directory)
@@ -51,6 +58,10 @@ def cmd_authority(args: argparse.Namespace) -> int:
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
+    from actorbus.security.broker import BrokerAuth
+    from actorbus.security.issued import issue
+    from actorbus.security.secure_broker import issue_broker_user
+
     authority = _authority(Path(args.authority), args.namespace, create=False)
     out_dir = Path(args.out)
     type_keys = Path(args.authority) / TYPE_KEYS
@@ -77,6 +88,8 @@ def cmd_issue(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    from actorbus.security import deployment
+
     out_dir = Path(args.out)
     out = stdout()
     if args.if_missing and deployment.ready(out_dir):

@@ -3,8 +3,9 @@
 An actor type declares its delivery defaults (``Actor.durable``, or per intent
 with ``@handler(durable=...)``); ``tell()`` honours them when the sending system
 knows the type. It knows the types it hosts and those it was told about with
-``ActorSystem.learn()``; the registry teaches it about the rest (advertised
-policies). A call's own ``durable=`` always wins.
+``ActorSystem.learn()``. A call's own ``durable=`` wins, but for one thing: a
+durable message to a type known to read no durable queue (it has no durable
+handler) is refused, since it would wait in JetStream unread.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from actorbus.actors.messages import (
     INTENT_TEXT,
     remember,
 )
+from actorbus.codecs.errors import UnsupportedError
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
@@ -73,12 +75,27 @@ class DeliveryDefaults:
 
     def __init__(self) -> None:
         self._policies: dict[str, DeliveryPolicy] = {}
+        self._core_only: set[str] = set()  # known to have no durable handler
 
     def learn(self, type_name: str, policy: DeliveryPolicy) -> None:
         if policy.default or policy.durable_intents:
             self._policies[type_name] = policy
+            self._core_only.discard(type_name)
         else:
             self._policies.pop(type_name, None)  # all core: the fast path needs no entry
+            self._core_only.add(type_name)
+
+    def check_durable(self, address: str) -> None:
+        """UnsupportedError when ``address``'s type is known to read no durable
+        queue: a durable message to it would be stored and never delivered."""
+        type_name = address.partition("/")[0]
+        if type_name in self._core_only:
+            raise UnsupportedError(
+                f"a durable message to {address} would never be delivered: actor type "
+                f"{type_name!r} has no durable handler, so its hosts read no durable queue. "
+                "Make the handler durable (@handler(durable=True), or durable = True on "
+                "the class), or send without durable=True"
+            )
 
     def durable_for(self, address: str, message: Any, intent: str | None) -> bool:
         """Should this message to ``address`` go durably? (A dict lookup for unknown

@@ -86,6 +86,16 @@ class DurableStreams:
         await ensure_queue(self.js, self.subjects, type_, self.settings, host=host)
         self._queues[type_] = host or self._queues.get(type_, False)
 
+    async def unread(self, type_: str) -> int:
+        """How many messages ``type_``'s durable stream holds with no consumer ever
+        made to read them (0 when there is no stream, or a consumer: they are read,
+        or were)."""
+        try:
+            info = await self.js.stream_info(stream_name(self.subjects.ns, type_))
+        except nats.js.errors.NotFoundError:
+            return 0
+        return 0 if info.state.consumer_count else info.state.messages
+
     async def reminder_stream(self, type_: str) -> None:
         """Make a type's reminder stream once (``bus/schedules.py``)."""
         if type_ in self._reminders:

@@ -34,9 +34,13 @@ from actorbus.actors.streaming import StreamProducers
 from actorbus.actors.topic_fanout import TopicFanout
 from actorbus.actors.type_inbox import TypeInbox
 from actorbus.actors.virtual import VirtualActors
+from actorbus.bus.jetstream import stream_name
 from actorbus.bus.subjects import Address, session_key, validate_key
+from actorbus.bus.tasks import spawn
 from actorbus.codecs.envelope import new_id
 from actorbus.codecs.errors import ActorBusError
+
+log = logging.getLogger("actorbus.hosting")
 
 
 class Hosting:
@@ -72,6 +76,7 @@ class Hosting:
         self.inboxes: dict[ActorCell, DurableInbox] = {}
         self.fanout = TopicFanout(rt, self.residents)
         self.relays: dict[str, ReminderRelay] = {}  # per type whose durable queue is read here
+        self._unread_checked: set[str] = set()
 
     async def spawn(
         self,
@@ -95,6 +100,7 @@ class Hosting:
         address = f"{cls.type_name}/{key}"
         hosted = self.residents.hosts.get(cls.type_name)
         self.on_host(cls)
+        self._check_unread(cls)
         tune_collector(self.gc_young)
         await self.rt.security.host_type(cls.type_name, [t.topic for t in cls.topics if t.topic])
         if cls.keyed:
@@ -142,6 +148,7 @@ class Hosting:
         self.residents.hosts[type_name] = host
         await self.rt.security.host_type(type_name, [t.topic for t in cls.topics if t.topic])
         self.on_host(cls)
+        self._check_unread(cls)
         tune_collector(self.gc_young)
         s = self.rt.subjects
 
@@ -179,6 +186,34 @@ class Hosting:
             await self._relay(type_name)
             await host.inbox.start()
         await self._confirm_subscriptions()
+
+    def _check_unread(self, cls: type[Actor]) -> None:
+        """Durable messages sent to a type that reads no durable queue (it has no
+        durable handler) would wait unread until they expire: say so, once per
+        type, off the start's path."""
+        if cls.has_durable_queue or cls.type_name in self._unread_checked:
+            return
+        self._unread_checked.add(cls.type_name)
+        spawn(self._warn_unread(cls), f"unread durable messages of {cls.type_name}", self.rt.tasks)
+
+    async def _warn_unread(self, cls: type[Actor]) -> None:
+        try:
+            async with asyncio.timeout(self.rt.default_timeout):
+                unread = await self.rt.durable.unread(cls.type_name)
+        except (TimeoutError, nats.errors.Error, ActorBusError) as exc:  # no JetStream, say
+            log.debug("could not look for unread durable messages of %s: %r", cls.type_name, exc)
+            return
+        if unread:
+            log.warning(
+                "%d durable message(s) for %r wait in stream %s and nothing reads them: "
+                "%s has no durable handler, so its hosts read no durable queue. Make its "
+                "handlers durable (@handler(durable=True), or durable = True on the class) "
+                "to have them delivered",
+                unread,
+                cls.type_name,
+                stream_name(self.rt.namespace, cls.type_name),
+                cls.__qualname__,
+            )
 
     async def _relay(self, type_: str) -> None:
         """Relay the type's reminder firings into its queue (once per process)."""
@@ -356,7 +391,7 @@ def tune_collector(young: int | None) -> None:
     if young is None or threshold != _INTERPRETER_YOUNG or young == threshold:
         return
     gc.set_threshold(young, *older)
-    logging.getLogger("actorbus.hosting").debug("collector's young threshold: %d", young)
+    log.debug("collector's young threshold: %d", young)
 
 
 async def _drain(subs: Sequence[Subscription], timeout: float) -> None:

@@ -375,6 +375,8 @@ class ActorSystem:
             address = await self._skill_address(address, skill)
         if durable is None:
             durable = self.delivery.durable_for(address, message, intent)
+        elif durable:
+            self.delivery.check_durable(address)
         opts = SendOptions(intent, session_id, idempotency_key, ttl_ms)
         if durable:
             await self.sender.tell_durable(address, message, opts, timeout)

@@ -4,12 +4,16 @@ durably without being told; a call's own ``durable=`` wins; idempotency per inte
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from test_durable import FAST, Entry, Progress
 
 from actorbus import Actor, handler
+from actorbus.codecs.errors import UnsupportedError
+from actorbus.testing import eventually
 
 
 class Note(BaseModel):
@@ -95,3 +99,45 @@ async def test_hosting_a_type_teaches_its_defaults(make_system) -> None:
     await system.tell("mixed/a", Entry(n=5))  # durable, to a type hosted lazily here
     await progress.reached(1)
     assert progress.seen == [5]
+
+
+class CoreOnly(Actor):
+    """No durable handler: its hosts read no durable queue."""
+
+    type_name = "core-only"
+
+    @handler
+    async def add(self, e: Entry) -> None: ...
+
+
+async def test_a_durable_send_to_a_type_known_to_read_no_queue_is_refused(make_system) -> None:
+    """It would be stored and never delivered: the sender says so instead."""
+    system = await make_system(durable=FAST)
+    system.learn(CoreOnly)
+    with pytest.raises(UnsupportedError, match=r"core-only/a would never be delivered.*durable"):
+        await system.tell("core-only/a", Entry(n=1), durable=True)
+    assert [e async for e in system.history(address="core-only/a")] == []
+    await system.tell("core-only/a", Entry(n=1))  # core NATS, as its default says
+    system.learn(Mixed)  # a type with a durable handler takes any durable message
+    await system.tell("mixed/a", Note(text="queued"), durable=True)
+
+
+async def test_a_host_names_durable_messages_that_nothing_will_read(
+    make_system, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sender that does not know the type stores them; the type's host, which
+    reads no durable queue, warns of them with the fix."""
+    caplog.set_level(logging.WARNING, logger="actorbus.hosting")
+    sender = await make_system(durable=FAST)
+    for n in range(3):
+        await sender.tell("core-only/a", Entry(n=n), durable=True)
+    host = await make_system(durable=FAST)
+    await host.spawn(CoreOnly, "a")
+    await host.spawn(CoreOnly, "b")  # said once per type
+
+    def warned() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "nothing reads them" in r.getMessage()]
+
+    await eventually(lambda: len(warned()) == 1, timeout=10)
+    assert "3 durable message(s) for 'core-only'" in warned()[0]
+    assert "@handler(durable=True)" in warned()[0]

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from actorbus.actors import ActorSystem
+from actorbus.actors.listing import Listing
 from actorbus.actors.messages import to_content
 from actorbus.cli.common import EXIT_USAGE, CliError, bus_options, stdout, with_system
 from actorbus.codecs.common import fit_to_intent
@@ -59,30 +60,37 @@ def _print(value: Any) -> None:
     sys.stdout.flush()
 
 
-async def fitted(system: ActorSystem, args: argparse.Namespace) -> tuple[str | None, Any, bool]:
+async def fitted(
+    system: ActorSystem, args: argparse.Namespace
+) -> tuple[str | None, Any, Listing | None]:
     """The intent and content to send: ``--intent`` as given; else, when the registry
     lists the actor's type, fitted to its handlers the way the gateway does (an
-    object for a one-handler actor goes to that handler). And whether the registry
-    says that intent streams its reply."""
+    object for a one-handler actor goes to that handler). And the type's listing
+    (None: the registry does not list it)."""
     content = content_of(args.content)
     if "/" not in args.address:
-        return args.intent, content, False
+        return args.intent, content, None
     try:
         found = await system.discover(name=args.address.split("/", 1)[0], healthy=False)
     except ActorBusError:
-        return args.intent, content, False  # no registry here: sent as it is
+        return args.intent, content, None  # no registry here: sent as it is
     listing = next((listing for listing in found if listing.intents), None)
     if listing is None:
-        return args.intent, content, False
+        return args.intent, content, None
     intent = args.intent
     if intent is None:
         intent, content = fit_to_intent(listing.intents, to_content(content)[0], content)
-    streams = bool(listing.calls.get(intent or "", {}).get("streams"))
-    return intent, content, streams
+    return intent, content, listing
+
+
+def _streams(listing: Listing | None, intent: str | None) -> bool:
+    """Whether the registry says that ``intent`` streams its reply."""
+    return listing is not None and bool(listing.calls.get(intent or "", {}).get("streams"))
 
 
 async def _ask(system: ActorSystem, args: argparse.Namespace) -> None:
-    intent, content, streams = await fitted(system, args)
+    intent, content, listing = await fitted(system, args)
+    streams = _streams(listing, intent)
     options: dict[str, Any] = {"intent": intent, "session_id": args.session}
     if not streams:
         _print(await system.ask(args.address, content, timeout=args.timeout, **options))
@@ -95,7 +103,13 @@ async def _ask(system: ActorSystem, args: argparse.Namespace) -> None:
 
 
 async def _tell(system: ActorSystem, args: argparse.Namespace) -> None:
-    intent, content, _ = await fitted(system, args)
+    intent, content, listing = await fitted(system, args)
+    if args.durable and listing is not None and listing.reads_durable_queue is False:
+        raise CliError(
+            f"a durable message to {args.address} would never be delivered: its type has "
+            "no durable handler, so its hosts read no durable queue (the registry says so). "
+            "Make the handler durable (@handler(durable=True)), or send without --durable"
+        )
     await system.tell(
         args.address,
         content,

@@ -355,6 +355,23 @@ async def test_ask_fits_json_to_a_one_handler_actor_as_the_gateway_does(
     assert json.loads(out) == "3 nights"
 
 
+async def test_a_durable_tell_to_a_type_the_registry_says_reads_no_queue_is_refused(
+    make_system: Any, nats_server: EmbeddedServer, ns: str, tmp_path: Path
+) -> None:
+    """It would wait in JetStream unread: the shell says so and stores nothing."""
+    host = await make_system()
+    await host.spawn(Booker, "1")  # no durable handler
+    await host.directory.announced()
+    env = {"ACTORBUS_HOME": str(tmp_path / "home"), "ACTORBUS_URL": nats_server.url}
+    code, out, err = await finished(
+        "tell", "booker/1", '{"nights": 3}', "--durable", "--namespace", ns, env=env
+    )
+    assert code == 1, out
+    assert "would never be delivered" in err
+    assert "@handler(durable=True)" in err
+    assert [e async for e in host.history(address="booker/1")] == []
+
+
 GREETER = """
 from actorbus import Actor, handler
 

@@ -306,6 +306,7 @@ class DurableReader:
             headers=cast(dict[str, str] | None, headers),
         )
         fired = _fired(msg)
+        env: Inbound | None = None
         try:
             env = rt.intake.decode(plain, address)
             stored_ms = int(msg.metadata.timestamp.timestamp() * 1000)
@@ -319,6 +320,7 @@ class DurableReader:
                 # checked below against its reminder instead of the replay window.
                 stored_ms=stored_ms if fired is None else env.ts,
                 redelivered=held.delivery > 1 or fired is not None,
+                stored_at=f"{self.stream}:{held.seq}",  # a repeat here: delivered again
             )
             if fired is not None:
                 firing = await firing_key(rt, address, env, fired, msg.data, stored_ms)
@@ -336,7 +338,7 @@ class DurableReader:
             await self._in_hand.settled(held, self._attempts)
             return None
         except ActorBusError as err:
-            await self._dead_letter(held, address, None, err, tried + 1)
+            await self._dead_letter(held, address, env, err, tried + 1)
             return None
         entry = self._idempotency_entry(address, env, fired is not None)
         if entry is not None:
@@ -484,7 +486,7 @@ class DurableReader:
         log.warning(
             "%s: message %s dead-lettered after %d attempt(s): %s",
             address,
-            envelope_id or "?",
+            envelope_id or f"#{held.seq}",
             attempt,
             reason[:500],
         )

@@ -59,12 +59,7 @@ from actorbus.security.sessions import (
     check_body,
     session_signer,
 )
-from actorbus.security.settings import (
-    POLICIES,
-    Policy,
-    SecuritySettings,
-    default_home,
-)
+from actorbus.security.settings import POLICIES, Policy, SecuritySettings, default_home
 from actorbus.security.stage import ReplyCheck, subscriber_numbers
 from actorbus.security.topic_guard import TopicKeys
 from actorbus.security.topic_keys import (
@@ -353,18 +348,22 @@ class Guard:
         *,
         stored_ms: int | None = None,
         redelivered: bool = False,
+        stored_at: str | None = None,
     ) -> InboundSession | None:
         """Check what arrived for ``address`` before its handler runs (see the
         module docstring) and open its content; returns the session it came in on
         (None when it came unauthenticated and the policy allows that, or on a
-        topic). AuthError otherwise."""
+        topic). ``stored_at``: a stored message's stream and sequence. AuthError
+        otherwise."""
         policy = self.policy if declared is None else self.policy_of(declared)
         if policy == "off":
             refuse_sealed(env)
             return None
         headers = msg.headers if msg.headers is not None else {}  # never parsed to ask
         if env.dst.startswith(_TOPIC_PREFIX):
-            await self._admit_topic(msg.data, headers, env, address, policy, stored_ms, redelivered)
+            await self._admit_topic(
+                msg.data, headers, env, address, policy, stored_ms, redelivered, stored_at
+            )
             return None
         header = headers.get(SESSION_HEADER)
         if header is None:
@@ -394,7 +393,7 @@ class Guard:
                 )
             if not redelivered:  # a resent one is checked by when it was resent
                 stamped = stamped_at(env.id, env.ts, headers, session.sender.subject)
-                self.replays.check(env.id, stamped, now)
+                self.replays.check(env.id, stamped, now, stored_at)
         except AuthError as err:
             self._refused(address, env, str(err))
             raise
@@ -473,6 +472,7 @@ class Guard:
         policy: Policy,
         stored_ms: int | None,
         redelivered: bool,
+        stored_at: str | None,
     ) -> None:
         """A topic message: its sender key and signature (``TopicKeys.admit``),
         replay and clock; then its content opened."""
@@ -487,7 +487,7 @@ class Guard:
             key = await self.topics.admit(body, headers, env, address.partition("/")[0], at)
             if not redelivered:  # every subscriber takes it once: the id is per address
                 stamped = stamped_at(env.id, env.ts, headers, key.sender.subject)
-                self.replays.check(f"{env.id}@{address}", stamped, stored_ms)
+                self.replays.check(f"{env.id}@{address}", stamped, stored_ms, stored_at)
         except AuthError as err:
             self._refused(address, env, str(err))
             raise

@@ -80,9 +80,12 @@ class SecurityStage(Protocol):
         *,
         stored_ms: int | None = None,
         redelivered: bool = False,
+        stored_at: str | None = None,
     ) -> InboundSession | None:
         """Check what arrived for ``address`` and open its content (AuthError when
-        it fails); the session it came on, attached to ``env`` for its answer."""
+        it fails); the session it came on, attached to ``env`` for its answer.
+        A stored message comes with when (``stored_ms``) and where (``stored_at``:
+        its stream and sequence) the server stored it."""
         ...
 
     async def open_stored(
@@ -164,6 +167,7 @@ class NoSecurity:
         *,
         stored_ms: int | None = None,
         redelivered: bool = False,
+        stored_at: str | None = None,
     ) -> InboundSession | None:
         refuse_sealed(env)
         return None

@@ -103,6 +103,24 @@ def test_the_replay_window_takes_each_id_once_and_only_fresh_stamps() -> None:
     assert len(window) == 1
 
 
+def test_a_stored_message_delivered_again_in_its_place_is_no_replay() -> None:
+    """After a broker restart that lost its consumers' progress, a stored message
+    comes again with nothing to say so: the same place in the same stream. A copy
+    published again has a place of its own, and a live message has none."""
+    window = ReplayWindow(skew_ms=30_000)
+    window.check("a", 100_000, now_ms=100_000, stored_at="actorbus-ns-d-t:7")
+    window.check("a", 100_000, now_ms=100_000, stored_at="actorbus-ns-d-t:7")
+    with pytest.raises(ReplayError):
+        window.check("a", 100_000, now_ms=100_100, stored_at="actorbus-ns-d-t:9")
+    with pytest.raises(ReplayError):
+        window.check("a", 100_000, now_ms=100_100, stored_at="actorbus-ns-d-other:7")
+    with pytest.raises(ReplayError):
+        window.check("a", 100_000, now_ms=100_100)
+    window.check("live", 100_000, now_ms=100_000)
+    with pytest.raises(ReplayError):  # a live message published into a stream
+        window.check("live", 100_000, now_ms=100_100, stored_at="actorbus-ns-d-t:8")
+
+
 def test_a_flooded_replay_window_never_lets_a_replay_through() -> None:
     window = ReplayWindow(skew_ms=30_000, max_ids=100)
     for i in range(100):

@@ -12,7 +12,7 @@ import signal
 from typing import Any
 
 import pytest
-from _actors import Balance, Deposit, Ledger
+from _actors import Balance, Deposit, Ledger, Vault
 from _util import run_host
 
 from actorbus.actors import faults
@@ -93,3 +93,46 @@ async def test_outside_kills_at_random_lose_and_repeat_nothing(
     assert state.balance == sum(1 + n % 5 for n in range(total))
     assert state.seen == total
     assert sorted(got) == list(range(total))
+
+
+async def test_a_broker_sigkilled_under_sealed_durable_turns_loses_and_refuses_nothing(
+    tmp_path: Any, ns: str
+) -> None:
+    """The broker is SIGKILLed while sealed deposits stream into a lazily hosted
+    type with state, and comes back on its store. Deliveries it repeats (its
+    consumers' progress since the last sync is gone) are the same stored messages,
+    not replays: none is refused or dead-lettered, and every deposit counts once."""
+    from _util import own_broker
+
+    from actorbus import DurableSettings, SecuritySettings
+
+    secured = SecuritySettings(home=tmp_path / "home")
+    fast = DurableSettings(ack_wait=ACK_WAIT)
+    async with own_broker(tmp_path) as broker:
+        host = await broker.system(ns, security=secured, durable=fast)
+        got, changed = await _ledger(host)
+        await host.register(Vault)
+        sender = await broker.system(ns, security=secured, durable=fast)
+        total = 600
+
+        async def deposits() -> None:
+            for n in range(total):
+                await sender.tell("st-vault/a", Deposit(n=n, amount=1), durable=True, timeout=WAIT)
+
+        sending = asyncio.create_task(deposits())
+        try:
+            async with asyncio.timeout(WAIT):
+                while len(got) < total // 3:  # well under way
+                    changed.clear()
+                    await changed.wait()
+            broker.kill_and_restart()
+            async with asyncio.timeout(WAIT):
+                await sending
+        finally:
+            sending.cancel()
+        await _all_arrived(got, changed, total)
+        state = await host.ask("st-vault/a", "?", intent="balance", returns=Balance)
+        assert (state.balance, state.seen) == (total, total)
+        assert await host.dead_letters("st-vault/a") == []
+        assert await host.dead_letters("st-ledger/l") == []
+        assert sorted(set(got)) == list(range(total))

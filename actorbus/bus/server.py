@@ -144,6 +144,17 @@ class EmbeddedServer(SyncStartStop, AsyncStartStop):
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def ended(self) -> str | None:
+        """How the server's process ended ("killed by SIGKILL", "exited with code
+        1"); None while it runs or before it started."""
+        code = self._proc.poll() if self._proc is not None else None
+        if code is None:
+            return None
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(-code).name}"
+        return f"exited with code {code}"
+
     @property
     def store_dir(self) -> Path:
         if self.config.store_dir is not None:

@@ -75,8 +75,18 @@ async def _up(port: int, store_dir: Path | None, namespaces: list[str], insecure
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.5):
                     await stop.wait()
-            if not server.running:
-                raise CliError(f"nats-server exited unexpectedly:\n{server.log_tail()}")
+            ended = server.ended()
+            if ended is not None:
+                raise CliError(
+                    f"nats-server (pid {server.pid}) {ended}; its log ended with:\n"
+                    f"{server.log_tail()}\n"
+                    + (
+                        "`actorbus up` again serves what it stored, on the same port: "
+                        "processes still reconnecting carry on"
+                        if store_dir is not None
+                        else "its store was temporary (--ephemeral): what it held is gone"
+                    )
+                )
     finally:
         context.forget(server.url)
         await asyncio.to_thread(server.stop_sync)

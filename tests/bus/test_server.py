@@ -138,6 +138,22 @@ def test_kill_then_restart_keeps_port_and_store() -> None:
         server.stop_sync()
 
 
+def test_a_server_killed_from_outside_says_how_it_ended() -> None:
+    """What `actorbus up` reports when its server dies under it."""
+    server = EmbeddedServer()
+    server.start_sync()
+    try:
+        assert server.ended() is None
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while server.ended() is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # bounded: the kernel reaps it within milliseconds
+        assert server.ended() == "killed by SIGKILL"
+    finally:
+        server.stop_sync()
+
+
 def test_bad_config_raises_server_start_error_with_log() -> None:
     server = EmbeddedServer(ServerConfig(extra="this is { not valid"))
     try:

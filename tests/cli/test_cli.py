@@ -502,6 +502,20 @@ async def test_up_restarted_keeps_its_store_and_its_port_and_hosts_carry_on(
             await host.close(timeout=2)
 
 
+async def test_up_says_how_its_server_ended_when_it_dies_under_it(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    env = {"ACTORBUS_HOME": str(tmp_path / "home")}
+    async with cli("up", "--insecure", env=env) as p:
+        await p.wait_for_line("pid")
+        os.kill(int(field(p.lines, "pid")), signal.SIGKILL)
+        async with asyncio.timeout(WAIT):
+            assert await p.proc.wait() == 1
+    assert "killed by SIGKILL" in p.stderr
+    assert "again serves what it stored, on the same port" in p.stderr
+
+
 async def test_up_keeps_an_explicit_store_dir(tmp_path: Path) -> None:
     store = tmp_path / "js"
     async with cli("up", "--insecure", "--store-dir", str(store)) as p:

@@ -204,6 +204,25 @@ async def test_services_join_a_secured_broker_on_their_own(tmp_path: Path) -> No
             assert gw.http_url is not None
 
 
+async def test_reading_a_secured_brokers_info_leaves_no_error_in_its_log(
+    actorbus_home: Path,
+) -> None:
+    """Every process that joins without options, and every CLI command, reads the
+    server's INFO first; on a TLS broker it completes the handshake before leaving,
+    so the broker's log does not gain a "TLS handshake error" for each of them."""
+    from actorbus.bus.probe import server_info, wants_security
+    from actorbus.security.secure_broker import SecureBroker
+
+    ns = f"i{uuid.uuid4().hex[:8]}"
+    extra = SecureBroker().server_config([ns])
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        for _ in range(3):
+            assert wants_security(await server_info(server.url))
+        async with ActorSystem.connect(server.url, namespace=ns, registry=False):
+            pass
+        assert "handshake error" not in server.log_tail(200)
+
+
 class Oracle(Actor):
     type_name = "oracle"
 

@@ -164,18 +164,14 @@ class ActorCell:
         await asyncio.sleep(delay)
         return True
 
-    async def _give_up(self, exc: BaseException, where: str) -> None:
+    async def _give_up(self, exc: BaseException, where: str, why: str | None = None) -> None:
+        """Stop for good: after too many restarts, or ``why`` (one that no restart
+        would mend)."""
         self.failure = exc
         self.state = "stopped"
         self._set_ready()  # wake waiters; they see 'stopped' and get an error reply
-        log.error(
-            "%s: stopped after %d restarts in %gs; last failure in %s: %r",
-            self.address,
-            self.cls.max_restarts,
-            self.cls.restart_window,
-            where,
-            exc,
-        )
+        why = why or f"after {self.cls.max_restarts} restarts in {self.cls.restart_window:g}s"
+        log.error("%s: stopped %s; last failure in %s: %r", self.address, why, where, exc)
         await self.rt.emit_event(
             "actor.failed",
             {
@@ -506,7 +502,11 @@ class ActorCell:
                 inst.state = self.keeper.rolled_back()  # a failed turn leaves no trace
             await self._handler_failed(msg, env, spec, exc)
             if isinstance(exc, StateConflictError):
-                await self._give_up(exc, "saving its state (a newer activation took over)")
+                await self._give_up(
+                    exc,
+                    "saving its state",
+                    "at once: its state was written by a newer activation, or deleted",
+                )
             return exc
         finally:
             current_incoming.reset(token)

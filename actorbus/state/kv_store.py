@@ -29,8 +29,8 @@ from nats.js.kv import KeyValue
 from actorbus.bus.bucket_mirror import open_bucket
 from actorbus.bus.kv_watch import current_entries
 from actorbus.bus.requests import NoResponders
-from actorbus.codecs.errors import StateConflictError, StateTooLargeError
-from actorbus.state.store import StoredState
+from actorbus.codecs.errors import StateTooLargeError
+from actorbus.state.store import StoredState, revision_conflict
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _ENCODED = "="  # a key with characters a key-value key cannot hold: "=" + base32
@@ -144,10 +144,7 @@ class KeyValueStateStore:
                     return written
             return await kv.update(entry, data, last=revision)
         except nats.js.errors.KeyWrongLastSequenceError:
-            raise StateConflictError(
-                f"the state of {type_}/{key} was written by another activation since "
-                f"revision {revision if revision is not None else '(none)'} was read"
-            ) from None
+            raise revision_conflict(type_, key, revision) from None
 
     async def _update(self, entry: str, data: bytes, revision: int) -> int | None:
         """The update on the system's request path: the new revision; None when

@@ -23,9 +23,9 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from actorbus.codecs.errors import StateConflictError, StateError, StateTooLargeError
+from actorbus.codecs.errors import StateError, StateTooLargeError
 from actorbus.extras import require
-from actorbus.state.store import StoredState
+from actorbus.state.store import StoredState, revision_conflict
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -125,10 +125,7 @@ class PostgresStateStore:
             args = (self.namespace, type_, key, data, revision)
         new = await pool.fetchval(query, *args)
         if new is None:
-            raise StateConflictError(
-                f"the state of {type_}/{key} was written by another activation since "
-                f"revision {revision if revision is not None else '(none)'} was read"
-            )
+            raise revision_conflict(type_, key, revision)
         return int(new)
 
     async def delete(self, type_: str, key: str) -> None:

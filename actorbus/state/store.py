@@ -15,6 +15,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from actorbus.codecs.errors import StateConflictError
+
+
+def revision_conflict(type_: str, key: str, revision: int | None) -> StateConflictError:
+    """What a store raises for a write whose revision is no longer the stored one:
+    another activation wrote since, or the state was deleted (``actorbus state
+    rm``), which a store cannot tell apart from its revision alone."""
+    read = "nothing stored" if revision is None else f"revision {revision}"
+    return StateConflictError(
+        f"the state of {type_}/{key} was written by another activation, or deleted, "
+        f"since this one read {read}"
+    )
+
 
 @dataclass(frozen=True)
 class StoredState:

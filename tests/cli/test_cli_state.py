@@ -40,3 +40,26 @@ async def test_state_ls_get_rm(make_system: Any, nats_server: Any, ns: str, caps
     code, _, err = await cli(capsys, "state", "get", "counted", *bus)
     assert code == 1
     assert "give type/key" in err
+
+
+async def test_after_rm_a_running_activation_stops_and_its_next_message_starts_afresh(
+    make_system: Any, nats_server: Any, ns: str, capsys: Any
+) -> None:
+    """The activation still holding the deleted state cannot write it back: its next
+    turn fails saying why and it stops; the next message activates it again."""
+    import pytest
+
+    from actorbus.codecs.errors import StateConflictError
+
+    host = await make_system()
+    await host.register(Counted)
+    for _ in range(3):
+        await host.ask("counted/r", "x", intent="bump")
+    bus = ("--url", nats_server.url, "--namespace", ns)
+    code, _, _ = await cli(capsys, "state", "rm", "counted/r", *bus)
+    assert code == 0
+    with pytest.raises(StateConflictError, match="written by another activation, or deleted"):
+        await host.ask("counted/r", "x", intent="bump")
+    await host.ask("counted/r", "x", intent="bump")
+    code, out, _ = await cli(capsys, "state", "get", "counted/r", *bus, "--json")
+    assert json.loads(out)["state"] == {"count": 1}

@@ -96,6 +96,7 @@ class LoopWatch:
         self._counters: list[Callable[[], int]] = []
         self._task: asyncio.Task[None] | None = None
         self._where: str | None = None  # what the loop's thread ran in this block
+        self._stood_still = False  # the witness thread missed its ticks too in this block
         self._witness: threading.Thread | None = None
         self._witness_stop = threading.Event()
 
@@ -145,6 +146,7 @@ class LoopWatch:
         while True:
             self.last_tick = time.monotonic()
             self._where = None
+            self._stood_still = False
             collected, received = CollectorTime.total, self.received()
             await asyncio.sleep(TICK)
             late = time.monotonic() - self.last_tick - TICK
@@ -153,19 +155,30 @@ class LoopWatch:
                     late,
                     CollectorTime.total - collected,
                     self.received() - received,
-                    self._where or "",
+                    # the witness saw nothing, or stood still too: the process did
+                    None if self._stood_still or self._where is None else self._where,
                 )
 
     def _witness_blocks(self, loop_thread: int) -> None:
         """The witness thread: once per block, what the loop's thread runs."""
+        last = time.monotonic()
         while not self._witness_stop.wait(TICK):
-            if self._where is None and time.monotonic() - self.last_tick - TICK > BLOCKED / 2:
+            now = time.monotonic()
+            if now - last - TICK > BLOCKED / 2:  # this thread stood still as well
+                self._stood_still = True
+            last = now
+            if self._stood_still:
+                continue  # what the loop's thread runs now says nothing of the pause
+            if self._where is None and now - self.last_tick - TICK > BLOCKED / 2:
                 frame = sys._current_frames().get(loop_thread)
                 self._where = _frames(frame) if frame is not None else ""
 
     def _blocked(
-        self, late: float, in_collector: float = 0.0, arrived: int = 0, where: str = ""
+        self, late: float, in_collector: float = 0.0, arrived: int = 0, where: str | None = ""
     ) -> None:
+        """Say why the loop was late. ``where``: what its thread ran, as the witness
+        thread saw it; None when the witness saw nothing or stood still too (the
+        whole process did: a block long enough to warn of is always seen)."""
         self.blocks += 1
         self.longest = max(self.longest, late)
         now = time.monotonic()
@@ -190,6 +203,14 @@ class LoopWatch:
                 "--workers N), unless a handler also does blocking work",
                 late,
                 arrived,
+            )
+            return
+        if where is None:
+            log.warning(
+                "this process stood still for %.2fs, its threads too: it was suspended "
+                "(SIGSTOP, a paused container or VM, a machine asleep), or native code "
+                "held the interpreter; meanwhile it read no messages",
+                late,
             )
             return
         log.warning(

@@ -379,3 +379,42 @@ async def test_a_loop_blocked_by_the_garbage_collector_is_said_to_be_its(
         assert "handler" not in said
     finally:
         del kept
+
+
+async def test_a_process_suspended_is_not_blamed_on_a_handler(
+    nats_server: Any, tmp_path: Any
+) -> None:
+    """SIGSTOP stops the watch's own thread too: the warning says the process was
+    suspended instead of sending the user looking for a blocking handler."""
+    import os
+    import signal
+
+    from actorbus.testing import eventually
+
+    child = (
+        "import asyncio, logging\n"
+        "from actorbus import ActorSystem\n"
+        "logging.basicConfig(format='%(message)s')\n"
+        "async def main():\n"
+        f"    async with ActorSystem.connect({nats_server.url!r}, registry=False):\n"
+        "        print('ready', flush=True)\n"
+        "        await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n"
+    )
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", child, stdout=stdout, stderr=stderr
+        )
+    try:
+        await eventually(lambda: b"ready" in out.read_bytes(), timeout=WAIT, what="ready")
+        os.kill(proc.pid, signal.SIGSTOP)
+        await asyncio.sleep(1.5)  # the suspension itself is what is tested
+        os.kill(proc.pid, signal.SIGCONT)
+        said = await eventually(lambda: err.read_text(), timeout=WAIT, what="a warning")
+        assert "stood still for" in said, said
+        assert "suspended" in said
+        assert "a handler is doing blocking work" not in said
+    finally:
+        proc.kill()
+        await proc.wait()

@@ -44,9 +44,9 @@ class CliProcess:
         self.stderr_text = self.stderr_file.read().decode(errors="replace")
         return self.stderr_text
 
-    async def readline(self) -> str:
+    async def readline(self, timeout: float = WAIT) -> str:
         assert self.proc.stdout is not None
-        async with asyncio.timeout(WAIT):
+        async with asyncio.timeout(timeout):
             raw = await self.proc.stdout.readline()
         if not raw:
             raise AssertionError(f"process ended; stdout={self.lines} stderr={self.stderr}")
@@ -54,9 +54,9 @@ class CliProcess:
         self.lines.append(line)
         return line
 
-    async def wait_for_line(self, prefix: str) -> str:
+    async def wait_for_line(self, prefix: str, timeout: float = WAIT) -> str:
         while True:
-            line = await self.readline()
+            line = await self.readline(timeout)
             if line.strip().startswith(prefix):
                 return line
 

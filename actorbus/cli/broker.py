@@ -7,13 +7,14 @@ import asyncio
 import contextlib
 import re
 import socket
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from rich.markup import escape
 
 from actorbus.actors import context
-from actorbus.bus.cluster import EmbeddedCluster
+from actorbus.bus.cluster import EmbeddedCluster, wait_for_jetstream
 from actorbus.bus.server import EmbeddedServer, ServerConfig, ServerStartError
 from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, install_stop_signals, stdout
 from actorbus.cli.durable import migrate_namespace
@@ -106,6 +107,36 @@ async def _migrate(url: str, namespaces: list[str]) -> None:
                 f"[bold red]namespace {ns}: its store could not be moved to this version's "
                 f"layout[/] ({escape(str(exc))}); try `actorbus migrate --namespace {ns}`"
             )
+
+
+_KEEPS_DYING = 10.0  # seconds: a node dead again this soon after its restart is given up
+
+
+async def _node_back(
+    cluster: EmbeddedCluster, index: int, ended: str, back_at: dict[int, float]
+) -> None:
+    """A node died: the others go on (replicated streams keep their quorum) and it
+    starts again on its port and store, as a deployment's restart policy would,
+    so that its failover can be tried here. One that keeps dying ends the cluster."""
+    out, node = stdout(), cluster.nodes[index]
+    now = time.monotonic()
+    if now - back_at.get(index, float("-inf")) < _KEEPS_DYING:
+        raise CliError(
+            f"node {index} (pid {node.pid}) {ended} again within {_KEEPS_DYING:g}s of its "
+            f"restart; its log ended with:\n{node.log_tail()}"
+        )
+    out.print(
+        f"[yellow]node {index} (pid {node.pid}) {ended}[/]: the other nodes go on; "
+        "starting it again on its port and store"
+    )
+    try:
+        await asyncio.to_thread(cluster.restart, index)
+        # back once JetStream answers through it (its routes are up again)
+        await wait_for_jetstream([cluster.urls[index]], 30.0, **cluster.client)
+    except ServerStartError as exc:
+        raise CliError(f"node {index} did not start again: {_server_failure(exc)}") from None
+    back_at[index] = time.monotonic()
+    out.print(f"  node {index}  {node.url}  (pid {node.pid}) back")
 
 
 def _has_files(folder: Path) -> bool:
@@ -240,15 +271,21 @@ async def _up_cluster(
                 else "NATS JWT auth + TLS on every node"
             )
         )
-        out.print("[dim]use DurableSettings(replicas=3) for streams that survive a node")
+        out.print(
+            "[dim]use DurableSettings(replicas=3) for streams that survive a node; a node "
+            "that dies is started again on its port and store"
+        )
         await _migrate(urls, namespaces)
         out.print("[dim]Ctrl-C to stop")
+        back_at: dict[int, float] = {}  # node -> when it was last started again
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.5):
                     await stop.wait()
-            if not cluster.running:
-                raise CliError("a cluster node exited unexpectedly")
+            for index, node in enumerate(cluster.nodes):
+                ended = node.ended()
+                if ended is not None:
+                    await _node_back(cluster, index, ended, back_at)
     finally:
         context.forget(urls)
         await asyncio.to_thread(cluster.stop_sync)

@@ -6,8 +6,11 @@ test starts is stopped by the test (SIGTERM, then SIGKILL if it must).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
+import os
+import signal
 import socket
 import sys
 import uuid
@@ -503,9 +506,6 @@ async def test_up_restarted_keeps_its_store_and_its_port_and_hosts_carry_on(
 
 
 async def test_up_says_how_its_server_ended_when_it_dies_under_it(tmp_path: Path) -> None:
-    import os
-    import signal
-
     env = {"ACTORBUS_HOME": str(tmp_path / "home")}
     async with cli("up", "--insecure", env=env) as p:
         await p.wait_for_line("pid")
@@ -552,6 +552,25 @@ async def test_up_cluster_runs_a_jetstream_cluster_until_sigterm(tmp_path: Path)
             assert info.config.num_replicas == 3
             queue = await js.stream_info(stream_name("ab", "tallies"))
             assert queue.config.num_replicas == 3
+        finally:
+            await nc.close()
+        # a node that dies is started again on its port; the cluster goes on
+        os.kill(pids[1], signal.SIGKILL)
+        back = await p.wait_for_line("node 1")
+        assert "killed by SIGKILL" in back
+        back = await p.wait_for_line("node 1", timeout=30)  # 0.4-6 s here
+        assert back.split()[2] == urls[1], back
+        pids.append(int(back.split("(pid ")[1].split(")")[0]))
+        nc = await nats.connect([urls[1]], allow_reconnect=False, connect_timeout=2)
+        try:
+            js = nc.jetstream(timeout=2)
+
+            async def replicated() -> bool:  # its raft group catches up: a few seconds
+                with contextlib.suppress(nats.errors.Error):
+                    return (await js.stream_info("cli-r3")).config.num_replicas == 3
+                return False
+
+            await eventually(replicated, timeout=30, what="the R3 stream through node 1")
         finally:
             await nc.close()
         assert await p.terminate() == 0, p.stderr

@@ -87,9 +87,8 @@ class DurableStreams:
         self._queues[type_] = host or self._queues.get(type_, False)
 
     async def unread(self, type_: str) -> int:
-        """How many messages ``type_``'s durable stream holds with no consumer ever
-        made to read them (0 when there is no stream, or a consumer: they are read,
-        or were)."""
+        """How many messages ``type_``'s durable stream holds while it has no
+        consumer to read them (0 when there is no stream, or a consumer)."""
         try:
             info = await self.js.stream_info(stream_name(self.subjects.ns, type_))
         except nats.js.errors.NotFoundError:

@@ -60,16 +60,6 @@ class Listing:
         return dict(calls) if isinstance(calls, dict) else {}
 
     @property
-    def reads_durable_queue(self) -> bool | None:
-        """Whether the type's hosts read a durable queue (it has a durable handler;
-        a durable message to a type without one is never delivered); None when
-        the listing does not say."""
-        delivery = self.native.get("delivery")
-        if not isinstance(delivery, dict):
-            return None
-        return bool(delivery.get("default") or delivery.get("durable_intents"))
-
-    @property
     def intents(self) -> dict[str, Any]:
         """The intents an actor type handles, each with its message's JSON schema
         (None for raw content); {} for other services."""

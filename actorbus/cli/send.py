@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from actorbus.actors import ActorSystem
+from actorbus.actors.delivery import DeliveryPolicy
 from actorbus.actors.listing import Listing
 from actorbus.actors.messages import to_content
 from actorbus.cli.common import EXIT_USAGE, CliError, bus_options, stdout, with_system
@@ -104,12 +105,11 @@ async def _ask(system: ActorSystem, args: argparse.Namespace) -> None:
 
 async def _tell(system: ActorSystem, args: argparse.Namespace) -> None:
     intent, content, listing = await fitted(system, args)
-    if args.durable and listing is not None and listing.reads_durable_queue is False:
-        raise CliError(
-            f"a durable message to {args.address} would never be delivered: its type has "
-            "no durable handler, so its hosts read no durable queue (the registry says so). "
-            "Make the handler durable (@handler(durable=True)), or send without --durable"
-        )
+    announced = listing.native.get("delivery") if listing is not None else None
+    if args.durable and isinstance(announced, dict):
+        # as a sender that knows the class: one without a durable queue is refused
+        policy = DeliveryPolicy.from_json(announced)
+        system.delivery.learn(args.address.partition("/")[0], policy)
     await system.tell(
         args.address,
         content,

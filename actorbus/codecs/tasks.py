@@ -262,3 +262,28 @@ def content_from_parts(parts: list[Part]) -> tuple[Any, dict[str, Any] | None]:
     desc: dict[str, Any] = {"kind": p.kind} if p.kind != kind_of(p.value) else {}
     desc.update(p.extras())
     return p.value, ({"part": desc} if desc else None)
+
+
+def appended(parts: list[Part], chunk: list[Part]) -> list[Part]:
+    """``parts`` with a stream's next ``chunk``: text that follows text joins it.
+
+    A stream's text items are pieces of one text (an agent's tokens; the CLI
+    collects them the same way; a handler whose items stand alone yields
+    objects), so the task a plain send, ``GetTask`` or an MCP tool call returns
+    holds one text part rather than one per token, which clients would show as
+    separate blocks or join with newlines. The chunk's own event still carries
+    just the chunk, to be appended as A2A says."""
+    if parts and chunk and _plain_text(parts[-1]) and _plain_text(chunk[0]):
+        joined = msgspec.structs.replace(parts[-1], value=parts[-1].value + chunk[0].value)
+        return [*parts[:-1], joined, *chunk[1:]]
+    return [*parts, *chunk]
+
+
+def _plain_text(part: Part) -> bool:
+    return (
+        part.kind == "text"
+        and isinstance(part.value, str)
+        and part.media_type is None
+        and part.filename is None
+        and part.metadata is None
+    )

@@ -109,7 +109,8 @@ async def test_a_question_for_the_person_is_an_input_required_a2a_task(
             [event] = [e async for e in client.send_message(SendMessageRequest(message=answer))]
             done = event.task
             assert done.status.state == TaskState.TASK_STATE_COMPLETED
-            assert [p.text for a in done.artifacts for p in a.parts] == ["Understood: ", "12."]
+            # the tokens, one text (not a part per token)
+            assert [p.text for a in done.artifacts for p in a.parts] == ["Understood: 12."]
             answered = scripted_model.requests[-1].messages[-1]
             assert (answered["role"], answered["content"]) == ("tool", "12")
         finally:

@@ -200,11 +200,12 @@ async def test_stream_run_events_and_framing(
     assert kinds == RUN_STREAM_EVENTS
     assert headers["Run-ID"] == events[0]["run"]["run_id"]
     assert [e["part"]["content"] for e in events if e["type"] == "message.part"] == ["A", "B", "C"]
-    assert [p["content"] for p in events[-2]["message"]["parts"]] == ["A", "B", "C"]
-    assert texts(events[-1]["run"]) == ["A", "B", "C"]
+    # the completed message and the run: the text items as one text
+    assert [p["content"] for p in events[-2]["message"]["parts"]] == ["ABC"]
+    assert texts(events[-1]["run"]) == ["ABC"]
     stored = await get(http, f"{acp(gw)}/runs/{events[0]['run']['run_id']}")
     assert stored["status"] == "completed"
-    assert texts(stored) == ["A", "B", "C"]
+    assert texts(stored) == ["ABC"]
 
 
 async def test_await_and_resume_sync_and_stream(

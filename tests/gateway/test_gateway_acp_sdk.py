@@ -116,7 +116,7 @@ async def test_sdk_client_sync_async_stream(gw: GatewayService) -> None:
         events: list[Any] = [e async for e in client.run_stream("a b c", agent="gw-streamer")]
         assert [e.type for e in events] == RUN_STREAM_EVENTS
         assert [e.part.content for e in events if e.type == "message.part"] == ["A", "B", "C"]
-        assert output(events[-1].run) == ["A", "B", "C"]
+        assert output(events[-1].run) == ["ABC"]  # the text items, one text
 
         with pytest.raises(ACPError) as info:
             await client.run_sync("x", agent="nobody")

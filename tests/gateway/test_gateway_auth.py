@@ -153,6 +153,79 @@ async def test_a_secured_bus_makes_the_gateway_require_authentication(
             assert gw.auth is not None  # "auto" on a secured bus: required
 
 
+async def test_a_gateway_on_a_development_machine_has_a_client_to_get_tokens_with(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`actorbus gateway` given no --token-clients, on the development bus: the
+    namespace's token-clients.json is made with a client `dev` (0600, beside the
+    development authority), its secret gets a token, the log says where and how,
+    and the next start serves the same secret. Given nothing at all, the log says
+    that nobody can get a token."""
+    import json
+
+    from actorbus.bus.server import ServerConfig
+    from actorbus.security.broker import DevCertificates
+    from actorbus.security.secure_broker import SecureBroker
+    from actorbus.security.settings import actorbus_home, default_home
+    from actorbus.services.gateway import GatewayService, GatewaySettings
+
+    ns = f"c{uuid.uuid4().hex[:8]}"
+    clients = default_home(ns) / "token-clients.json"
+    extra = SecureBroker().server_config([ns])
+    tls = DevCertificates(actorbus_home()).client_context()
+    caplog.set_level(logging.WARNING, logger="actorbus.gateway")
+    async with EmbeddedServer(ServerConfig(host="127.0.0.1", extra=extra)) as server:
+        plain = GatewaySettings(http_port=0, db_path=str(tmp_path / "gw.db"))
+        async with GatewayService(nats_url=server.url, namespace=ns, settings=plain):
+            assert "nobody can get a token" in caplog.text
+        assert not clients.exists()  # made only when asked for
+
+        dev = GatewaySettings(
+            http_port=0, db_path=str(tmp_path / "gw.db"), development_clients=True
+        )
+        secrets_seen = []
+        for start in ("first", "second"):
+            caplog.clear()
+            async with GatewayService(nats_url=server.url, namespace=ns, settings=dev) as gw:
+                assert clients.stat().st_mode & 0o777 == 0o600
+                secret = json.loads(clients.read_text())["dev"]
+                secrets_seen.append(secret)
+                hint = next(r.getMessage() for r in caplog.records if "token clients" in r.msg)
+                assert str(clients) in hint
+                assert f"{gw.http_url}/oauth/token" in hint
+                assert ("made now" in hint) == (start == "first")
+                assert "nobody can get a token" not in caplog.text
+                form = {"grant_type": "client_credentials", "scope": "gateway:status"}
+                async with aiohttp.ClientSession() as http:
+                    async with http.post(
+                        f"{gw.http_url}/oauth/token",
+                        data=form,
+                        headers=basic("dev", secret),
+                        ssl=tls,
+                    ) as resp:
+                        assert resp.status == 200, await resp.text()
+                        token = (await resp.json())["access_token"]
+                    status = f"{gw.http_url}/status"
+                    headers = {"Authorization": f"Bearer {token}"}
+                    async with http.get(status, headers=headers, ssl=tls) as resp:
+                        assert resp.status == 200
+                    async with http.post(
+                        f"{gw.http_url}/oauth/token",
+                        data=form,
+                        headers=basic("dev", "guessed"),
+                        ssl=tls,
+                    ) as resp:
+                        assert resp.status == 401
+        assert secrets_seen[0] == secrets_seen[1]
+
+
+def test_a_home_with_issued_credentials_gets_no_development_client(tmp_path: Path) -> None:
+    from actorbus.services.gateway.clients import development_clients
+
+    assert development_clients(tmp_path / "issued") is None  # no development authority
+    assert not (tmp_path / "issued").exists()
+
+
 def test_the_command_line_takes_open_agents_and_token_clients(tmp_path: Path) -> None:
     from actorbus.services.gateway.__main__ import parser, token_clients
 

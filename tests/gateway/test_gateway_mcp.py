@@ -272,11 +272,11 @@ async def test_legacy_handshake_list_and_call(
         "result"
     ]
     assert echoed["structuredContent"] == {"echo": {"n": 1}, "session": client.session}
-    # a streaming handler: its items, one content block each
+    # a streaming handler: its text items, as one text
     words = (
         await client.rpc("tools/call", {"name": "gw-streamer", "arguments": {"text": "a b c"}})
     )["result"]
-    assert [c["text"] for c in words["content"]] == ["A", "B", "C"]
+    assert [c["text"] for c in words["content"]] == ["ABC"]
     # bytes, base64 on the wire
     data = base64.b64encode(b"12345").decode()
     counted = (await client.rpc("tools/call", {"name": "mcp-bytes", "arguments": {"data": data}}))[

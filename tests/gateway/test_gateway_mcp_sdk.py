@@ -80,7 +80,7 @@ async def test_sdk_list_and_call(gw: GatewayService, era: str) -> None:
         shout = await session.call_tool("gw-echo.text", {"text": "hello sdk"})
         assert text(shout) == "HELLO SDK"
         words = await session.call_tool("gw-streamer", {"text": "one two"})
-        assert [c.text for c in words.content] == ["ONE", "TWO"]  # type: ignore[union-attr]
+        assert [c.text for c in words.content] == ["ONETWO"]  # type: ignore[union-attr]  # one text
 
         # the agent fails: a result with isError, which the model can read
         failed = await session.call_tool("mcp-calc", {"a": -1, "b": 0})

@@ -351,7 +351,7 @@ async def test_the_a2a_client_reads_the_card_and_calls_two_agents_with_one_token
             await client.close()
         assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
         texts[agent] = [p.text for a in event.task.artifacts for p in a.parts]
-    assert texts == {"gw-echo": ["HELLO"], "gw-streamer": ["A", "B"]}
+    assert texts == {"gw-echo": ["HELLO"], "gw-streamer": ["AB"]}
     assert credentials.fetched == 1
 
 
@@ -371,7 +371,7 @@ async def test_the_a2a_js_client_finds_the_token_endpoint_from_a_401(
     assert {"agent:gw-echo", "agent:gw-streamer"} <= set(seen["scope"].split())
     answers = seen["answers"]
     assert answers["gw-echo"]["artifacts"] == ["HELLO"]
-    assert answers["gw-streamer"]["artifacts"] == ["A", "B"]
+    assert answers["gw-streamer"]["artifacts"] == ["AB"]
 
 
 # -- what is exposed -------------------------------------------------------------------

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from actorbus.codecs.tasks import Artifact, Message, Part, Task, TaskState, TaskStatus
+from actorbus.codecs.tasks import (
+    Artifact,
+    Message,
+    Part,
+    Task,
+    TaskState,
+    TaskStatus,
+    appended,
+)
 from actorbus.services.gateway.store import Run, TaskQuery, TaskStore
 from actorbus.services.gateway.tasks import (
     TRANSITIONS,
@@ -56,6 +64,29 @@ def test_transitions(current: TaskState, wanted: TaskState, legal: bool) -> None
             check_transition("t1", current, wanted)
         assert info.value.code == "E_UNSUPPORTED"
         assert (info.value.current, info.value.wanted) == (current, wanted)
+
+
+def test_a_streams_text_joins_the_text_before_it_and_nothing_else() -> None:
+    def text(value: str, **extra: object) -> Part:
+        return Part(kind="text", value=value, **extra)  # type: ignore[arg-type]
+
+    data = Part(kind="data", value={"n": 1})
+    first = [text("You ")]
+    after = appended(first, [text("ordered ")])
+    assert after == [text("You ordered ")]
+    assert first == [text("You ")]  # the parts given are not changed
+    assert appended(after, [text("tea."), data, text("x")]) == [
+        text("You ordered tea."),
+        data,
+        text("x"),
+    ]
+    assert appended([data], [text("a")]) == [data, text("a")]
+    # text that says more than its words (a media type, metadata) stays its own part
+    marked = text("# Title", media_type="text/markdown")
+    assert appended([text("a")], [marked]) == [text("a"), marked]
+    noted = text("b", metadata={"source": "x"})
+    assert appended([noted], [text("c")]) == [noted, text("c")]
+    assert appended([], [text("a")]) == [text("a")]
 
 
 async def test_store_round_trips_tasks_runs_and_conversations(tmp_path: Path) -> None:

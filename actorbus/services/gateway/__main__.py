@@ -11,12 +11,11 @@ Ctrl-C (exit status 0).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from actorbus.services import runner
+from actorbus.services.gateway.clients import read_token_clients
 from actorbus.services.gateway.edges import EDGES
-from actorbus.services.gateway.oauth import valid_scope
 from actorbus.services.gateway.service import GatewayService
 from actorbus.services.gateway.settings import GatewaySettings
 
@@ -100,7 +99,9 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="JSON of the token endpoints' clients: {id: secret}, or {id: {secret: ..., "
-        "scopes: [agent:NAME, agent:*, gateway:status]}} to limit what one may have",
+        "scopes: [agent:NAME, agent:*, gateway:status]}} to limit what one may have "
+        "(default: the namespace's token-clients.json in ACTORBUS_HOME, made with a "
+        "client 'dev' on a development machine)",
     )
     p.add_argument(
         "--push-urls",
@@ -129,37 +130,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def token_clients(path: Path | None) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
-    """The clients' secrets, and the scopes of those the file limits."""
+    """The clients' secrets in ``--token-clients``, and the scopes of those the file limits."""
     if path is None:
         return {}, {}
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"gateway: cannot read --token-clients {path}: {exc}") from None
-    wrong = SystemExit(
-        f"gateway: {path} must be a JSON object of client ids to a secret, or to "
-        '{"secret": "...", "scopes": ["agent:NAME", ...]}'
-    )
-    if not isinstance(data, dict):
-        raise wrong
-    secrets: dict[str, str] = {}
-    scopes: dict[str, tuple[str, ...]] = {}
-    for name, entry in data.items():
-        if isinstance(entry, str):
-            secrets[name] = entry
-            continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("secret"), str):
-            raise wrong
-        secrets[name] = entry["secret"]
-        granted = entry.get("scopes")
-        if granted is not None:
-            if not isinstance(granted, list) or not all(valid_scope(str(g)) for g in granted):
-                raise SystemExit(
-                    f"gateway: {path}: the scopes of {name!r} must be a list of "
-                    "agent:NAME, agent:* or gateway:status"
-                )
-            scopes[name] = tuple(str(g) for g in granted)
-    return secrets, scopes
+        return read_token_clients(path)
+    except ValueError as exc:
+        raise SystemExit(f"gateway: --token-clients: {exc}") from None
 
 
 def rate_limits(text: str) -> tuple[int, int, int]:
@@ -195,6 +172,7 @@ async def run(args: argparse.Namespace) -> None:
         expose=exposed(args.expose),
         token_secrets=secrets,
         token_scopes=scopes,
+        development_clients=args.token_clients is None,
         request_ids=args.request_ids,
         rate_limits=args.rate_limits,
         push_notifications=not args.no_push,

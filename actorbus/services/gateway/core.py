@@ -17,7 +17,8 @@ How a task runs:
   artifact (and an agent message in the history) and the task ``completed``.
   Asking a streaming handler falls back to a stream run that collects the items.
 - A *stream* run: ``working``, then ``system.stream(...)``; each item is an
-  artifact update (one artifact, chunks appended), then ``completed``.
+  artifact update (one artifact, chunks appended; in the task, text that
+  follows text joins it: see :func:`~actorbus.codecs.tasks.appended`), then ``completed``.
 - A reply (or stream item) :class:`~.tasks.InputRequired` / ``AuthRequired``
   makes the task ``input-required`` / ``auth-required``; the client's next
   message with the task's id continues it (a new run, same session).
@@ -63,6 +64,7 @@ from actorbus.codecs.tasks import (
     Task,
     TaskState,
     TaskStatus,
+    appended,
 )
 from actorbus.services.gateway.agents import (
     Agent,
@@ -422,7 +424,7 @@ class GatewayCore:
         artifacts = list(live.task.artifacts or [])
         for i, a in enumerate(artifacts):
             if a.artifact_id == artifact_id:
-                artifacts[i] = msgspec.structs.replace(a, parts=[*a.parts, *parts])
+                artifacts[i] = msgspec.structs.replace(a, parts=appended(a.parts, parts))
                 append = True
                 break
         else:

@@ -33,6 +33,7 @@ from actorbus.security.settings import actorbus_home, default_home
 from actorbus.security.tokens import RateLimits
 from actorbus.services.gateway import edges as edge_modules
 from actorbus.services.gateway.auth import GatewayAuth
+from actorbus.services.gateway.clients import development_clients, read_token_clients
 from actorbus.services.gateway.core import GatewayCore
 from actorbus.services.gateway.edges.http import base_url, refusal
 from actorbus.services.gateway.oauth import STATUS_SCOPE
@@ -86,6 +87,7 @@ class GatewayService(HostedService):
         self._core: GatewayCore | None = None
         self._edges: list[edge_modules.Edge] = []
         self._push_http: aiohttp.ClientSession | None = None
+        self._clients_file: tuple[Path, bool] | None = None  # development clients: where
 
     @property
     def core(self) -> GatewayCore:
@@ -131,6 +133,28 @@ class GatewayService(HostedService):
             await self.stop()
             raise
         log.info("gateway %s on namespace %s (db %s)", self.http_url, self.namespace, self.db_path)
+        if self._clients_file is not None:
+            self._tell_development_clients(*self._clients_file)
+
+    def _tell_development_clients(self, path: Path, made: bool) -> None:
+        """Say where a development machine's token clients are, and how to use them."""
+        names = sorted(self.auth.token_server.clients if self.auth is not None else ())
+        ca = ""
+        https = self.http_url is not None and self.http_url.startswith("https:")
+        if https and self.settings.tls_cert is None:  # the development certificate
+            ca = f"--cacert {DevCertificates(actorbus_home()).ca_file} "
+        log.warning(
+            "gateway: token clients %s, their secrets in %s%s. A token for an agent: "
+            "curl %s-u %s:SECRET %s/oauth/token -d grant_type=client_credentials "
+            "-d scope=agent:NAME. In production give each client its own secret "
+            "(--token-clients FILE).",
+            ", ".join(names),
+            path,
+            " (made now: this home holds the development authority)" if made else "",
+            ca,
+            names[0] if names else "ID",
+            self.http_url,
+        )
 
     async def _start_push(self, system: ActorSystem, store: TaskStore, core: GatewayCore) -> None:
         """Push notifications: the configs' table, the delivery worker on the durable
@@ -181,12 +205,24 @@ class GatewayService(HostedService):
                 "gateway: requests without an id are taken (request_ids='optional'): "
                 "a replay of one cannot be refused"
             )
+        token_secrets, token_scopes = dict(s.token_secrets), dict(s.token_scopes)
+        if not token_secrets and s.development_clients:
+            found = development_clients(default_home(self.namespace))
+            if found is not None:
+                token_secrets, token_scopes = read_token_clients(found[0])
+                self._clients_file = found
+        if not token_secrets and "*" not in s.open_agents:
+            log.warning(
+                "gateway: authentication is on and no token clients are configured "
+                "(--token-clients FILE, GatewaySettings.token_secrets): nobody can get "
+                "a token, so only open agents and DID-signed ANP requests are served"
+            )
         return GatewayAuth.at(
             str(key),
             s.token_domain,
             open_agents=s.open_agents,
-            token_secrets=dict(s.token_secrets),
-            token_scopes=dict(s.token_scopes),
+            token_secrets=token_secrets,
+            token_scopes=token_scopes,
             require_request_ids=s.request_ids == "required",
             limits=RateLimits(*s.rate_limits),
             public_url=s.public_url,

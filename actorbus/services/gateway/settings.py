@@ -49,6 +49,10 @@ class GatewaySettings:
     # open_agents on a secured one (name the rest here; "*": all).
     expose: tuple[str, ...] | None = None
     token_secrets: Mapping[str, str] = field(default_factory=dict)  # token endpoint clients
+    # With no token_secrets: the clients of the namespace's token-clients.json in
+    # ACTORBUS_HOME, made with a client "dev" on a development home (clients.py).
+    # What `actorbus gateway` does when given no --token-clients.
+    development_clients: bool = False
     # The OAuth scopes each client may have ("agent:<name>", "agent:*",
     # "gateway:status"); a client not named here may have any.
     token_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

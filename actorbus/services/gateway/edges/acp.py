@@ -76,6 +76,7 @@ from actorbus.codecs.tasks import (
     Part,
     StatusUpdate,
     Task,
+    appended,
     parts_from_content,
 )
 from actorbus.services.gateway.agents import (
@@ -304,7 +305,7 @@ class _Stream:
             art = event.artifact
             for i, a in enumerate(artifacts):
                 if a.artifact_id == art.artifact_id:
-                    artifacts[i] = msgspec.structs.replace(a, parts=[*a.parts, *art.parts])
+                    artifacts[i] = msgspec.structs.replace(a, parts=appended(a.parts, art.parts))
                     break
             else:
                 artifacts.append(art)
@@ -315,7 +316,7 @@ class _Stream:
                 role = agent_role(self.agent)
                 out.append({"type": "message.created", "message": {"role": role, "parts": []}})
             assert self.open_parts is not None
-            self.open_parts.extend(art.parts)
+            self.open_parts = appended(self.open_parts, art.parts)
             out.extend({"type": "message.part", "part": p} for q in art.parts for p in acp_parts(q))
             return out
         assert isinstance(event, StatusUpdate)

@@ -12,11 +12,13 @@ The agent's model comes from the environment (``OPENAI_API_KEY`` or
 stand-in that echoes (``python -m actorbus.testing.scripted_model``) and point
 ``OPENAI_BASE_URL`` at ``http://127.0.0.1:8089/v1``. Then talk to it::
 
-    actorbus stream assistant/ann "What is 6 times 7? Keep a note of it."
+    actorbus stream assistant/ann "What is 6 times 7? Keep a note of it." --text
 
 or, through the gateway, over A2A and MCP (``compose/assistant.yml`` runs it all
 in containers). Each conversation (``assistant/ann``, an A2A context) is an
-actor of its own whose memory survives restarts.
+actor of its own whose memory survives restarts. The stand-in only echoes; a
+message ``/calculator_compute {"op": "multiply", "a": 6, "b": 7}`` makes it call
+that tool.
 """
 
 from __future__ import annotations

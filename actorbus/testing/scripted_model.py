@@ -401,7 +401,13 @@ async def _serve(port: int, host: str) -> None:
     model = ScriptedModel(fallback=stand_in)
     await model.start(port, host)
     try:
-        print(f"scripted model on {host}:{port} (OPENAI_BASE_URL=http://.../v1)", flush=True)
+        print(
+            f"scripted model on {model.url}; point agents at it with:\n"
+            f"  export OPENAI_BASE_URL={model.url}/v1 OPENAI_MODEL=scripted\n"
+            f"  (Anthropic's format: ANTHROPIC_BASE_URL={model.url} ANTHROPIC_API_KEY=any "
+            "ANTHROPIC_MODEL=scripted)",
+            flush=True,
+        )
         await stop.wait()
     finally:
         await model.close()

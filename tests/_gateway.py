@@ -137,6 +137,9 @@ class GwEcho(Actor):
 
     @handler
     async def data(self, d: dict[str, Any]) -> dict[str, Any]:
+        """Return the object as it came, with the session it came in.
+
+        (A second paragraph, which tool descriptions leave out.)"""
         return {"echo": d, "session": self.envelope.context.session_id}
 
 

@@ -159,7 +159,7 @@ def service_record(cls: type[Actor], system_id: str) -> ServiceResponse:
     info = actor_agent_info(
         cls.type_name,
         description=cls.description or (cls.__doc__ or "").strip().split("\n")[0],
-        skills=[skill(s, s) for s in skills_of_class(cls)],
+        skills=[skill(s, s, _intent_description(cls, s)) for s in skills_of_class(cls)],
         intents=intents,
         replies=replies,
     )
@@ -188,13 +188,20 @@ def call_kind(spec: HandlerSpec) -> dict[str, Any]:
     """How an intent is called, for callers that choose by it (an agent offers a
     model only the tools it can call): the handler's name, whether it streams,
     is durable (told, stored, no reply), may keep a gateway task open (its
-    reply can be a question for a person)."""
+    reply can be a question for a person), and what it does (its docstring)."""
     return {
         "handler": spec.method,
         "streams": spec.streaming,
         "durable": spec.durable,
         "opens_task": spec.opens_task,
+        "description": spec.description,
     }
+
+
+def _intent_description(cls: type[Actor], skill_id: str) -> str:
+    """A skill's description: its handler's, when the skill is an intent."""
+    spec = cls.handlers.get(skill_id)
+    return spec.description if spec is not None else ""
 
 
 def skills_of_class(cls: type[Actor]) -> tuple[str, ...]:

@@ -50,6 +50,9 @@ class HandlerSpec:
     idempotent: bool = False
     reply_model: type[BaseModel] | None = None  # a one-shot handler's declared reply
     opens_task: bool = False  # may reply a model marked ``__opens_task__`` (gateway tasks)
+    # what the handler does, for callers that choose by it (a model offered it as a
+    # tool, an MCP client, an A2A card's skill): its docstring's first paragraph
+    description: str = ""
 
 
 @overload
@@ -157,4 +160,14 @@ def _spec_for(cls: type, name: str, fn: Callable[..., Any], opts: HandlerOptions
         idempotent,
         reply_model,
         opens_task,
+        described(fn),
     )
+
+
+def described(fn: Callable[..., Any]) -> str:
+    """The first paragraph of ``fn``'s docstring as one line ("" without one);
+    reST's double backquotes become Markdown's single ones, which the clients
+    reading it (models, MCP hosts, A2A directories) render."""
+    doc = inspect.getdoc(fn) or ""
+    first = doc.split("\n\n", 1)[0]
+    return " ".join(first.split()).replace("``", "`")

@@ -54,10 +54,17 @@ class Listing:
     @property
     def calls(self) -> dict[str, dict[str, Any]]:
         """How each intent is called (``handler``, ``streams``, ``durable``,
-        ``opens_task``);
+        ``opens_task``, ``description``);
         {} for services that do not say (an older actorbus: all plain asks)."""
         calls = self.native.get("calls")
         return dict(calls) if isinstance(calls, dict) else {}
+
+    def description_of(self, intent: str) -> str:
+        """What ``intent``'s handler does (its docstring's first paragraph); "" when
+        the type's hosts do not say."""
+        found = self.calls.get(intent)
+        text = found.get("description") if isinstance(found, dict) else None
+        return text if isinstance(text, str) else ""
 
     @property
     def intents(self) -> dict[str, Any]:

@@ -108,12 +108,22 @@ def tools_of(listing: Listing, intents: Iterable[str] | None = None) -> list[Act
                 intent,
                 schema=schema if isinstance(schema, dict) else None,
                 name=f"{listing.name}_{kind.get('handler') or intent}",
-                description=f"{described or listing.name} ({listing.name}, {intent})",
+                description=_tool_description(listing, intent, described),
                 streams=bool(kind.get("streams")),
                 durable=bool(kind.get("durable")),
             )
         )
     return found
+
+
+def _tool_description(listing: Listing, intent: str, described: str) -> str:
+    """The handler's own description, with the type's for context (several
+    handlers of one type are told apart by theirs); the type's alone when the
+    handler has none."""
+    doing = listing.description_of(intent)
+    if not doing:
+        return f"{described or listing.name} ({listing.name}, {intent})"
+    return f"{doing} ({listing.name}: {described})" if described else f"{doing} ({listing.name})"
 
 
 @dataclass(frozen=True)

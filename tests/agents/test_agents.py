@@ -50,13 +50,23 @@ async def test_the_registry_says_how_each_intent_is_called(system: ActorSystem) 
         "streams": True,
         "durable": False,
         "opens_task": False,
+        "description": "Count from 1.",  # the handler's docstring
     }
     assert calc.calls["ask-a-person"]["opens_task"]
+    assert calc.calls["ask-a-person"]["description"] == ""  # it has none
     tools = {t.spec.name: t for t in tools_of(calc)}
     assert sorted(tools) == ["calculator_add", "calculator_count"]  # not the question
     assert tools["calculator_count"].streams
     assert tools["calculator_add"].spec.parameters["required"] == ["a", "b"]
-    assert "Does arithmetic" in tools["calculator_add"].spec.description
+    # the handler's own words tell the two tools apart; the type's give the context
+    assert (
+        tools["calculator_add"].spec.description
+        == "Add two integers. (calculator: Does arithmetic.)"
+    )
+    assert tools["calculator_count"].spec.description.startswith("Count from 1.")
+    # a skill that is an intent is described by its handler (an A2A card's skills)
+    skills = {s["id"]: s["description"] for s in calc.native["skills"]}
+    assert skills["AddArgs"] == "Add two integers."
 
 
 class Helper(Agent):

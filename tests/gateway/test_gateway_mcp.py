@@ -229,6 +229,11 @@ async def test_legacy_handshake_list_and_call(
     assert calc["title"] == "mcp-calc"
     assert calc["description"].startswith("Adds two integers")
     assert "arithmetic" in calc["description"]
+    # of an actor with several handlers, each tool says what its handler does
+    data = tools["gw-echo.dict"]["description"]
+    assert ": Return the object as it came, with the session it came in. Skills" in data
+    assert "second paragraph" not in data
+    assert "Return the object" not in tools["gw-echo.text"]["description"]
     schema = calc["inputSchema"]
     assert schema["type"] == "object"
     assert schema["required"] == ["a", "b"]

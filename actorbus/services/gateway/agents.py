@@ -71,6 +71,7 @@ class Agent:
     tags: list[str]
     replies: dict[str, dict[str, Any]] = field(default_factory=dict)  # reply schemas by intent
     prompts: dict[str, str] = field(default_factory=dict)  # prompt templates by name
+    described: dict[str, str] = field(default_factory=dict)  # what each intent's handler does
 
     @classmethod
     def of(cls, listing: Listing) -> Agent:
@@ -91,6 +92,7 @@ class Agent:
             prompts={str(k): v for k, v in prompts.items() if isinstance(v, str)}
             if isinstance(prompts, dict)
             else {},
+            described={i: d for i in listing.intents if (d := listing.description_of(i))},
         )
 
     def choose_intent(self, intent: str, content: Any) -> tuple[str, Any]:

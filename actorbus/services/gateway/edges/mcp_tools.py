@@ -108,6 +108,9 @@ class Tool:
         text = (agent.description or f"actorbus agent {agent.name}").rstrip(".")
         if len(agent.intents) > 1:
             text += f" (message: {self.intent})"
+        doing = agent.described.get(self.intent, "").rstrip(".")
+        if doing and doing != text:
+            text += f": {doing}"
         if skills:
             text += f". Skills: {', '.join(skills)}"
         title = agent.name if len(agent.intents) <= 1 else f"{agent.name}: {self.intent}"

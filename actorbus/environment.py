@@ -46,6 +46,11 @@ ACTORBUS_NATS_SERVER: Final = Variable(
 ACTORBUS_STATE_DIR: Final = Variable(
     "ACTORBUS_STATE_DIR", "where the gateway keeps its task database (the temp dir)"
 )
+ACTORBUS_STATE_STORE: Final = Variable(
+    "ACTORBUS_STATE_STORE",
+    "where `actorbus run` and `actorbus state` keep actors' state: a `postgresql://` URL "
+    "(unset: JetStream key-value on the bus)",
+)
 
 # -- tracing
 ACTORBUS_TRACE_DIR: Final = Variable(

@@ -17,12 +17,16 @@ from typing import Any
 from rich.console import Console
 from rich.logging import RichHandler
 
+from actorbus import environment as env
 from actorbus.actors import ActorSystem
 from actorbus.actors.context import env_url, recorded_replicas, recorded_url
 from actorbus.bus.jetstream import DurableSettings
-from actorbus.codecs.errors import ActorBusError, ConnectionLostError
+from actorbus.codecs.errors import ActorBusError, ConnectionLostError, StateError
+from actorbus.extras import require
 from actorbus.security.secure_broker import join_options
 from actorbus.security.settings import actorbus_home
+from actorbus.state.postgres_store import PostgresStateStore
+from actorbus.state.store import StateSettings
 
 # Exit codes: 2 for input the user must fix (argparse uses 2 too), 1 for failures
 # at run time, 130 for an interrupt that arrived before we could stop cleanly.
@@ -129,6 +133,7 @@ async def connect(
     js_replicas: int | None = None,
     hosts: Sequence[str] | None = None,
     debug: bool = False,
+    state_store: str | None = None,
 ) -> ActorSystem:
     """A system for a command: on a secured broker its user may subscribe to the
     subjects of ``hosts`` (actor types) and no other type's. Without ``hosts``
@@ -141,6 +146,10 @@ async def connect(
     # not given: the cluster's, when `actorbus up --cluster` runs it here; else one
     replicas = js_replicas or recorded_replicas(url) or 1
     try:
+        state = state_settings(state_store, namespace)
+    except ActorBusError as exc:  # a missing extra
+        raise CliError(str(exc)) from None
+    try:
         with quiet("actorbus.bus", unless=verbose):
             async with asyncio.timeout(wait_s):
                 # "nats://a:4222,nats://b:4222": every node of a cluster, tried in turn
@@ -151,11 +160,12 @@ async def connect(
                     )
                 except ConnectionLostError:
                     raise TimeoutError from None  # said below, as for any failed contact
-                return await ActorSystem.connect(
+                system = await ActorSystem.connect(
                     servers,
                     namespace=namespace,
                     durable=DurableSettings(replicas=replicas),
                     debug=debug,
+                    state=state,
                     **joining,
                 )
     except TimeoutError:
@@ -164,6 +174,37 @@ async def connect(
         raise CliError(refused_advice(exc, url) or f"{exc} {hint}") from None
     except ActorBusError as exc:  # a missing extra, a bad setting: not about the server
         raise CliError(str(exc)) from None
+    if state is not None and isinstance(state.store, PostgresStateStore):
+        try:  # a wrong URL, a database down: said as the command starts
+            await state.store.open()
+        except StateError as exc:
+            await system.close()
+            raise CliError(f"--state-store: {exc}") from None
+    return system
+
+
+def state_settings(url: str | None, namespace: str) -> StateSettings | None:
+    """The state store ``--state-store`` (else ``ACTORBUS_STATE_STORE``) names: a
+    ``postgresql://`` URL, or ``nats`` for the default (JetStream key-value on the
+    bus; None here). CliError for anything else."""
+    url = url or env.ACTORBUS_STATE_STORE.get()
+    if url is None or url == "nats":
+        return None
+    scheme = url.partition("://")[0]
+    if scheme not in ("postgresql", "postgres"):
+        raise CliError(
+            f"--state-store {url.split('@')[-1]!r}: give a postgresql:// URL, or nats for "
+            "the bus's own key-value store",
+            EXIT_USAGE,
+        )
+    require("asyncpg", "postgres", "--state-store postgresql://")  # said now, not per turn
+    return StateSettings(store=PostgresStateStore(url, namespace=namespace))
+
+
+STATE_STORE_HELP = (
+    "where actors' state is kept: a postgresql:// URL (needs actorbus[postgres]), or nats "
+    "(default: $ACTORBUS_STATE_STORE, else JetStream key-value on the bus)"
+)
 
 
 def refused_advice(exc: ConnectionLostError, url: str) -> str | None:
@@ -207,7 +248,13 @@ async def with_system(
     args: argparse.Namespace, work: Callable[[ActorSystem, argparse.Namespace], Any]
 ) -> int:
     args.url = resolve_url(args.url)
-    system = await connect(args.url, args.namespace, args.connect_timeout, args.verbose > 0)
+    system = await connect(
+        args.url,
+        args.namespace,
+        args.connect_timeout,
+        args.verbose > 0,
+        state_store=getattr(args, "state_store", None),
+    )
     try:
         await work(system, args)
     finally:

@@ -23,6 +23,7 @@ from actorbus.actors import Actor, ActorSystem
 from actorbus.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
+    STATE_STORE_HELP,
     URL_HELP,
     CliError,
     connect,
@@ -147,6 +148,7 @@ async def _run(args: argparse.Namespace, specs: Sequence[ActorSpec]) -> int:
         args.js_replicas,
         hosts=[spec.cls.type_name for spec in specs],  # its broker user takes these only
         debug=args.debug,
+        state_store=args.state_store,
     )
     watching: asyncio.Task[str] | None = None
     try:
@@ -303,6 +305,7 @@ def add_parser(
         help="replicas of the JetStream streams and buckets it creates (3 on a cluster; "
         "default: 3 on the cluster `actorbus up --cluster` runs here, else 1)",
     )
+    run.add_argument("--state-store", metavar="URL", help=STATE_STORE_HELP)
     run.add_argument(
         "--connect-timeout",
         type=float,

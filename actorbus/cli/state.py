@@ -10,7 +10,7 @@ from rich.table import Table
 
 from actorbus.actors import ActorSystem
 from actorbus.actors.state_admin import read_state, remove_state, state_keys
-from actorbus.cli.common import CliError, bus_options, stdout, with_system
+from actorbus.cli.common import STATE_STORE_HELP, CliError, bus_options, stdout, with_system
 
 
 def cmd_state(args: argparse.Namespace) -> int:
@@ -64,4 +64,5 @@ def add_parser(
     state.add_argument("action", choices=("ls", "get", "rm"))
     state.add_argument("target", metavar="TYPE|TYPE/KEY")
     bus_options(state)
+    state.add_argument("--state-store", metavar="URL", help=STATE_STORE_HELP)
     state.set_defaults(func=cmd_state)

@@ -58,6 +58,12 @@ class PostgresStateStore:
     def max_size(self) -> int:
         return self._max_size
 
+    async def open(self) -> None:
+        """Connect now and make the table if missing (else done on first use), so
+        a host finds a wrong URL or a database it cannot reach as it starts.
+        StateError says why."""
+        await self._connected()
+
     async def _connected(self) -> Any:
         if self._pool is not None:
             return self._pool

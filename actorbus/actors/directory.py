@@ -169,6 +169,7 @@ def service_record(cls: type[Actor], system_id: str) -> ServiceResponse:
             "prompts": dict(cls.prompts),
             "protocols": list(cls.protocols),
             "keyed": cls.keyed,
+            "key_by_session": cls.key_by_session,
             "delivery": DeliveryPolicy.of(cls).to_json(),
             "system": system_id,
         }

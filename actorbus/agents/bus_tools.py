@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from actorbus.agents.messages import ToolSpec
 from actorbus.agents.tools import Tool, ToolContext, tool_name
+from actorbus.bus.subjects import bare_type_key
 
 if TYPE_CHECKING:
     from actorbus.actors.listing import Listing
@@ -53,12 +54,14 @@ class ActorTool:
         durable: bool = False,
         name: str | None = None,
         timeout: float | None = None,
+        by_session: bool = False,
     ) -> None:
         self.address = address
         self.intent = intent
         self.raw = schema is None
         self.streams = streams
         self.durable = durable
+        self.by_session = by_session  # the type keys its actors by session
         self.timeout = timeout
         self.spec = ToolSpec(
             name=tool_name(name or f"{address.replace('/', '_')}_{intent}"),
@@ -71,10 +74,13 @@ class ActorTool:
         message: Any = str(arguments.get("input", "")) if self.raw else arguments
         key = context.idempotency_key
         if self.durable:
-            await agent.tell(
-                self.address, message, intent=self.intent, durable=True, idempotency_key=key
-            )
-            return f"accepted: {self.address} handles it once (key {key})"
+            # a durable queue is per actor: a bare type's is the actor an ask would reach
+            target = self.address
+            if "/" not in target:
+                session = agent.envelope.context.session_id
+                target = f"{target}/{bare_type_key(session, self.by_session)}"
+            await agent.tell(target, message, intent=self.intent, durable=True, idempotency_key=key)
+            return f"accepted: {target} handles it once (key {key})"
         if self.streams:
             return [item async for item in agent.stream(self.address, message, intent=self.intent)]
         return await agent.ask(
@@ -111,6 +117,7 @@ def tools_of(listing: Listing, intents: Iterable[str] | None = None) -> list[Act
                 description=_tool_description(listing, intent, described),
                 streams=bool(kind.get("streams")),
                 durable=bool(kind.get("durable")),
+                by_session=bool(listing.native.get("key_by_session")),
             )
         )
     return found

@@ -72,6 +72,14 @@ def validate_key(key: str, where: str | None = None) -> None:
         )
 
 
+def bare_type_key(session_id: str | None, by_session: bool) -> str:
+    """The key of the actor a message to a bare type address reaches when its
+    sender must name one (a durable message: its queue is per actor): the
+    session's own for a type keyed by session, else ``default``, where a host
+    sends an ask to the bare type when no instance of it is active."""
+    return session_key(session_id) if by_session and session_id else "default"
+
+
 def session_key(session_id: str) -> str:
     """The actor key of a session (a conversation keyed by it): the id itself when
     it is a valid key, else a digest of it (a session id is the caller's text)."""

@@ -14,7 +14,7 @@ from _agent_actors import Calculator, Mailer, Researcher
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
-from actorbus import ActorSystem
+from actorbus import Actor, ActorSystem, handler
 from actorbus.actors.listing import Listing
 from actorbus.agents import (
     Agent,
@@ -23,6 +23,7 @@ from actorbus.agents import (
     ChatMessage,
     OpenAIModel,
     ToolContext,
+    actor_tools,
     tool,
 )
 from actorbus.agents.bus_tools import tools_of
@@ -232,6 +233,54 @@ async def test_actors_on_the_bus_are_its_tools(
     ]
     results = [m["content"] for m in scripted_model.requests[1].messages[-4:]]
     assert results == ["42", "[1, 2, 3]", "sent #1 to ann", "DONE"]
+
+
+class Dish(BaseModel):
+    name: str
+
+
+class Kitchen(Actor):
+    """Cooks what it is told, once per order."""
+
+    type_name = "agent-kitchen"
+    cooked: ClassVar[list[tuple[str, str, str | None]]] = []
+    arrived: ClassVar[asyncio.Event]
+
+    @handler(durable=True)
+    async def cook(self, dish: Dish) -> None:
+        """Cook one dish."""
+        key = self.envelope.context.idempotency_key
+        Kitchen.cooked.append((self.address, dish.name, key))
+        Kitchen.arrived.set()
+
+
+class Waiter(Agent):
+    """Takes orders to the kitchen."""
+
+    type_name = "agent-waiter"
+    tools = (actor_tools("agent-kitchen"),)
+
+
+async def test_a_durable_handler_on_the_bus_is_a_tool_told_once(
+    system: ActorSystem, scripted_model: ScriptedModel
+) -> None:
+    """The tool is the type's bare name; a durable queue is per actor, so the
+    message goes to the actor an ask would reach (it used to fail: no key)."""
+    Kitchen.cooked, Kitchen.arrived = [], asyncio.Event()
+    await system.register(Kitchen)
+    Waiter.model = lambda: model_of(scripted_model)  # type: ignore[assignment]
+    Waiter._made_model = None
+    await system.register(Waiter)
+    scripted_model.script(call("agent-kitchen_cook", name="soup"), say("Soup is coming."))
+    answer = await system.ask("agent-waiter/ann", AgentTask(prompt="soup"), timeout=20)
+    assert answer.text == "Soup is coming."
+    told = scripted_model.requests[1].messages[-1]["content"]
+    assert told.startswith("accepted: agent-kitchen/default handles it once (key agent-waiter/ann:")
+    await asyncio.wait_for(Kitchen.arrived.wait(), 10)
+    [(address, dish, key)] = Kitchen.cooked
+    assert (address, dish) == ("agent-kitchen/default", "soup")
+    assert key is not None
+    assert key.startswith("agent-waiter/ann:")  # the call's: a resumed run repeats it
 
 
 async def test_tokens_stream_and_the_conversation_survives_a_full_restart(

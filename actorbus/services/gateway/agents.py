@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from actorbus.actors.listing import Listing
+from actorbus.bus.subjects import bare_type_key
 from actorbus.codecs.common import fit_to_intent
 from actorbus.codecs.errors import (
     ActorNotFoundError,
@@ -72,6 +73,8 @@ class Agent:
     replies: dict[str, dict[str, Any]] = field(default_factory=dict)  # reply schemas by intent
     prompts: dict[str, str] = field(default_factory=dict)  # prompt templates by name
     described: dict[str, str] = field(default_factory=dict)  # what each intent's handler does
+    durable: frozenset[str] = frozenset()  # intents told durably (stored, handled once)
+    by_session: bool = False  # the type keys its actors by session (an agent's conversations)
 
     @classmethod
     def of(cls, listing: Listing) -> Agent:
@@ -93,7 +96,16 @@ class Agent:
             if isinstance(prompts, dict)
             else {},
             described={i: d for i in listing.intents if (d := listing.description_of(i))},
+            durable=frozenset(i for i, kind in listing.calls.items() if kind.get("durable")),
+            by_session=bool(info.get("key_by_session")),
         )
+
+    def durable_address(self, session_id: str | None) -> str:
+        """Where a durable message for this agent goes (its queue is per actor):
+        the conversation's actor for a type keyed by session, else its default one."""
+        if "/" in self.address:
+            return self.address
+        return f"{self.address}/{bare_type_key(session_id, self.by_session)}"
 
     def choose_intent(self, intent: str, content: Any) -> tuple[str, Any]:
         """The intent to ask with, and the content shaped for it.

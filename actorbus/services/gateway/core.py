@@ -235,11 +235,13 @@ class GatewayCore:
         live.task = msgspec.structs.replace(live.task, history=[*(live.task.history or []), user])
         assert context_id is not None
         intent, content = agent.choose_intent(intent, content)
+        # a durable intent is stored first and handled once, also when streamed for
+        told = intent in agent.durable
         run = Run(
             id=uuid.uuid4().hex,
             task_id=task_id,
-            kind="stream" if stream else "ask",
-            address=live.address,
+            kind="tell" if told else "stream" if stream else "ask",
+            address=agent.durable_address(context_id) if told else live.address,
             intent=intent,
             state="running",
             started_ms=now_ms(),
@@ -258,7 +260,7 @@ class GatewayCore:
         live.settled.clear()
         events = self._events(live, first=live.task, queue=self._queue(live)) if watch else None
         live.run = asyncio.create_task(
-            self.runs.run(live, run, intent, content, context_id, stream),
+            self.runs.run(live, run, content, context_id),
             name=f"gateway task {task_id}",
         )
         return live, events

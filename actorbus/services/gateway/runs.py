@@ -91,21 +91,18 @@ class TaskRuns:
         self._live = live
         self.changes = changes
 
-    async def run(
-        self,
-        live: LiveTask,
-        run: Run,
-        intent: str,
-        content: Any,
-        context_id: str,
-        stream: bool,
-    ) -> None:
+    async def run(self, live: LiveTask, run: Run, content: Any, context_id: str) -> None:
+        """Make ``run``'s call (``run.kind``: ask, stream, or a durable tell) and
+        change the task as it goes."""
         live.kept_open = False
         kept = False  # this run's own outcome: a later run may change live.kept_open
+        intent = run.intent
         try:
             # Not saved: a restart fails submitted and working tasks alike.
             await self.changes.set_state(live, TaskState.WORKING, persist=False)
-            if stream:
+            if run.kind == "tell":
+                await self._tell(live, run.address, intent, content, context_id)
+            elif run.kind == "stream":
                 kept = await self._stream(live, intent, content, context_id)
             else:
                 kept = await self._ask(live, intent, content, context_id)
@@ -171,6 +168,25 @@ class TaskRuns:
             return await self._interim(live, reply)
         await self._answer(live, reply)
         return False
+
+    async def _tell(
+        self, live: LiveTask, address: str, intent: str, content: Any, context_id: str
+    ) -> None:
+        """Store a message for a durable handler: once stored it is handled once,
+        whatever happens to the gateway or the actor's host, so the task completes
+        saying so (the handler's own answer, if any, goes where it sends it). The
+        request's key makes a retried request the same message."""
+        key = request_key(live)
+        await self.system.tell(
+            address,
+            content,
+            intent=intent,
+            durable=True,
+            session_id=context_id,
+            idempotency_key=key,
+            timeout=self.settings.ask_timeout,
+        )
+        await self._answer(live, f"accepted: {address} handles it once (key {key})")
 
     async def _answer(self, live: LiveTask, reply: Any) -> None:
         """The actor's reply: an artifact, and an agent message in the history."""

@@ -105,7 +105,7 @@ class Run:
 
     id: str
     task_id: str
-    kind: str  # "ask" | "stream"
+    kind: str  # "ask" | "stream" | "tell" (a durable intent: stored, handled once)
     address: str
     intent: str
     state: str  # "running" | "completed" | "failed" | "canceled"

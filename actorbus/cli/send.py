@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from actorbus.actors import ActorSystem
 from actorbus.actors.delivery import DeliveryPolicy
+from actorbus.actors.interim import AuthRequired, InputRequired
 from actorbus.actors.listing import Listing
 from actorbus.actors.messages import to_content
 from actorbus.cli.common import EXIT_USAGE, CliError, bus_options, stdout, with_system
@@ -130,10 +131,18 @@ async def _stream(system: ActorSystem, args: argparse.Namespace) -> None:
         timeout=args.timeout,
         session_id=args.session,
     )
+    mid_line = False
     async for item in items:
         if args.text and isinstance(item, str):  # a model's tokens, as one text
             sys.stdout.write(item)
             sys.stdout.flush()
+            mid_line = True
+        elif args.text and isinstance(item, InputRequired | AuthRequired):
+            # the run waits for a person: the question, and how to answer it
+            session = f" --session {args.session}" if args.session else ""
+            answer = f"actorbus stream {args.address} 'ANSWER'{session} --text"
+            sys.stdout.write(("\n" if mid_line else "") + f"{item.message}\n(answer: {answer})")
+            mid_line = True
         else:
             _print(item)
     if args.text:

@@ -26,6 +26,7 @@ from rich.console import Console
 
 import actorbus
 from actorbus import Actor, ActorSystem, handler
+from actorbus.actors.interim import InputRequired
 from actorbus.bus.jetstream import stream_name
 from actorbus.bus.server import EmbeddedServer
 from actorbus.cli import main
@@ -242,9 +243,11 @@ class Shouter(Actor):
             yield {"i": i, "word": word}
 
     @handler(intent="tokens")
-    async def tokens(self, text: Any) -> AsyncIterator[str]:
+    async def tokens(self, text: Any) -> AsyncIterator[str | InputRequired]:
         for word in str(text).split():
             yield word.upper() + " "
+        if str(text).endswith("?"):
+            yield InputRequired(message="which one?")  # the run waits for a person
 
     @handler(intent="note", durable=True)
     async def note(self, text: Any) -> None:
@@ -278,6 +281,11 @@ async def test_ask_tell_stream_and_publish_from_the_shell(
         "stream", "shouter/1", '"an agent speaks"', "--intent", "tokens", "--text", *bus, env=env
     )
     assert (code, out) == (0, "AN AGENT SPEAKS \n"), err  # tokens as one text
+    code, out, err = await finished(
+        "stream", "shouter/1", '"pick?"', "--intent", "tokens", "--text", *bus, env=env
+    )
+    assert code == 0, err
+    assert out == "PICK? \nwhich one?\n(answer: actorbus stream shouter/1 'ANSWER' --text)\n"
     code, out, err = await finished(  # an ask of a streaming handler: its items collected
         "ask", "shouter/1", '"an agent speaks"', "--intent", "tokens", *bus, env=env
     )

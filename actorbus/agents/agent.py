@@ -147,10 +147,14 @@ class Agent(Actor):
 
         running = asyncio.create_task(self.answer(text, new_id(), sink))
         running.add_done_callback(lambda _: tokens.put_nowait(None))
+        streamed = False
         try:
             while (token := await tokens.get()) is not None:
+                streamed = True
                 yield token
             answer = await running
+            if not streamed and answer.text and answer.question is None:
+                yield answer.text  # an answer no model call wrote here (a resumed run)
             if answer.question is not None:
                 yield InputRequired(message=answer.question)
         finally:

@@ -218,6 +218,10 @@ class AgentRun:
         rec.begun = [b for b in rec.begun if b not in {c.id for c in calls}]
         await self.checkpoint()
         faults.reached(faults.TOOLS_ANSWERED)
+        if handed and self.on_token is not None:
+            # the other agent's answer is this run's: a caller reading the tokens
+            # (the chat stream, A2A's message/stream) gets it too, as one piece
+            await self.on_token(handed[0])
 
     def _needs_person(self, call: ToolCall) -> str | None:
         """The question for a person this call needs answered first, if any."""

@@ -162,3 +162,20 @@ async def test_another_agent_as_a_tool_and_a_handoff(
         "Billing here: refunded.",
         "thanks",
     ]
+
+
+async def test_a_handoffs_answer_reaches_a_caller_reading_the_tokens(
+    make_system: Any, scripted_model: ScriptedModel
+) -> None:
+    """The chat stream (A2A's message/stream, `actorbus stream`) carried only the
+    tokens of triage's own model calls: after a handoff it ended empty."""
+    on(scripted_model, Triage, Expert, Billing)
+    front, back = await make_system(), await make_system()
+    await front.register(Triage)
+    await back.register(Billing)
+    scripted_model.script(
+        call("transfer_to_billing", reason="a refund"),
+        say("Billing here: refunded."),
+    )
+    items = [i async for i in front.stream("triage/cust-2", "my money back", timeout=30)]
+    assert "".join(items) == "Billing here: refunded."

@@ -5,7 +5,8 @@
   leave-one-level-out beside the published baselines); ``--json OUT`` writes it
   all, decisions included; ``--model`` scores the model-backed router instead.
 - ``route select FILE``: the decision record of every module of a scenarios file
-  (the benchmark's format; ground truth not needed), as JSON.
+  (the benchmark's format; ground truth not needed), as JSON; ``route select
+  --text "..."``: the protocol for one module described in words, and why.
 - ``route dest --url URL (--skill S | --to A,B)``: ask the router service on the
   bus (``python -m actorbus.services.router``) where one message should go.
 """
@@ -15,16 +16,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from actorbus.actors.system import ActorSystem
-from actorbus.cli.common import EXIT_OK, CliError, bus_options, stdout, with_system
+from actorbus.cli.common import EXIT_OK, EXIT_USAGE, CliError, bus_options, stdout, with_system
 from actorbus.services.router import (
     BenchmarkError,
     FeatureModelError,
+    Module,
     evaluate,
     load,
     read_scenarios,
@@ -144,6 +148,21 @@ def _print(out: Any, result: dict[str, Any], protocols: tuple[str, ...]) -> None
 
 def cmd_select(args: argparse.Namespace) -> int:
     model = _model(args)
+    if (args.file is None) == (args.text is None):
+        raise CliError("give a scenarios FILE or --text (one of them)", EXIT_USAGE)
+    if args.text is not None:
+        # one module described in a few words: each sentence a task
+        tasks = tuple(t.strip() for t in re.split(r"(?<=[.;!?])\s+", args.text) if t.strip())
+        decision = select(Module(id="module", name="", tasks=tasks), model=model)
+        if args.json:
+            stdout().print_json(json.dumps(decision.record()))
+        else:
+            stdout().print(
+                f"[bold]{decision.selected_protocol}[/]: {escape(decision.rationale)}\n"
+                f"[dim]evidence: {escape('; '.join(decision.evidence_spans) or '(none)')}",
+                highlight=False,
+            )
+        return EXIT_OK
     try:
         scenarios = read_scenarios(args.file)
     except BenchmarkError as exc:
@@ -212,9 +231,18 @@ def add_parser(
     )
     ev.set_defaults(func=cmd_eval)
     sel = what.add_parser(
-        "select", parents=[common], help="the decision record of every module of a file"
+        "select",
+        parents=[common],
+        help="the decision record of every module of a file, or of one described in words",
     )
-    sel.add_argument("file", help="scenarios JSON (ProtocolRouterBench's format)")
+    sel.add_argument("file", nargs="?", help="scenarios JSON (ProtocolRouterBench's format)")
+    sel.add_argument(
+        "--text",
+        metavar="REQUIREMENTS",
+        help="one module's requirements in words (\"agents stream partial results; "
+        'no encryption is needed"): its protocol, why, and the evidence',
+    )
+    sel.add_argument("--json", action="store_true", help="print the decision record as JSON")
     sel.add_argument("--features", help="a feature model JSON other than the shipped one")
     sel.set_defaults(func=cmd_select)
     dest = what.add_parser(

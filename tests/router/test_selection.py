@@ -159,6 +159,19 @@ def test_the_command_line_evaluates_and_selects(tmp_path: Path, capsys: Any) -> 
     assert records["H1-Q3"][0]["selected_protocol"] == "ANP"
     assert main(["route", "eval", str(tmp_path / "nope.json")]) != 0
     assert "cannot read" in capsys.readouterr().err
+    # one module in words, from the shell: its protocol, why, and the evidence
+    words = (
+        "Agents of different companies find each other on the open web and prove who "
+        "they are with decentralized identifiers. Messages are end-to-end encrypted."
+    )
+    assert main(["route", "select", "--text", words, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["selected_protocol"] == "ANP"
+    assert "decentralized identifiers" in record["evidence_spans"]
+    assert main(["route", "select", "--text", words]) == 0
+    assert capsys.readouterr().out.startswith("ANP: ")
+    assert main(["route", "select"]) == 2
+    assert "give a scenarios FILE or --text" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

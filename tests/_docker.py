@@ -371,6 +371,16 @@ def bearer_token(p: Project, agent: str) -> str:
         return str(json.load(response)["access_token"])
 
 
+def capability_token(p: Project, target: str, capabilities: list[str]) -> str:
+    """An A2ACP capability token for ``target`` (a service: ``router``,
+    ``registry``) from the gateway's ``POST /auth/token``, as the operator."""
+    secret = json.loads((p.secrets / "token-clients.json").read_text())["operator"]
+    basic = base64.b64encode(f"operator:{secret}".encode()).decode()
+    body = {"target_agent_id": target, "requested_capabilities": capabilities}
+    url = p.url("GATEWAY_PORT", "/auth/token", "https")
+    return str(post_json(url, body, p.ca, Authorization=f"Basic {basic}")["token"])
+
+
 def a2a_send(text: str) -> dict[str, Any]:
     """An A2A 0.3 ``message/send`` of one text part, as any A2A client sends it."""
     message = {

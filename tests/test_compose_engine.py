@@ -35,6 +35,7 @@ from _docker import (
     Project,
     a2a_send,
     bearer_token,
+    capability_token,
     get_json,
     health,
     post_json,
@@ -146,7 +147,13 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
     assert "through the gateway" in json.dumps(task["artifacts"])
 
     route = {"skill": "Ping", "policy": "first-match"}
-    decision = post_json(p.url("ROUTER_PORT", "/route"), route)
+    with pytest.raises(urllib.error.HTTPError) as no_token:  # it names the actors: a token
+        post_json(p.url("ROUTER_PORT", "/route"), route)
+    assert no_token.value.code == 401
+    router_token = capability_token(p, "router", ["router:route"])
+    decision = post_json(
+        p.url("ROUTER_PORT", "/route"), route, Authorization=f"Bearer {router_token}"
+    )
     assert decision["destination"] == "echo", decision  # the type: NATS picks a replica
 
     phoenix = PhoenixClient(p.url("PHOENIX_PORT"))

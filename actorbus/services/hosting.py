@@ -1,4 +1,4 @@
-"""What the gateway and the registry share as services: the ActorSystem they run
+"""What the gateway, the registry and the router share as services: the ActorSystem they run
 on (given by the caller, or connected and later closed by the service) and the
 HTTP server of their face."""
 
@@ -7,13 +7,17 @@ from __future__ import annotations
 import contextlib
 import ssl
 from collections.abc import Sequence
+from pathlib import Path
 
 from aiohttp import web
 
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.startstop import AsyncStartStop
+from actorbus.security.identity import Identity
 from actorbus.security.secure_broker import join_options
+from actorbus.security.settings import default_home
+from actorbus.security.tokens import TokenIssuer, TokenVerifier
 
 
 class HostedService(AsyncStartStop):
@@ -56,6 +60,20 @@ class HostedService(AsyncStartStop):
                 **joining,
             )
         return self.system
+
+    def token_verifier(
+        self, auth: str, issuer_key: str | Path | None, token_domain: str
+    ) -> TokenVerifier | None:
+        """What checks the bearer tokens of the HTTP face's calls: tokens of the
+        namespace's issuer (``<ACTORBUS_HOME>/<namespace>/token-issuer.key``, which
+        a gateway's token endpoints sign with, unless ``issuer_key``); None when
+        ``auth`` is "open", or "auto" on an open bus (anyone may call)."""
+        system = self.system
+        secured = system is not None and system.runtime.security.secured
+        if auth == "open" or (auth == "auto" and not secured):
+            return None
+        key = issuer_key or default_home(self.namespace) / "token-issuer.key"
+        return TokenVerifier.of(TokenIssuer(Identity.load(key), token_domain))
 
     async def close_system(self) -> None:
         """Close the system if this service connected it (bounded)."""

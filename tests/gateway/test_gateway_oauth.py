@@ -241,6 +241,31 @@ async def test_an_a2acp_token_for_every_agent_is_taken(
         assert "result" in body, body
 
 
+async def test_a_limited_client_gets_no_more_from_the_older_token_endpoint(
+    gw: GatewayService, http: aiohttp.ClientSession
+) -> None:
+    """A client the operator limited to one agent could ask POST /auth/token (the
+    A2ACP form) for any agent, or for all: its limit holds there too."""
+
+    async def a2acp(target: str, caps: list[str]) -> tuple[int, dict[str, Any]]:
+        ask = {"agent_id": "echoer", "target_agent_id": target, "requested_capabilities": caps}
+        headers = basic("echoer", CLIENTS["echoer"])
+        async with http.post(f"{gw.http_url}/auth/token", json=ask, headers=headers) as r:
+            return r.status, await r.json()
+
+    for target in ("gw-streamer", "*", "registry", "router"):
+        status, body = await a2acp(target, ["*"])
+        assert status == 403, (target, body)
+        assert body["error"]["code"] == "AUTH_FAILED"
+        assert "echoer may have agent:gw-echo only" in body["error"]["message"]
+    status, body = await a2acp("gw-echo", ["*"])  # its own agent: as before
+    assert status == 200, body
+    to_echo, _, answer = await a2a_send(http, f"{gw.http_url}/a2a/gw-echo", "hi", body["token"])
+    assert to_echo == 200, answer
+    elsewhere, _, _ = await a2a_send(http, f"{gw.http_url}/a2a/gw-streamer", "hi", body["token"])
+    assert elsewhere == 401  # a token for another agent
+
+
 # -- the official clients ----------------------------------------------------------------
 
 

@@ -108,3 +108,48 @@ async def test_the_actor_answers_on_the_bus_and_routes_by_skill(
     code = await asyncio.to_thread(main, ["route", "dest", "--url", nats_server.url])
     assert code != 0
     assert "--skill or --to" in capsys.readouterr().err
+
+
+async def test_routing_and_observing_over_http_need_a_token_where_auth_is_on(
+    make_system: Any, tmp_path: Path
+) -> None:
+    """/route names the namespace's actors and /observe steers where calls go: on a
+    secured bus (here auth="required") both need a token from the namespace's
+    issuer with their capability; /select reads only the request."""
+    from actorbus.security.identity import Identity
+    from actorbus.security.tokens import TokenIssuer
+
+    key = tmp_path / "token-issuer.key"
+    issuer = TokenIssuer(Identity.load(key), "actorbus")
+    settings = RouterSettings(http_port=0, auth="required", issuer_key=key)
+    seen = {"destination": "worker/a", "latency_s": 0.01}
+    route = {"candidates": ["worker/a", "worker/b"]}
+    async with (
+        RouterService(system=await make_system(), settings=settings) as router,
+        aiohttp.ClientSession() as http,
+    ):
+        base = router.http_url
+        for path, body in (("/route", route), ("/observe", seen)):
+            async with http.post(f"{base}{path}", json=body) as resp:
+                assert resp.status == 401
+                assert resp.headers["WWW-Authenticate"] == "Bearer"
+                assert "needs a bearer token" in (await resp.json())["error"]["message"]
+        observer, _ = issuer.issue("probe", "router", ["router:observe"])
+        as_observer = {"Authorization": f"Bearer {observer}"}
+        async with http.post(f"{base}/observe", json=seen, headers=as_observer) as resp:
+            assert resp.status == 204
+        async with http.post(f"{base}/route", json=route, headers=as_observer) as resp:
+            assert resp.status == 401  # observing grants no routing
+            assert "lacks the capability" in (await resp.json())["error"]["message"]
+        other, _ = issuer.issue("probe", "registry", ["*"])  # another audience
+        async with http.post(
+            f"{base}/route", json=route, headers={"Authorization": f"Bearer {other}"}
+        ) as resp:
+            assert resp.status == 401
+        router_token, _ = issuer.issue("ops", "router", ["router:route"])
+        async with http.post(
+            f"{base}/route", json=route, headers={"Authorization": f"Bearer {router_token}"}
+        ) as resp:
+            assert resp.status == 200
+        async with http.post(f"{base}/select", json={"modules": [{"id": "m"}]}) as resp:
+            assert resp.status == 200  # open: it reads nothing but the request

@@ -92,6 +92,10 @@ class Caller:
     granted: dict[tuple[str, str], str] = field(default_factory=dict, compare=False)
 
 
+class OutOfScopeError(AuthError):
+    """An authenticated token client asked for more than its scopes."""
+
+
 NOBODY = Caller()
 current_caller: ContextVar[Caller | None] = ContextVar("actorbus_gateway_caller", default=None)
 
@@ -398,13 +402,33 @@ class GatewayAuth:
                 raise DecodeError(
                     "expected target_agent_id (string), requested_capabilities (list), ttl (int)"
                 )
-            token, expires = self.issuer.issue(agent_id, target, [str(c) for c in caps], ttl=ttl)
+            caps = [str(c) for c in caps]
+            self._within_scopes(agent_id, target, caps)
+            token, expires = self.issuer.issue(agent_id, target, caps, ttl=ttl)
+        except OutOfScopeError as e:
+            return json_response({"error": {"code": "AUTH_FAILED", "message": str(e)}}, 403)
         except AuthError as e:
             return json_response({"error": {"code": "AUTH_FAILED", "message": str(e)}}, 401)
         except DecodeError as e:
             return json_response({"error": {"code": "INVALID_REQUEST", "message": str(e)}}, 400)
         at = datetime.fromtimestamp(expires, UTC).isoformat().replace("+00:00", "Z")
         return json_response({"token": token, "expires_at": at})
+
+    def _within_scopes(self, client_id: str, target: str, caps: list[str]) -> None:
+        """OutOfScopeError unless a client the operator limited to some scopes asks
+        within them: a token for an agent they cover, for asking it (no service
+        capability such as ``registry:write``). An unlimited client may ask for
+        anything, as before scopes existed."""
+        client = self.token_server.clients.get(client_id)
+        granted = client.scopes if client is not None else None
+        if granted is None:
+            return
+        if oauth.covers(granted, oauth.agent_scope(target)) and not any(":" in c for c in caps):
+            return
+        raise OutOfScopeError(
+            f"{client_id} may have {', '.join(sorted(granted)) or 'nothing'} only, not a "
+            f"token for {target!r} with {', '.join(caps) or 'no capabilities'}"
+        )
 
     def _client(self, request: web.Request) -> str:
         """The agent id a token request authenticated as (HTTP Basic, a secret

@@ -30,9 +30,6 @@ from actorbus.actors.system import ActorSystem
 from actorbus.bus.leases import LeaderElection, LeaseBucket
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import new_id
-from actorbus.security.identity import Identity
-from actorbus.security.settings import default_home
-from actorbus.security.tokens import TokenIssuer, TokenVerifier
 from actorbus.services.hosting import HostedService
 from actorbus.services.registry.actor import RegistryActor
 from actorbus.services.registry.cards import AgentInfoFetcher
@@ -170,17 +167,11 @@ class RegistryService(HostedService):
             self.registry,
             self.status,
             default_wait=self.settings.default_wait,
-            writers=self._writers(),
+            writers=self.token_verifier(
+                self.settings.auth, self.settings.issuer_key, self.settings.token_domain
+            ),
         )
         await self.serve_http(api.app(), host, port, shutdown_timeout=1.0)
-
-    def _writers(self) -> TokenVerifier | None:
-        s, system = self.settings, self.system
-        secured = system is not None and system.runtime.security.secured
-        if s.auth == "open" or (s.auth == "auto" and not secured):
-            return None
-        key = s.issuer_key or default_home(self.namespace) / "token-issuer.key"
-        return TokenVerifier.of(TokenIssuer(Identity.load(key), s.token_domain))
 
     async def _lead(self) -> None:
         assert self._lifecycle is not None

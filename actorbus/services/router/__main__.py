@@ -27,13 +27,23 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-http", action="store_true", help="serve only the router actor")
     p.add_argument("--key", default="main", help="the router actor's key (default: main)")
+    p.add_argument(
+        "--auth",
+        choices=("auto", "required", "open"),
+        default="auto",
+        help="POST /route and /observe need a bearer token (router:route, router:observe) "
+        "from the namespace's token issuer: auto (when the bus is secured), required, open",
+    )
     return p
 
 
 async def run(args: argparse.Namespace) -> None:
     host, port = args.http
     settings = RouterSettings(
-        http_host=host, http_port=None if args.no_http else port, actor_key=args.key
+        http_host=host,
+        http_port=None if args.no_http else port,
+        actor_key=args.key,
+        auth=args.auth,
     )
     stop = runner.stop_on_signals()
     urls = runner.nats_urls(args.nats)

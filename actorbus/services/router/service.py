@@ -13,6 +13,10 @@ taxonomy's HTTP status):
 - ``POST /observe``: an :class:`Observation` -> 204;
 - ``GET /healthz``.
 
+On a secured bus ``/route`` and ``/observe`` need a bearer token (see
+:class:`RouterSettings`): one names the namespace's actors, the other steers
+where calls go.
+
 Every request is answered by asking the actor over the bus, so the HTTP face
 and bus callers see the same state.
 """
@@ -21,15 +25,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from actorbus.actors.system import ActorSystem
 from actorbus.codecs.common import read_json
-from actorbus.codecs.errors import ActorBusError, DecodeError, ValidationFailedError
+from actorbus.codecs.errors import ActorBusError, AuthError, DecodeError, ValidationFailedError
+from actorbus.security.tokens import TokenVerifier
 from actorbus.services.hosting import HostedService
 from actorbus.services.router.actor import (
     Observation,
@@ -40,7 +47,10 @@ from actorbus.services.router.actor import (
 )
 
 log = logging.getLogger("actorbus.router")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_GUARDED = {"/route": "route", "/observe": "observe"}  # path -> the capability it needs
 _STATUS = {
+    "E_AUTH": 401,
     "E_DECODE": 400,
     "E_VALIDATION": 400,
     "E_NOT_FOUND": 404,
@@ -55,6 +65,14 @@ class RouterSettings:
     http_port: int | None = 0  # 0: any free port; None: no HTTP face
     actor_key: str = "main"
     ask_timeout: float = 10.0
+    # POST /route (it names the namespace's actors) and /observe (it steers the
+    # latency-aware policy) need a bearer token for the audience "router" with the
+    # capability router:route / router:observe, from the namespace's token issuer
+    # (a gateway's POST /auth/token): "required", "open", or "auto" (required when
+    # the bus is secured). /select reads nothing but the request: open.
+    auth: Literal["auto", "required", "open"] = "auto"
+    token_domain: str = "actorbus"
+    issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key
 
 
 class RouterService(HostedService):
@@ -69,12 +87,14 @@ class RouterService(HostedService):
         super().__init__(system=system, nats_url=nats_url, namespace=namespace)
         self.settings = settings or RouterSettings()
         self.address = f"{RouterActor.type_name}/{self.settings.actor_key}"
+        self.callers: TokenVerifier | None = None  # None: the HTTP face is open
 
     async def start(self) -> None:
         s = self.settings
         try:
             system = await self.open_system(f"router-{s.actor_key}", hosts=[RouterActor.type_name])
             await system.spawn(RouterActor, s.actor_key, discover=system.discover)
+            self.callers = self.token_verifier(s.auth, s.issuer_key, s.token_domain)
             if s.http_port is not None:
                 await self.serve_http(self.app(), s.http_host, s.http_port, 2.0)
         except BaseException:
@@ -89,12 +109,29 @@ class RouterService(HostedService):
         await self.close_system()
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[self.guard])
         app.router.add_get("/healthz", self.healthz)
         app.router.add_post("/select", self.select)
         app.router.add_post("/route", self.route)
         app.router.add_post("/observe", self.observe)
         return app
+
+    @web.middleware
+    async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """``/route`` and ``/observe`` for callers whose token grants them (see
+        :class:`RouterSettings`); 401 with ``WWW-Authenticate: Bearer`` otherwise."""
+        call = _GUARDED.get(request.path)
+        if self.callers is not None and call is not None:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            try:
+                if scheme.lower() != "bearer" or not token.strip():
+                    raise AuthError(f"{request.path} needs a bearer token (router:{call})")
+                self.callers.check(token.strip(), "router", call, [f"router:{call}"])
+            except AuthError as err:
+                response = _error(err)
+                response.headers["WWW-Authenticate"] = "Bearer"
+                return response
+        return await handler(request)
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "actor": self.address})

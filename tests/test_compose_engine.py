@@ -128,7 +128,8 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
     asyncio.run(over_the_bus())
 
     def listed() -> list[str] | None:
-        names = sorted(s["name"] for s in get_json(p.url("REGISTRY_PORT", "/services")))
+        services = get_json(p.url("REGISTRY_PORT", "/services", "https"), p.ca)  # secured: HTTPS
+        names = sorted(s["name"] for s in services)
         return names if names.count("echo") == 2 and "typist" in names else None
 
     eventually("the registry lists both echo replicas and the typist", listed)
@@ -147,13 +148,12 @@ def test_the_stack_comes_up_healthy_and_serves_from_the_host(project: Project) -
     assert "through the gateway" in json.dumps(task["artifacts"])
 
     route = {"skill": "Ping", "policy": "first-match"}
+    router = p.url("ROUTER_PORT", "/route", "https")
     with pytest.raises(urllib.error.HTTPError) as no_token:  # it names the actors: a token
-        post_json(p.url("ROUTER_PORT", "/route"), route)
+        post_json(router, route, p.ca)
     assert no_token.value.code == 401
     router_token = capability_token(p, "router", ["router:route"])
-    decision = post_json(
-        p.url("ROUTER_PORT", "/route"), route, Authorization=f"Bearer {router_token}"
-    )
+    decision = post_json(router, route, p.ca, Authorization=f"Bearer {router_token}")
     assert decision["destination"] == "echo", decision  # the type: NATS picks a replica
 
     phoenix = PhoenixClient(p.url("PHOENIX_PORT"))

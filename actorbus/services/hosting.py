@@ -5,6 +5,7 @@ HTTP server of their face."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,10 +15,13 @@ from aiohttp import web
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.bus.startstop import AsyncStartStop
+from actorbus.security.broker import DevCertificates
 from actorbus.security.identity import Identity
 from actorbus.security.secure_broker import join_options
-from actorbus.security.settings import default_home
+from actorbus.security.settings import actorbus_home, default_home
 from actorbus.security.tokens import TokenIssuer, TokenVerifier
+
+log = logging.getLogger("actorbus.services")
 
 
 class HostedService(AsyncStartStop):
@@ -74,6 +78,29 @@ class HostedService(AsyncStartStop):
             return None
         key = issuer_key or default_home(self.namespace) / "token-issuer.key"
         return TokenVerifier.of(TokenIssuer(Identity.load(key), token_domain))
+
+    def tls_context(
+        self, mode: str, cert: str | Path | None, key: str | Path | None
+    ) -> ssl.SSLContext | None:
+        """The HTTPS server context of the HTTP face, or None for plain HTTP: on
+        (``mode`` "on", or "auto" on a secured bus) with ``cert``/``key``, else
+        the development certificate of ``ACTORBUS_HOME``. Plain HTTP on a secured
+        bus ("off") is logged: bearer tokens would cross the network readable."""
+        system = self.system
+        secured = system is not None and system.runtime.security.secured
+        if mode == "off" or (mode == "auto" and not secured):
+            if secured:
+                log.warning("%s: plain HTTP on a secured bus (tls='off')", type(self).__name__)
+            return None
+        if cert is not None and key is not None:
+            cert_file, key_file = Path(cert), Path(key)
+        else:
+            dev = DevCertificates(actorbus_home())
+            cert_file, key_file = dev.cert_file, dev.key_file
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(cert_file, key_file)
+        return ctx
 
     async def close_system(self) -> None:
         """Close the system if this service connected it (bounded)."""

@@ -1,5 +1,5 @@
 """What the services' ``python -m`` entry points share: the common arguments
-(``--nats``, ``--namespace``, ``--http``, ``--log-level``), argument types, the
+(``--nats``, ``--namespace``, ``--http``, ``--log-level``, ``--tls``), argument types, the
 stop signals, and the run loop (logging set up, Ctrl-C quiet, other failures
 one line and exit 1)."""
 
@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 
 def host_port(text: str) -> tuple[str, int]:
@@ -49,6 +50,18 @@ def service_parser(
         )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
+
+
+def tls_options(p: argparse.ArgumentParser) -> None:
+    """``--tls auto|on|off``, ``--tls-cert``, ``--tls-key``: HTTPS for the HTTP face."""
+    p.add_argument(
+        "--tls",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="HTTPS: auto (when the bus is secured), on, or off (plain HTTP; logged)",
+    )
+    p.add_argument("--tls-cert", type=Path, help="HTTPS certificate (PEM; default: the dev one)")
+    p.add_argument("--tls-key", type=Path, help="its private key (PEM)")
 
 
 def nats_urls(text: str) -> list[str]:

@@ -118,14 +118,7 @@ def parser() -> argparse.ArgumentParser:
         choices=(1, 3, 5),
         help="replicas of the durable streams it creates (3 on a cluster, as its agents)",
     )
-    p.add_argument(
-        "--tls",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="HTTPS: auto (when the bus is secured), on, or off (plain HTTP; logged)",
-    )
-    p.add_argument("--tls-cert", type=Path, help="HTTPS certificate (PEM; default: the dev one)")
-    p.add_argument("--tls-key", type=Path, help="its private key (PEM)")
+    runner.tls_options(p)
     return p
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import ssl
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -125,7 +124,7 @@ class GatewayService(HostedService):
             if stale:
                 log.warning("gateway: %d task(s) of a previous run marked failed", stale)
             self._edges = [edge_modules.load(name)(self._core, s) for name in s.edges]
-            tls = self._tls(system)
+            tls = self.tls_context(s.tls, s.tls_cert, s.tls_key)
             await self.serve_http(
                 self.app(), s.http_host, s.http_port, s.stop_timeout, tls, s.idle_timeout
             )
@@ -176,24 +175,6 @@ class GatewayService(HostedService):
             log.warning("gateway: push notifications go to any URL (push_urls='any')")
         core.pusher = Pusher(system, configs, s.push_urls)
         core.on_change = core.pusher.on_change
-
-    def _tls(self, system: ActorSystem) -> ssl.SSLContext | None:
-        """The HTTPS server context, or None for plain HTTP (said in the log)."""
-        s = self.settings
-        secured = system.runtime.security.secured
-        if s.tls == "off" or (s.tls == "auto" and not secured):
-            if secured:
-                log.warning("gateway: plain HTTP on a secured bus (tls='off')")
-            return None
-        if s.tls_cert is not None and s.tls_key is not None:
-            cert, key = Path(s.tls_cert), Path(s.tls_key)
-        else:
-            dev = DevCertificates(actorbus_home())
-            cert, key = dev.cert_file, dev.key_file
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(cert, key)
-        return ctx
 
     def _auth(self, system: ActorSystem) -> GatewayAuth | None:
         s = self.settings

@@ -45,6 +45,7 @@ def parser() -> argparse.ArgumentParser:
         help="seconds between retries of a failed agent card fetch (30)",
     )
     p.add_argument("--instance-id", default=None, help="this instance's name (default: generated)")
+    runner.tls_options(p)
     return p
 
 
@@ -60,6 +61,9 @@ async def run(args: argparse.Namespace) -> None:
         http_port=None if args.no_http else port,
         actor_key=None if args.no_actor else "main",
         instance_id=args.instance_id,
+        tls=args.tls,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
     stop = runner.stop_on_signals()
     urls = runner.nats_urls(args.nats)

@@ -67,6 +67,11 @@ class RegistrySettings:
     auth: Literal["auto", "required", "open"] = "auto"
     token_domain: str = "actorbus"
     issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key
+    # HTTPS: "auto" (on when the bus is secured: the development certificate of
+    # ACTORBUS_HOME unless tls_cert/tls_key name real ones), "on", "off".
+    tls: Literal["auto", "on", "off"] = "auto"
+    tls_cert: str | Path | None = None
+    tls_key: str | Path | None = None
 
 
 class RegistryService(HostedService):
@@ -171,7 +176,9 @@ class RegistryService(HostedService):
                 self.settings.auth, self.settings.issuer_key, self.settings.token_domain
             ),
         )
-        await self.serve_http(api.app(), host, port, shutdown_timeout=1.0)
+        s = self.settings
+        tls = self.tls_context(s.tls, s.tls_cert, s.tls_key)
+        await self.serve_http(api.app(), host, port, shutdown_timeout=1.0, tls=tls)
 
     async def _lead(self) -> None:
         assert self._lifecycle is not None

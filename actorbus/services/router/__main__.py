@@ -34,6 +34,7 @@ def parser() -> argparse.ArgumentParser:
         help="POST /route and /observe need a bearer token (router:route, router:observe) "
         "from the namespace's token issuer: auto (when the bus is secured), required, open",
     )
+    runner.tls_options(p)
     return p
 
 
@@ -44,6 +45,9 @@ async def run(args: argparse.Namespace) -> None:
         http_port=None if args.no_http else port,
         actor_key=args.key,
         auth=args.auth,
+        tls=args.tls,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
     stop = runner.stop_on_signals()
     urls = runner.nats_urls(args.nats)

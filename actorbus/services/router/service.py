@@ -73,6 +73,11 @@ class RouterSettings:
     auth: Literal["auto", "required", "open"] = "auto"
     token_domain: str = "actorbus"
     issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key
+    # HTTPS: "auto" (on when the bus is secured: the development certificate of
+    # ACTORBUS_HOME unless tls_cert/tls_key name real ones), "on", "off".
+    tls: Literal["auto", "on", "off"] = "auto"
+    tls_cert: str | Path | None = None
+    tls_key: str | Path | None = None
 
 
 class RouterService(HostedService):
@@ -96,7 +101,8 @@ class RouterService(HostedService):
             await system.spawn(RouterActor, s.actor_key, discover=system.discover)
             self.callers = self.token_verifier(s.auth, s.issuer_key, s.token_domain)
             if s.http_port is not None:
-                await self.serve_http(self.app(), s.http_host, s.http_port, 2.0)
+                tls = self.tls_context(s.tls, s.tls_cert, s.tls_key)
+                await self.serve_http(self.app(), s.http_host, s.http_port, 2.0, tls)
         except BaseException:
             await self.stop()
             raise

@@ -20,6 +20,7 @@ from actorbus.security.identity import Identity
 from actorbus.security.secure_broker import join_options
 from actorbus.security.settings import actorbus_home, default_home
 from actorbus.security.tokens import TokenIssuer, TokenVerifier
+from actorbus.services.face import FaceSettings
 
 log = logging.getLogger("actorbus.services")
 
@@ -65,35 +66,26 @@ class HostedService(AsyncStartStop):
             )
         return self.system
 
-    def token_verifier(
-        self, auth: str, issuer_key: str | Path | None, token_domain: str
-    ) -> TokenVerifier | None:
+    def token_verifier(self, face: FaceSettings) -> TokenVerifier | None:
         """What checks the bearer tokens of the HTTP face's calls: tokens of the
-        namespace's issuer (``<ACTORBUS_HOME>/<namespace>/token-issuer.key``, which
-        a gateway's token endpoints sign with, unless ``issuer_key``); None when
-        ``auth`` is "open", or "auto" on an open bus (anyone may call)."""
-        system = self.system
-        secured = system is not None and system.runtime.security.secured
-        if auth == "open" or (auth == "auto" and not secured):
+        namespace's issuer (see :class:`FaceSettings`); None when ``auth`` is
+        "open", or "auto" on an open bus (anyone may call)."""
+        if face.auth == "open" or (face.auth == "auto" and not self._secured()):
             return None
-        key = issuer_key or default_home(self.namespace) / "token-issuer.key"
-        return TokenVerifier.of(TokenIssuer(Identity.load(key), token_domain))
+        key = face.issuer_key or default_home(self.namespace) / "token-issuer.key"
+        return TokenVerifier.of(TokenIssuer(Identity.load(key), face.token_domain))
 
-    def tls_context(
-        self, mode: str, cert: str | Path | None, key: str | Path | None
-    ) -> ssl.SSLContext | None:
-        """The HTTPS server context of the HTTP face, or None for plain HTTP: on
-        (``mode`` "on", or "auto" on a secured bus) with ``cert``/``key``, else
-        the development certificate of ``ACTORBUS_HOME``. Plain HTTP on a secured
-        bus ("off") is logged: bearer tokens would cross the network readable."""
-        system = self.system
-        secured = system is not None and system.runtime.security.secured
-        if mode == "off" or (mode == "auto" and not secured):
+    def tls_context(self, face: FaceSettings) -> ssl.SSLContext | None:
+        """The HTTPS server context of the HTTP face, or None for plain HTTP (see
+        :class:`FaceSettings`). Plain HTTP on a secured bus is logged: bearer
+        tokens would cross the network readable."""
+        secured = self._secured()
+        if face.tls == "off" or (face.tls == "auto" and not secured):
             if secured:
                 log.warning("%s: plain HTTP on a secured bus (tls='off')", type(self).__name__)
             return None
-        if cert is not None and key is not None:
-            cert_file, key_file = Path(cert), Path(key)
+        if face.tls_cert is not None and face.tls_key is not None:
+            cert_file, key_file = Path(face.tls_cert), Path(face.tls_key)
         else:
             dev = DevCertificates(actorbus_home())
             cert_file, key_file = dev.cert_file, dev.key_file
@@ -101,6 +93,9 @@ class HostedService(AsyncStartStop):
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(cert_file, key_file)
         return ctx
+
+    def _secured(self) -> bool:
+        return self.system is not None and self.system.runtime.security.secured
 
     async def close_system(self) -> None:
         """Close the system if this service connected it (bounded)."""

@@ -124,7 +124,7 @@ class GatewayService(HostedService):
             if stale:
                 log.warning("gateway: %d task(s) of a previous run marked failed", stale)
             self._edges = [edge_modules.load(name)(self._core, s) for name in s.edges]
-            tls = self.tls_context(s.tls, s.tls_cert, s.tls_key)
+            tls = self.tls_context(s)
             await self.serve_http(
                 self.app(), s.http_host, s.http_port, s.stop_timeout, tls, s.idle_timeout
             )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from actorbus import environment as env
+from actorbus.services.face import FaceSettings
 
 
 def default_db_path(namespace: str) -> Path:
@@ -18,7 +19,12 @@ def default_db_path(namespace: str) -> Path:
 
 
 @dataclass(frozen=True)
-class GatewaySettings:
+class GatewaySettings(FaceSettings):
+    """How a gateway runs. ``auth`` says who may ask the agents
+    (``services/gateway/auth.py``): "required" (a bearer token or a DIDWba
+    identity), "open" (anyone), "auto" (required when the bus is secured);
+    ``open_agents`` are asked without either ("*": all)."""
+
     http_host: str = "127.0.0.1"
     http_port: int = 8480  # 0: any free port
     db_path: str | Path | None = None  # None: default_db_path(namespace)
@@ -39,10 +45,6 @@ class GatewaySettings:
     idle_timeout: float = 15.0
     body_timeout: float = 30.0
     stop_timeout: float = 2.0  # seconds runs and connections get on stop
-    # Who may ask the agents (services/gateway/auth.py): "required" (a bearer token
-    # or a DIDWba identity), "open" (anyone), "auto" (required when the bus is
-    # secured). open_agents are asked without either ("*": all).
-    auth: Literal["auto", "required", "open"] = "auto"
     open_agents: tuple[str, ...] = ()
     # The agents (actor types) served at all; the others are not listed, and are
     # answered as unknown. None: every registered type on an open bus, and only
@@ -56,19 +58,12 @@ class GatewaySettings:
     # The OAuth scopes each client may have ("agent:<name>", "agent:*",
     # "gateway:status"); a client not named here may have any.
     token_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    token_domain: str = "actorbus"  # tokens say "<domain>-auth-service" issued them
     # A token-bearing request must carry an id a replay can be told by: its
     # protocol's (A2A messageId, MCP session and request id, ACP created_at) or an
     # Idempotency-Key header. "optional" lets requests without one through.
     request_ids: Literal["required", "optional"] = "required"
     # A2ACP's rate limits, messages a minute: per caller, per caller and agent, in all
     rate_limits: tuple[int, int, int] = (1000, 100, 10_000)
-    # HTTPS: "auto" (on when the bus is secured: the development certificate of
-    # ACTORBUS_HOME unless tls_cert/tls_key name real ones), "on", "off".
-    tls: Literal["auto", "on", "off"] = "auto"
-    tls_cert: str | Path | None = None
-    tls_key: str | Path | None = None
-    issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key
     # A2A push notifications (services/gateway/push.py): delivered from a durable
     # queue, retried after each delay of push_backoff, then dead-lettered. Webhook
     # URLs must be https on public addresses unless push_urls="any" (logged).

@@ -23,13 +23,13 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from actorbus.actors.system import ActorSystem
 from actorbus.bus.leases import LeaderElection, LeaseBucket
 from actorbus.bus.tasks import stop_task, supervise
 from actorbus.codecs.envelope import new_id
+from actorbus.services.face import FaceSettings
 from actorbus.services.hosting import HostedService
 from actorbus.services.registry.actor import RegistryActor
 from actorbus.services.registry.cards import AgentInfoFetcher
@@ -48,8 +48,10 @@ def leader_bucket(ns: str) -> str:
 
 
 @dataclass(frozen=True)
-class RegistrySettings:
-    """How a registry instance runs; the defaults follow the spec."""
+class RegistrySettings(FaceSettings):
+    """How a registry instance runs; the defaults follow the spec. Writes over
+    HTTP need a bearer token (``registry:write``) where ``auth`` says so; reads
+    need none."""
 
     replicas: int = 1  # of the buckets; 3 on a cluster
     leader_ttl: float = 3.0  # seconds a dead leader's lease outlives it
@@ -62,16 +64,6 @@ class RegistrySettings:
     http_port: int | None = 0  # 0: any free port; None: no HTTP API
     actor_key: str | None = "main"  # the RegistryActor's key; None: no actor
     instance_id: str | None = None  # default: a fresh id per start
-    # Writes over HTTP need a bearer token (registry:write) from the namespace's
-    # token issuer: "required", "open", or "auto" (required when the bus is secured).
-    auth: Literal["auto", "required", "open"] = "auto"
-    token_domain: str = "actorbus"
-    issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key
-    # HTTPS: "auto" (on when the bus is secured: the development certificate of
-    # ACTORBUS_HOME unless tls_cert/tls_key name real ones), "on", "off".
-    tls: Literal["auto", "on", "off"] = "auto"
-    tls_cert: str | Path | None = None
-    tls_key: str | Path | None = None
 
 
 class RegistryService(HostedService):
@@ -172,12 +164,9 @@ class RegistryService(HostedService):
             self.registry,
             self.status,
             default_wait=self.settings.default_wait,
-            writers=self.token_verifier(
-                self.settings.auth, self.settings.issuer_key, self.settings.token_domain
-            ),
+            writers=self.token_verifier(self.settings),
         )
-        s = self.settings
-        tls = self.tls_context(s.tls, s.tls_cert, s.tls_key)
+        tls = self.tls_context(self.settings)
         await self.serve_http(api.app(), host, port, shutdown_timeout=1.0, tls=tls)
 
     async def _lead(self) -> None:

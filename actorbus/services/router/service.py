@@ -27,8 +27,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -37,6 +36,7 @@ from actorbus.actors.system import ActorSystem
 from actorbus.codecs.common import read_json
 from actorbus.codecs.errors import ActorBusError, AuthError, DecodeError, ValidationFailedError
 from actorbus.security.tokens import TokenVerifier
+from actorbus.services.face import FaceSettings
 from actorbus.services.hosting import HostedService
 from actorbus.services.router.actor import (
     Observation,
@@ -60,24 +60,17 @@ _STATUS = {
 
 
 @dataclass(frozen=True)
-class RouterSettings:
+class RouterSettings(FaceSettings):
+    """How a router instance runs. Where ``auth`` says so, ``POST /route`` (it
+    names the namespace's actors) and ``/observe`` (it steers the latency-aware
+    policy) need a bearer token for the audience ``router`` with
+    ``router:route`` / ``router:observe`` (a gateway's ``POST /auth/token``);
+    ``/select`` reads nothing but the request and stays open."""
+
     http_host: str = "127.0.0.1"
     http_port: int | None = 0  # 0: any free port; None: no HTTP face
     actor_key: str = "main"
     ask_timeout: float = 10.0
-    # POST /route (it names the namespace's actors) and /observe (it steers the
-    # latency-aware policy) need a bearer token for the audience "router" with the
-    # capability router:route / router:observe, from the namespace's token issuer
-    # (a gateway's POST /auth/token): "required", "open", or "auto" (required when
-    # the bus is secured). /select reads nothing but the request: open.
-    auth: Literal["auto", "required", "open"] = "auto"
-    token_domain: str = "actorbus"
-    issuer_key: str | Path | None = None  # None: <ACTORBUS_HOME>/<namespace>/token-issuer.key
-    # HTTPS: "auto" (on when the bus is secured: the development certificate of
-    # ACTORBUS_HOME unless tls_cert/tls_key name real ones), "on", "off".
-    tls: Literal["auto", "on", "off"] = "auto"
-    tls_cert: str | Path | None = None
-    tls_key: str | Path | None = None
 
 
 class RouterService(HostedService):
@@ -99,10 +92,11 @@ class RouterService(HostedService):
         try:
             system = await self.open_system(f"router-{s.actor_key}", hosts=[RouterActor.type_name])
             await system.spawn(RouterActor, s.actor_key, discover=system.discover)
-            self.callers = self.token_verifier(s.auth, s.issuer_key, s.token_domain)
+            self.callers = self.token_verifier(s)
             if s.http_port is not None:
-                tls = self.tls_context(s.tls, s.tls_cert, s.tls_key)
-                await self.serve_http(self.app(), s.http_host, s.http_port, 2.0, tls)
+                await self.serve_http(
+                    self.app(), s.http_host, s.http_port, 2.0, self.tls_context(s)
+                )
         except BaseException:
             await self.stop()
             raise

@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerInfo
 
+from actorbus.actors.outbox import fresh_resend_stamp
 from actorbus.actors.pipeline import decode_stored
 from actorbus.bus.client import BadHeaders
 from actorbus.bus.jetstream import (
@@ -30,9 +32,12 @@ from actorbus.bus.jetstream import (
     type_consumer_name,
 )
 from actorbus.bus.subjects import Address
-from actorbus.codecs.envelope import Envelope
-from actorbus.codecs.errors import ActorBusError
+from actorbus.codecs.envelope import Envelope, now_ms
+from actorbus.codecs.errors import ActorBusError, AuthError
 from actorbus.codecs.wire import H_MSG_ID, pack, unpack
+from actorbus.security.replay import DEFAULT_SKEW_MS
+from actorbus.security.resent import RESENT_HEADER
+from actorbus.security.sessions import SESSION_HEADER
 
 if TYPE_CHECKING:
     from actorbus.actors.runtime import Runtime
@@ -191,14 +196,44 @@ async def replay_dead_letter(rt: Runtime, seq: int) -> None:
     headers = dict(letter.original_headers)
     # A new id for JetStream's duplicate window: the original id was stored already.
     headers[H_MSG_ID] = f"{letter.envelope_id or 'dead'}~replay~{seq}"
+    # Sealed long ago: stamped again (its sender's key), or the receiver's
+    # clock-skew check takes it for a captured message played back.
+    stamp = fresh_resend_stamp(rt, headers, letter.envelope_id) if letter.envelope_id else None
+    if stamp is not None:
+        headers[RESENT_HEADER] = stamp
+    elif SESSION_HEADER in headers and (age := now_ms() - _sent_ms(letter)) > DEFAULT_SKEW_MS:
+        raise AuthError(
+            f"dead letter #{seq} was sealed {age / 1000:.0f} s ago by a sender whose key this "
+            "system does not hold, so it cannot be stamped again, and its receiver would "
+            f"refuse it (clock skew over {DEFAULT_SKEW_MS // 1000} s): replay it where that "
+            "key is, or send it anew (`actorbus history "
+            f"{letter.address}{_since(letter)} --rerun-to {letter.address}`, then drop it)"
+        )
     await rt.durable.queue(addr.type)
     ack = await rt.js.publish(rt.subjects.durable(addr), letter.original, headers=headers)
     if ack.seq is None or ack.stream != stream_name(rt.namespace, addr.type):
         raise ActorBusError(f"replay of dead letter #{seq} was not stored")
-    await drop_dead_letter(rt, seq)
+    try:
+        await drop_dead_letter(rt, seq)
+    except AuthError as err:  # sent again all the same: say so, or it is sent twice
+        raise AuthError(f"dead letter #{seq} was sent again but is still listed: {err}") from None
+
+
+def _since(letter: DeadLetter) -> str:
+    return "" if letter.original_seq is None else f" --since-seq {letter.original_seq}"
+
+
+def _sent_ms(letter: DeadLetter) -> int:
+    """When the dead letter's message was stamped (0: it cannot be read)."""
+    try:
+        return letter.envelope().ts
+    except Exception:
+        return 0
 
 
 async def drop_dead_letter(rt: Runtime, seq: int) -> None:
+    """Delete a dead letter for good. AuthError when the broker does not let this
+    system delete a stream's messages (on a secured broker only its admin may)."""
     await rt.durable.ready()
     try:
         await rt.js.delete_msg(dlq_stream_name(rt.namespace), seq)
@@ -206,6 +241,13 @@ async def drop_dead_letter(rt: Runtime, seq: int) -> None:
         if not _missing(exc):
             raise
         raise ActorBusError(f"no dead letter #{seq}") from None
+    except nats.errors.TimeoutError:
+        # a publish the broker's permissions refuse gets no answer at all
+        raise AuthError(
+            f"the broker did not answer deleting dead letter #{seq}: on a secured broker a "
+            "member may not delete a stream's messages, its admin may (`actorbus dlq` is "
+            "the admin where the broker's operator keys are, as `actorbus up` keeps them)"
+        ) from None
 
 
 async def queue_stats(rt: Runtime, address: str) -> QueueStats:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -103,22 +104,27 @@ def resent(rt: Runtime, held: list[Held]) -> list[Held]:
     sealed: each with a fresh stamp signed by its session's (or topic's) sender
     key (``Ab-Resent``), so the receiver's clock-skew check does not refuse it as
     a replay."""
-    security = rt.security
     again = []
     for h in held:
-        headers = LazyHeaders(h.out.headers)
-        session, topic = headers.get(SESSION_HEADER), headers.get(TOPIC_HEADER)
-        if session is not None:
-            signer = security.held_key(session_signer(session))
-        else:
-            signer = None if topic is None else security.held_key(parse_topic_header(topic)[0])
-        if signer is not None:
-            stamp = resent_stamp(signer, h.out.id, now_ms())
+        stamp = fresh_resend_stamp(rt, LazyHeaders(h.out.headers), h.out.id)
+        if stamp is not None:
             h = h._replace(
                 out=h.out._replace(headers=with_header(h.out.headers, RESENT_HEADER, stamp))
             )
         again.append(h)
     return again
+
+
+def fresh_resend_stamp(rt: Runtime, headers: Mapping[str, str], envelope_id: str) -> str | None:
+    """``Ab-Resent`` for a sealed message sent again now, signed by its session's
+    (or topic's) sender key; None when it travels unsealed, or when this system
+    does not hold that key (the receiver then checks the envelope's own stamp)."""
+    session, topic = headers.get(SESSION_HEADER), headers.get(TOPIC_HEADER)
+    if session is not None:
+        signer = rt.security.held_key(session_signer(session))
+    else:
+        signer = None if topic is None else rt.security.held_key(parse_topic_header(topic)[0])
+    return None if signer is None else resent_stamp(signer, envelope_id, now_ms())
 
 
 async def release(rt: Runtime, held: list[Held]) -> None:

@@ -456,9 +456,14 @@ class ActorSystem:
 
     async def rerun(self, messages: AsyncIterator[Envelope], address: str) -> int:
         """Send stored messages again, to ``address`` (say, a new version of an agent),
-        durably and in order; returns how many were sent."""
+        durably and in order, each once (a message stored again, by a dead letter's
+        replay, is the same message); returns how many were sent."""
         sent = 0
+        seen: set[str] = set()
         async for env in messages:
+            if env.id in seen:
+                continue
+            seen.add(env.id)
             extra = env.meta.model_extra or {}
             tracing = self.runtime.telemetry.tracing
             token = spans.replay_of.set(extra.get("traceparent")) if tracing else None

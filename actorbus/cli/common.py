@@ -23,7 +23,7 @@ from actorbus.actors.context import env_url, recorded_replicas, recorded_url
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.errors import ActorBusError, ConnectionLostError, StateError
 from actorbus.extras import require
-from actorbus.security.secure_broker import join_options
+from actorbus.security.secure_broker import admin_connect_options, join_options
 from actorbus.security.settings import actorbus_home
 from actorbus.state.postgres_store import PostgresStateStore
 from actorbus.state.store import StateSettings
@@ -134,12 +134,15 @@ async def connect(
     hosts: Sequence[str] | None = None,
     debug: bool = False,
     state_store: str | None = None,
+    admin: bool = False,
 ) -> ActorSystem:
     """A system for a command: on a secured broker its user may subscribe to the
     subjects of ``hosts`` (actor types) and no other type's. Without ``hosts``
     (the commands that look after queues and send: ``dlq``, ``queue``,
     ``history``, ``ask``, ``tell``...) it is not limited to types: these are the
-    operator's tools, run where its keys are, and they read every type's queue."""
+    operator's tools, run where its keys are, and they read every type's queue.
+    ``admin``: as the broker's admin where this machine holds its operator keys
+    (what deletes a stream's messages: ``dlq replay``, ``dlq drop``)."""
     # The first contact gives up after a few quick tries; the timeout also bounds
     # a server that accepts TCP but never answers the NATS handshake.
     hint = "(is a server running? start one with `actorbus up`)"
@@ -160,6 +163,8 @@ async def connect(
                     )
                 except ConnectionLostError:
                     raise TimeoutError from None  # said below, as for any failed contact
+                if admin and "security" in joining and operator_keys_here():
+                    joining["connect_options"] = admin_connect_options(namespace)
                 system = await ActorSystem.connect(
                     servers,
                     namespace=namespace,
@@ -181,6 +186,12 @@ async def connect(
             await system.close()
             raise CliError(f"--state-store: {exc}") from None
     return system
+
+
+def operator_keys_here() -> bool:
+    """Whether this machine's ``ACTORBUS_HOME`` holds the broker's operator keys
+    (``actorbus up`` made them here), from which its admin user is issued."""
+    return (actorbus_home() / "broker" / "operator.nk").exists()
 
 
 def state_settings(url: str | None, namespace: str) -> StateSettings | None:
@@ -245,7 +256,10 @@ def resolve_url(given: str | None) -> str:
 
 
 async def with_system(
-    args: argparse.Namespace, work: Callable[[ActorSystem, argparse.Namespace], Any]
+    args: argparse.Namespace,
+    work: Callable[[ActorSystem, argparse.Namespace], Any],
+    *,
+    admin: bool = False,
 ) -> int:
     args.url = resolve_url(args.url)
     system = await connect(
@@ -254,6 +268,7 @@ async def with_system(
         args.connect_timeout,
         args.verbose > 0,
         state_store=getattr(args, "state_store", None),
+        admin=admin,
     )
     try:
         await work(system, args)

@@ -43,7 +43,8 @@ from actorbus.security.settings import actorbus_home
 
 
 def cmd_dlq(args: argparse.Namespace) -> int:
-    return asyncio.run(with_system(args, _dlq))
+    # replay and drop delete the dead letter: the broker's admin's right
+    return asyncio.run(with_system(args, _dlq, admin=args.action in ("replay", "drop")))
 
 
 def cmd_queue(args: argparse.Namespace) -> int:

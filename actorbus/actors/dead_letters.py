@@ -32,10 +32,9 @@ from actorbus.bus.jetstream import (
     type_consumer_name,
 )
 from actorbus.bus.subjects import Address
-from actorbus.codecs.envelope import Envelope, now_ms
+from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, AuthError
 from actorbus.codecs.wire import H_MSG_ID, pack, unpack
-from actorbus.security.replay import DEFAULT_SKEW_MS
 from actorbus.security.resent import RESENT_HEADER
 from actorbus.security.sessions import SESSION_HEADER
 
@@ -198,16 +197,19 @@ async def replay_dead_letter(rt: Runtime, seq: int) -> None:
     headers[H_MSG_ID] = f"{letter.envelope_id or 'dead'}~replay~{seq}"
     # Sealed long ago: stamped again (its sender's key), or the receiver's
     # clock-skew check takes it for a captured message played back.
-    stamp = fresh_resend_stamp(rt, headers, letter.envelope_id) if letter.envelope_id else None
+    stamp = None
+    if letter.envelope_id:
+        stamp = fresh_resend_stamp(rt, headers, letter.envelope_id, _sender_type(letter))
     if stamp is not None:
         headers[RESENT_HEADER] = stamp
-    elif SESSION_HEADER in headers and (age := now_ms() - _sent_ms(letter)) > DEFAULT_SKEW_MS:
+    elif SESSION_HEADER in headers:
         raise AuthError(
-            f"dead letter #{seq} was sealed {age / 1000:.0f} s ago by a sender whose key this "
-            "system does not hold, so it cannot be stamped again, and its receiver would "
-            f"refuse it (clock skew over {DEFAULT_SKEW_MS // 1000} s): replay it where that "
-            "key is, or send it anew (`actorbus history "
-            f"{letter.address}{_since(letter)} --rerun-to {letter.address}`, then drop it)"
+            f"dead letter #{seq} is sealed by a sender whose key this system does not hold: "
+            "sent again as it is, its receiver would take it for a captured message played "
+            "back (its id taken, or its stamp over the clock-skew allowance), so it cannot "
+            "be replayed from here. Replay it where that key is (the sending type's hosts), "
+            f"or send it anew (`actorbus history {letter.address}{_since(letter)} --rerun-to "
+            f"{letter.address}`, then drop it)"
         )
     await rt.durable.queue(addr.type)
     ack = await rt.js.publish(rt.subjects.durable(addr), letter.original, headers=headers)
@@ -219,16 +221,18 @@ async def replay_dead_letter(rt: Runtime, seq: int) -> None:
         raise AuthError(f"dead letter #{seq} was sent again but is still listed: {err}") from None
 
 
+def _sender_type(letter: DeadLetter) -> str | None:
+    """The actor type that sent the dead letter's message (None: a client, or
+    unreadable)."""
+    try:
+        kind = letter.envelope().src.partition("/")[0]
+    except Exception:
+        return None
+    return None if kind in ("", "client") else kind
+
+
 def _since(letter: DeadLetter) -> str:
     return "" if letter.original_seq is None else f" --since-seq {letter.original_seq}"
-
-
-def _sent_ms(letter: DeadLetter) -> int:
-    """When the dead letter's message was stamped (0: it cannot be read)."""
-    try:
-        return letter.envelope().ts
-    except Exception:
-        return 0
 
 
 async def drop_dead_letter(rt: Runtime, seq: int) -> None:

@@ -115,15 +115,25 @@ def resent(rt: Runtime, held: list[Held]) -> list[Held]:
     return again
 
 
-def fresh_resend_stamp(rt: Runtime, headers: Mapping[str, str], envelope_id: str) -> str | None:
+def fresh_resend_stamp(
+    rt: Runtime, headers: Mapping[str, str], envelope_id: str, sender_type: str | None = None
+) -> str | None:
     """``Ab-Resent`` for a sealed message sent again now, signed by its session's
     (or topic's) sender key; None when it travels unsealed, or when this system
-    does not hold that key (the receiver then checks the envelope's own stamp)."""
+    does not hold that key (the receiver then checks the envelope's own stamp).
+    ``sender_type``: the actor type that sent it, whose key this machine's home
+    may hold (an operator replaying a dead letter where its hosts run)."""
     session, topic = headers.get(SESSION_HEADER), headers.get(TOPIC_HEADER)
+    kid: str | None = None
     if session is not None:
-        signer = rt.security.held_key(session_signer(session))
-    else:
-        signer = None if topic is None else rt.security.held_key(parse_topic_header(topic)[0])
+        kid = session_signer(session)
+    elif topic is not None:
+        kid = parse_topic_header(topic)[0]
+    if kid is None:
+        return None
+    signer = rt.security.held_key(kid)
+    if signer is None and sender_type is not None:
+        signer = rt.security.reading_key(sender_type, kid)
     return None if signer is None else resent_stamp(signer, envelope_id, now_ms())
 
 

@@ -392,8 +392,8 @@ class Guard:
                     f"sending as {env.src}"
                 )
             if not redelivered:  # a resent one is checked by when it was resent
-                stamped = stamped_at(env.id, env.ts, headers, session.sender.subject)
-                self.replays.check(env.id, stamped, now, stored_at)
+                taken_as, stamped = stamped_at(env.id, env.ts, headers, session.sender.subject)
+                self.replays.check(taken_as, stamped, now, stored_at)
         except AuthError as err:
             self._refused(address, env, str(err))
             raise
@@ -486,8 +486,8 @@ class Guard:
             at = env.ts if stored_ms is None else stored_ms  # its key as it stood then
             key = await self.topics.admit(body, headers, env, address.partition("/")[0], at)
             if not redelivered:  # every subscriber takes it once: the id is per address
-                stamped = stamped_at(env.id, env.ts, headers, key.sender.subject)
-                self.replays.check(f"{env.id}@{address}", stamped, stored_ms, stored_at)
+                taken_as, stamped = stamped_at(env.id, env.ts, headers, key.sender.subject)
+                self.replays.check(f"{taken_as}@{address}", stamped, stored_ms, stored_at)
         except AuthError as err:
             self._refused(address, env, str(err))
             raise

@@ -60,8 +60,14 @@ def resent_at(value: str, envelope_id: str, sender: PublicIdentity) -> int:
 
 def stamped_at(
     envelope_id: str, envelope_ts: int, headers: Mapping[str, str], sender: PublicIdentity
-) -> int:
-    """When the message was sent, for the clock-skew check: its envelope's stamp,
-    or its verified resend time when it was sent again."""
+) -> tuple[str, int]:
+    """What the replay window takes the message as, and when it was sent (for the
+    clock-skew check): its id and its envelope's stamp; or, sent again, its id
+    with its verified resend time and that time. Each sending the sender's key
+    signed is taken once (a dead letter replayed where that key is, after the
+    first delivery took the id); a copy of any of them, played back, is not."""
     value = headers.get(RESENT_HEADER)
-    return envelope_ts if value is None else resent_at(value, envelope_id, sender)
+    if value is None:
+        return envelope_id, envelope_ts
+    at_ms = resent_at(value, envelope_id, sender)
+    return f"{envelope_id}+{at_ms}", at_ms

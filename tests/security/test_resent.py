@@ -31,6 +31,22 @@ def test_a_malformed_stamp_is_an_auth_error(value: str) -> None:
 
 def test_without_a_stamp_the_envelope_s_own_time_counts() -> None:
     sender = Identity.generate()
-    assert stamped_at("m", 42, {}, sender.public) == 42
+    assert stamped_at("m", 42, {}, sender.public) == ("m", 42)
     headers = {RESENT_HEADER: resent_stamp(sender, "m", 99)}
-    assert stamped_at("m", 42, headers, sender.public) == 99
+    # each signed sending is taken once by the replay window: its id with its time
+    assert stamped_at("m", 42, headers, sender.public) == ("m+99", 99)
+
+
+def test_a_resent_message_is_taken_once_per_signed_sending() -> None:
+    """A dead letter's replay, stamped by its sender's key, is taken although its
+    first delivery took its id; a copy of that replay is not, nor the original."""
+    from actorbus.codecs.errors import ReplayError
+    from actorbus.security.replay import ReplayWindow
+
+    sender, window = Identity.generate(), ReplayWindow(skew_ms=30_000)
+    window.check(*stamped_at("m", 1_000, {}, sender.public), now_ms=1_000)
+    resent = {RESENT_HEADER: resent_stamp(sender, "m", 5_000)}
+    window.check(*stamped_at("m", 1_000, resent, sender.public), now_ms=5_000)
+    for headers in (resent, {}):
+        with pytest.raises(ReplayError):
+            window.check(*stamped_at("m", 1_000, headers, sender.public), now_ms=6_000)

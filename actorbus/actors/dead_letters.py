@@ -195,8 +195,8 @@ async def replay_dead_letter(rt: Runtime, seq: int) -> None:
     headers = dict(letter.original_headers)
     # A new id for JetStream's duplicate window: the original id was stored already.
     headers[H_MSG_ID] = f"{letter.envelope_id or 'dead'}~replay~{seq}"
-    # Sealed long ago: stamped again (its sender's key), or the receiver's
-    # clock-skew check takes it for a captured message played back.
+    # Sealed: stamped again (its sender's key), or its receiver takes it for a
+    # captured message played back (its id taken, or its stamp too old).
     stamp = None
     if letter.envelope_id:
         stamp = fresh_resend_stamp(rt, headers, letter.envelope_id, _sender_type(letter))

@@ -235,7 +235,7 @@ class GatewayCore:
         live.task = msgspec.structs.replace(live.task, history=[*(live.task.history or []), user])
         assert context_id is not None
         intent, content = agent.choose_intent(intent, content)
-        # a durable intent is stored first and handled once, also when streamed for
+        # a durable intent is stored first and handled once, also when a stream was asked for
         told = intent in agent.durable
         run = Run(
             id=uuid.uuid4().hex,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import nats.js.errors
@@ -22,6 +22,7 @@ from actorbus.bus.subjects import Address
 from actorbus.codecs.envelope import Envelope
 from actorbus.codecs.errors import ActorBusError, AuthError, DecodeError
 from actorbus.security.sealing import attach_session
+from actorbus.telemetry import spans
 from actorbus.telemetry.spans import TRACEPARENT
 
 if TYPE_CHECKING:
@@ -141,3 +142,36 @@ async def _read(
     finally:  # also when a reader stops early and the connection is gone by then
         with contextlib.suppress(Exception):
             await psub.unsubscribe()
+
+
+async def rerun(
+    tell: Callable[..., Awaitable[None]],
+    messages: AsyncIterator[Envelope],
+    address: str,
+    tracing: bool,
+) -> int:
+    """Send stored messages again to ``address`` with ``tell`` (a system's), durably,
+    in order, each once (see ``ActorSystem.rerun``); each send's span links the
+    trace it was first sent in."""
+    sent = 0
+    seen: set[str] = set()
+    async for env in messages:
+        if env.id in seen:
+            continue
+        seen.add(env.id)
+        extra = env.meta.model_extra or {}
+        token = spans.replay_of.set(extra.get("traceparent")) if tracing else None
+        try:
+            await tell(
+                address,
+                env.content,
+                intent=env.intent,
+                session_id=env.context.session_id,
+                idempotency_key=env.context.idempotency_key,
+                durable=True,
+            )
+        finally:
+            if token is not None:
+                spans.replay_of.reset(token)
+        sent += 1
+    return sent

@@ -32,7 +32,7 @@ from actorbus.actors.dead_letters import (
 )
 from actorbus.actors.delivery import DeliveryDefaults, DeliveryPolicy
 from actorbus.actors.directory import Directory
-from actorbus.actors.history import read_history
+from actorbus.actors.history import read_history, rerun
 from actorbus.actors.hosting import Hosting
 from actorbus.actors.listing import DiscoveryQuery, Listing
 from actorbus.actors.options import SystemOptions, secure_start
@@ -54,7 +54,7 @@ from actorbus.codecs.errors import (
 )
 from actorbus.security.secure_broker import first_join
 from actorbus.security.stage import NoSecurity, SecurityStage
-from actorbus.telemetry import OFF, Telemetry, configure, flush, spans
+from actorbus.telemetry import OFF, Telemetry, configure, flush
 
 log = logging.getLogger("actorbus.system")
 
@@ -458,29 +458,7 @@ class ActorSystem:
         """Send stored messages again, to ``address`` (say, a new version of an agent),
         durably and in order, each once (a message stored again, by a dead letter's
         replay, is the same message); returns how many were sent."""
-        sent = 0
-        seen: set[str] = set()
-        async for env in messages:
-            if env.id in seen:
-                continue
-            seen.add(env.id)
-            extra = env.meta.model_extra or {}
-            tracing = self.runtime.telemetry.tracing
-            token = spans.replay_of.set(extra.get("traceparent")) if tracing else None
-            try:
-                await self.tell(
-                    address,
-                    env.content,
-                    intent=env.intent,
-                    session_id=env.context.session_id,
-                    idempotency_key=env.context.idempotency_key,
-                    durable=True,
-                )
-            finally:
-                if token is not None:
-                    spans.replay_of.reset(token)
-            sent += 1
-        return sent
+        return await rerun(self.tell, messages, address, self.runtime.telemetry.tracing)
 
     @property
     def client_address(self) -> str:

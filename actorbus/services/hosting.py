@@ -66,14 +66,20 @@ class HostedService(AsyncStartStop):
             )
         return self.system
 
-    def token_verifier(self, face: FaceSettings) -> TokenVerifier | None:
-        """What checks the bearer tokens of the HTTP face's calls: tokens of the
-        namespace's issuer (see :class:`FaceSettings`); None when ``auth`` is
-        "open", or "auto" on an open bus (anyone may call)."""
+    def token_issuer(self, face: FaceSettings) -> TokenIssuer | None:
+        """The namespace's token issuer the HTTP face's calls are checked against
+        (see :class:`FaceSettings`); None when ``auth`` is "open", or "auto" on an
+        open bus (anyone may call)."""
         if face.auth == "open" or (face.auth == "auto" and not self._secured()):
             return None
         key = face.issuer_key or default_home(self.namespace) / "token-issuer.key"
-        return TokenVerifier.of(TokenIssuer(Identity.load(key), face.token_domain))
+        return TokenIssuer(Identity.load(key), face.token_domain)
+
+    def token_verifier(self, face: FaceSettings) -> TokenVerifier | None:
+        """What checks the bearer tokens of the HTTP face's calls (None: anyone may
+        call)."""
+        issuer = self.token_issuer(face)
+        return None if issuer is None else TokenVerifier.of(issuer)
 
     def tls_context(self, face: FaceSettings) -> ssl.SSLContext | None:
         """The HTTPS server context of the HTTP face, or None for plain HTTP (see

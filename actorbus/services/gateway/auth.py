@@ -63,7 +63,6 @@ from actorbus.codecs.errors import (
     ForbiddenError,
     ReplayError,
 )
-from actorbus.security.identity import Identity
 from actorbus.security.tokens import RateLimits, TokenIssuer, TokenVerifier
 from actorbus.services.gateway import oauth
 from actorbus.services.gateway.edges.http import base_url, json_response
@@ -135,12 +134,6 @@ class GatewayAuth:
         self._seen: set[tuple[str, str, str]] = set()
         self._expiry: list[tuple[float, tuple[str, str, str]]] = []  # (until, key), a min-heap
         self._full_warned = False
-
-    @classmethod
-    def at(cls, key_file: str, domain: str, **kwargs: object) -> GatewayAuth:
-        """With the issuer key in ``key_file`` (made there, 0600, on first use;
-        gateways that share it accept each other's tokens)."""
-        return cls(TokenIssuer(Identity.load(key_file), domain), **kwargs)  # type: ignore[arg-type]
 
     # -- checking ---------------------------------------------------------------
     def is_open(self, agent: str) -> bool:

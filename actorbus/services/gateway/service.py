@@ -113,7 +113,7 @@ class GatewayService(HostedService):
                     stop_timeout=s.stop_timeout,
                 ),
             )
-            self.auth = self._auth(system)
+            self.auth = self._auth()
             self._core.auth = self.auth
             self._core.exposed = self._exposure(system)
             if self.auth is not None:
@@ -176,11 +176,11 @@ class GatewayService(HostedService):
         core.pusher = Pusher(system, configs, s.push_urls)
         core.on_change = core.pusher.on_change
 
-    def _auth(self, system: ActorSystem) -> GatewayAuth | None:
+    def _auth(self) -> GatewayAuth | None:
         s = self.settings
-        if s.auth == "open" or (s.auth == "auto" and not system.runtime.security.secured):
+        issuer = self.token_issuer(s)
+        if issuer is None:
             return None
-        key = s.issuer_key or default_home(self.namespace) / "token-issuer.key"
         if s.request_ids == "optional":
             log.warning(
                 "gateway: requests without an id are taken (request_ids='optional'): "
@@ -198,9 +198,8 @@ class GatewayService(HostedService):
                 "(--token-clients FILE, GatewaySettings.token_secrets): nobody can get "
                 "a token, so only open agents and DID-signed ANP requests are served"
             )
-        return GatewayAuth.at(
-            str(key),
-            s.token_domain,
+        return GatewayAuth(
+            issuer,
             open_agents=s.open_agents,
             token_secrets=token_secrets,
             token_scopes=token_scopes,

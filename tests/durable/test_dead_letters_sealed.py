@@ -12,7 +12,7 @@ import pytest
 from actorbus import Actor, ActorSystem, handler
 from actorbus.bus.jetstream import DurableSettings
 from actorbus.codecs.errors import AuthError
-from actorbus.testing import TestBroker
+from actorbus.testing import TestBroker, eventually
 
 FAST = DurableSettings(backoff=(0.05, 0.1, 0.2), ack_wait=5.0)
 SKEW_MS = 1_000  # the receivers' clock-skew allowance: a dead letter is old within a test
@@ -59,12 +59,8 @@ async def test_a_sealed_dead_letter_is_stamped_again_by_its_senders_host() -> No
             await host.register(Till)
             await host.register(Cashier)
             assert await host.ask("cashier/1", {"n": 7}) == "rung"
-            letters: list[Any] = []
-            deadline = asyncio.get_running_loop().time() + 20
-            while not letters:  # retried, then dead-lettered: no event crosses that stream
-                assert asyncio.get_running_loop().time() < deadline, "never dead-lettered"
-                await asyncio.sleep(0.1)
-                letters = await host.dead_letters("till/1")
+            # retried, then dead-lettered: no event crosses that stream
+            letters = await eventually(lambda: host.dead_letters("till/1"), 20, "a dead letter")
             await asyncio.sleep(SKEW_MS / 1000 + 0.2)  # older than the receiver allows
             Till.broken = False
             with pytest.raises(AuthError, match=r"sent again but is still listed.*its admin may"):

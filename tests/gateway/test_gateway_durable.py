@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from actorbus import Actor, ActorSystem, handler
 from actorbus.bus.server import EmbeddedServer
 from actorbus.services.gateway import GatewayService
+from actorbus.testing import eventually
 
 
 class Order(BaseModel):
@@ -118,10 +119,7 @@ async def test_a_durable_intent_waits_for_a_host_that_was_killed(
             assert not (tmp_path / "taken.txt").exists()
             async with cli(*run, env=env, cwd=tmp_path) as again:
                 await again.wait_for_line("ready")
-                taken = tmp_path / "taken.txt"
-                deadline = asyncio.get_running_loop().time() + 10
-                while not taken.exists():  # another process's file: no event to wait on
-                    assert asyncio.get_running_loop().time() < deadline, "never handled"
-                    await asyncio.sleep(0.05)
+                taken = tmp_path / "taken.txt"  # another process's file: no event to wait on
+                await eventually(taken.exists, what="the stored order handled")
                 assert await again.terminate() == 0, again.stderr
             assert taken.read_text() == "kitchen/default soup\n"
